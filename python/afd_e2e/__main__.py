@@ -1,0 +1,5 @@
+import sys
+
+from afd_e2e.cli import main
+
+sys.exit(main())

@@ -1,0 +1,28 @@
+"""``afd-e2e profiles``: list the shipped profiles, or validate one."""
+
+from __future__ import annotations
+
+import argparse
+
+from afd_e2e.profile import builtin_profiles, load_profile
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("profiles", help="list shipped profiles, or validate and describe one")
+    parser.add_argument("profile", nargs="?", help="a profile name or .yaml path to validate and describe")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    names = [args.profile] if args.profile else builtin_profiles()
+    for name in names:
+        profile = load_profile(name)
+        smoke = " [SMOKE]" if profile.smoke_only else ""
+        print(f"{profile.name}{smoke}: {profile.description}")
+        if args.profile:
+            print(f"  platform {profile.platform}, {profile.device_count} GPUs, gates: {profile.gates.backend}")
+            for case in profile.cases:
+                print(f"  case {case.id}: {case.label} ({', '.join(case.phases)})")
+            for cmp in profile.comparisons:
+                print(f"  compare {cmp.id}: {cmp.baseline} vs {cmp.candidate} ({', '.join(cmp.measures)})")
+    return 0

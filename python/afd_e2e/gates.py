@@ -1,0 +1,116 @@
+"""Environment gates: the explicit opt-in that must be present before a profile may run.
+
+Pure: takes a profile and an environment mapping, returns a decision. A gate that is simply not set closes the
+profile (with the reason); a gate that is set but malformed is an error with a one-line fix, never a silent skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from afd_e2e.profile import Profile
+
+BACKEND_ENV = "AFD_E2E_BACKEND"
+LARGE_MODEL_ENV = "AFD_E2E_LARGE_MODEL"
+
+OPEN, CLOSED, INVALID = "open", "closed", "invalid"
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """``open`` runs; ``closed`` lists what is not opted in; ``invalid`` lists malformed values and fixes."""
+
+    status: str
+    reasons: tuple[str, ...] = ()
+    model_path: str | None = None
+    devices: tuple[int, ...] = field(default_factory=tuple)
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == OPEN
+
+    @property
+    def exit_code(self) -> int:
+        return {OPEN: 0, CLOSED: 1, INVALID: 2}[self.status]
+
+
+def parse_devices(text: str, expected: int, source: str) -> tuple[tuple[int, ...], str | None]:
+    """Parse a comma-separated device list; return (devices, error-with-fix or None)."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        return (), f"{source}={text!r} has an empty entry; fix: give {expected} comma-separated GPU ids, e.g. 0,1"
+    devices: list[int] = []
+    for item in items:
+        if not item.lstrip("-").isdigit():
+            return (), f"{source}={text!r}: {item!r} is not an integer; fix: use GPU ids like 0,2,4,6"
+        value = int(item)
+        if value < 0:
+            return (), f"{source}={text!r}: {value} is negative; fix: GPU ids start at 0"
+        devices.append(value)
+    duplicates = sorted({d for d in devices if devices.count(d) > 1})
+    if duplicates:
+        return (), f"{source}={text!r} repeats {duplicates}; fix: list each GPU once"
+    if len(devices) != expected:
+        return (), f"{source}={text!r} lists {len(devices)} devices; fix: this profile needs exactly {expected}"
+    return tuple(devices), None
+
+
+def evaluate_gates(
+    profile: Profile,
+    env: Mapping[str, str],
+    *,
+    model_path: str | None = None,
+    devices: str | None = None,
+) -> GateDecision:
+    """Decide whether ``profile`` may run under ``env``; explicit ``model_path``/``devices`` override the env."""
+    gates = profile.gates
+    closed: list[str] = []
+    invalid: list[str] = []
+
+    backend = env.get(BACKEND_ENV, "")
+    if not backend:
+        closed.append(f"{BACKEND_ENV} is not set; set {BACKEND_ENV}={gates.backend} to opt in")
+    elif backend != gates.backend:
+        if backend in ("gpu", "cpu"):
+            closed.append(f"{BACKEND_ENV}={backend} but profile {profile.name} runs on {gates.backend}")
+        else:
+            invalid.append(f"{BACKEND_ENV}={backend!r} is not a backend; fix: set it to gpu or cpu")
+
+    if gates.large_model:
+        flag = env.get(LARGE_MODEL_ENV, "")
+        if not flag:
+            closed.append(f"{LARGE_MODEL_ENV} is not set; set {LARGE_MODEL_ENV}=1 to opt in to large-model runs")
+        elif flag == "0":
+            closed.append(f"{LARGE_MODEL_ENV}=0 opts out of large-model runs")
+        elif flag != "1":
+            invalid.append(f"{LARGE_MODEL_ENV}={flag!r} is not 0 or 1; fix: set {LARGE_MODEL_ENV}=1")
+
+    path = model_path if model_path is not None else env.get(gates.model_env, "")
+    resolved_model: str | None = None
+    if not path:
+        closed.append(f"{gates.model_env} is not set; point it at the staged checkpoint directory")
+    elif not Path(path).is_dir():
+        what = "a file" if Path(path).exists() else "missing"
+        invalid.append(f"{gates.model_env}={path} is {what}, not a directory; fix: point it at the checkpoint folder")
+    else:
+        resolved_model = str(Path(path).resolve())
+
+    resolved_devices: tuple[int, ...] = ()
+    if profile.device_count:
+        raw = devices if devices is not None else env.get(gates.devices_env or "", "")
+        source = "--devices" if devices is not None else (gates.devices_env or "devices")
+        if not raw:
+            example = ",".join(str(d) for d in profile.default_devices) or "0,1"
+            closed.append(f"{source} is not set; set {gates.devices_env}={example} ({profile.device_count} unique ids)")
+        else:
+            resolved_devices, error = parse_devices(raw, profile.device_count, source)
+            if error:
+                invalid.append(error)
+
+    if invalid:
+        return GateDecision(INVALID, tuple(invalid + closed))
+    if closed:
+        return GateDecision(CLOSED, tuple(closed))
+    return GateDecision(OPEN, (), resolved_model, resolved_devices)
