@@ -1,17 +1,41 @@
 """results.json: the one record of a run, written incrementally so a crash or cancel leaves a valid file.
 
 Everything downstream (JUnit, annotation, plots, Buildkite upload) renders from this file alone, so a results
-folder copied from another machine renders the same. Layout (schema ``afd-e2e/results/v1``)::
+folder copied from another machine renders the same. This docstring is the schema contract (``afd-e2e/results/v1``);
+paths inside are relative to the results folder. Status words: run/case/phase ``running|passed|failed|cancelled|
+crashed|skipped``; checks ``pass|fail|warn|skip|n/a``; metric verdicts ``better|worse|parity``.
 
-    {"schema", "profile", "platform", "smoke_only", "status", "started_at", "finished_at",
-     "plan": RunPlan.to_dict(), "environment": {...}, "preflight": {"status", "checks": [...]} | null,
-     "cases": {case_id: {"id", "label", "kind", "status", "failure", "timings": {...}, "processes": [...],
-                         "smoke": {...}, "gsm8k": {...}, "parity_outputs": [...], "performance": {...},
-                         "hygiene": [{"check", "status", "detail"}], "log_tail"}},
-     "comparisons": {cmp_id: {"baseline", "candidate", "parity": {...}, "performance": {...}}},
-     "verdict": {"status", "reasons": [...]}}
+    schema, profile, platform ("cuda"|"cpu"), smoke_only (bool), status, started_at, finished_at (ISO 8601 UTC)
+    plan:        RunPlan.to_dict()
+    environment: {hostname, python, vllm, torch, driver, cuda, gpus: [{index, name, memory_total_mib}],
+                  topology: "one-line summary", checkpoint: {path, architectures, model_type, size_gib}}
+    preflight:   null | {status: "pass"|"fail", checks: [{name, status, measured, wanted, fix}]}
+    cases: {case_id: {
+        id, label, kind, status, failure: null | "one line",
+        timings: {launch_to_ready_s, teardown_s, wall_s, phases: {phase: seconds}},
+        processes: [{name, pid, argv, exit_code, forced_kill (bool), log: "logs/<case>/<name>.log"}],
+        log_tail: null | "last lines of the failing process's log",
+        smoke: {status, prompt, completion, completion_tokens, latency_s, failure},
+        gsm8k: {status, correct, total, min_correct, accuracy_meaningful, flexible_correct,
+                records: "gsm8k/<case>.jsonl", failure,
+                questions: [{index, prompt_sha256, extracted, flexible, gold, correct (bool)}]},
+        parity_outputs: [{prompt, text, token_ids: [int]}],
+        performance: {status, failure, warmups: [rep], repetitions: [rep]} where
+            rep = {index, status, failure, path: "bench/<case>/rep-N.json", completed, failed, num_prompts,
+                   duration_s, metrics: {metric_key: value}},
+        hygiene: [{check: "processes"|"ports"|"gpu_memory"|"forced_kill"|"leftover_files", status, detail}]}}
+    comparisons: {comparison_id: {
+        baseline, candidate, baseline_label, candidate_label,
+        parity: {status, identical, total, share, min_share,
+                 prompts: [{prompt, identical (bool), first_diff_token: null | int}]},
+        performance: {status, control (bool), metrics: [{
+            key, name, unit, higher_is_better (bool),
+            baseline: {mean, std, values: [...]}, candidate: {mean, std, values: [...]},
+            delta_pct, ci95_pct: [low, high] | null, verdict}]}}}
+    verdict: {status, reasons: ["one line each"]}
 
-Status words: run/case ``running|passed|failed|cancelled|crashed|skipped``; checks ``pass|fail|warn|skip|n/a``.
+Metric keys are ``vllm bench serve`` result keys: request_throughput, output_throughput, mean_ttft_ms,
+mean_tpot_ms, mean_itl_ms, mean_e2el_ms and p99_* where present.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ def add_profile_args(parser: argparse.ArgumentParser, *, cases: bool = True) -> 
     )
     parser.add_argument("--devices", help="comma-separated GPU ids, overriding the profile's devices env gate")
     parser.add_argument("--model", help="checkpoint directory, overriding the profile's model env gate")
+    parser.add_argument("--port-base", type=int, help="first API port (default: the profile's engine.port_base)")
     if cases:
         parser.add_argument("--case", action="append", default=[], metavar="ID", help="run only this case (repeatable)")
 
@@ -43,5 +44,6 @@ def resolve_model(profile: Profile, flag: str | None) -> str | None:
 def plan_from_args(args: argparse.Namespace) -> tuple[Profile, RunPlan]:
     profile = load_profile(args.profile)
     model = resolve_model(profile, args.model) or f"${{{profile.gates.model_env}}}"
-    plan = build_plan(profile, model_path=model, devices=resolve_devices(profile, args.devices), case_ids=args.case)
+    devices = resolve_devices(profile, args.devices)
+    plan = build_plan(profile, model_path=model, devices=devices, case_ids=args.case, port_base=args.port_base)
     return profile, plan
