@@ -1,0 +1,53 @@
+"""Where ports are checked: is a TCP port free, and which process holds it if not.
+
+Uses psutil's socket table (no ``ss``/``lsof`` on the GPU agents) and, as the final word, a bind attempt.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Iterable
+
+import psutil
+
+
+def _holders(ports: set[int]) -> dict[int, str]:
+    holders: dict[int, str] = {}
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, PermissionError):
+        return holders
+    for conn in connections:
+        if conn.laddr and conn.laddr.port in ports and conn.status in (psutil.CONN_LISTEN, psutil.CONN_ESTABLISHED):
+            who = "unknown process"
+            if conn.pid:
+                try:
+                    who = f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+                except psutil.Error:
+                    who = f"pid {conn.pid}"
+            holders.setdefault(conn.laddr.port, who)
+    return holders
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def busy_ports(ports: Iterable[int], host: str = "127.0.0.1") -> dict[int, str]:
+    """Ports that cannot be bound on ``host``, each with who holds it (``pid N (name)`` when known)."""
+    wanted = set(ports)
+    holders = _holders(wanted)
+    busy = {}
+    for port in sorted(wanted):
+        if port in holders or not _bindable(host, port):
+            busy[port] = holders.get(port, "unknown process")
+    return busy
