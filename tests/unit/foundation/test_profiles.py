@@ -1,0 +1,101 @@
+"""Profiles: the shipped ones load as described; bad ones fail with one line naming file, key and fix."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from afd_e2e.errors import UsageError
+from afd_e2e.profile import builtin_profiles, load_profile, parse_profile
+
+
+def seed_document() -> dict:
+    path = Path(__file__).resolve().parents[3] / "python/afd_e2e/profiles/qwen3.5-122b-a10b.yaml"
+    return yaml.safe_load(path.read_text())
+
+
+def test_shipped_profiles_load():
+    assert {"qwen3.5-122b-a10b", "tiny-cpu", "deepseek-v2-lite-2a2f"} <= set(builtin_profiles())
+    for name in builtin_profiles():
+        assert load_profile(name).name == name
+
+
+def test_seed_profile_cases_and_workloads():
+    p = load_profile("qwen3.5-122b-a10b")
+    assert [c.id for c in p.cases] == ["baseline-eager", "afd-eager-4a4f", "native-eager-dp8"]
+    assert [c.label for c in p.cases] == ["native DP4/TP1/EP4", "AFD 4A4F", "native DP8/TP1/EP8"]
+    assert p.model.checkpoint.num_experts == 256 and p.model.checkpoint.num_experts_per_tok == 8
+    assert (p.gsm8k.questions, p.gsm8k.shots, p.gsm8k.min_correct, p.gsm8k.max_tokens) == (7, 8, 7, 512)
+    b = p.bench
+    assert (b.input_len, b.output_len, b.num_prompts, b.request_rate, b.max_concurrency) == (1024, 128, 1024, 5, 32)
+    assert (b.temperature, b.warmups, b.repetitions) == (0.0, 1, 5)
+    perf = next(c for c in p.comparisons if "performance" in c.measures)
+    assert (perf.baseline, perf.candidate) == ("native-eager-dp8", "afd-eager-4a4f")
+
+
+def test_tiny_cpu_is_labelled_smoke_and_has_no_devices():
+    p = load_profile("tiny-cpu")
+    assert p.smoke_only and p.platform == "cpu" and p.device_count == 0
+    assert "SMOKE" in p.description and p.gsm8k.accuracy_meaningful is False
+    assert [c.label for c in p.cases] == ["native DP1/TP1", "native DP1/TP2"]
+
+
+def test_deepseek_profile_is_a_different_topology():
+    p = load_profile("deepseek-v2-lite-2a2f")
+    assert p.device_count == 4 and p.case("afd-2a2f").label == "AFD 2A2F"
+
+
+def _error(mutate) -> str:
+    doc = copy.deepcopy(seed_document())
+    mutate(doc)
+    with pytest.raises(UsageError) as info:
+        parse_profile(doc, "bad.yaml")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("bad.yaml: ") and "(fix: " in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d.update(colour="red"), "colour: unknown key"),
+        (lambda d: d["engine"].update(port_bsae=1), "engine.port_bsae: unknown key"),
+        (lambda d: d["hardware"].update(gpus="eight"), "hardware.gpus: must be an integer"),
+        (lambda d: d["workloads"]["gsm8k"].update(questions=True), "workloads.gsm8k.questions: must be an integer"),
+        (lambda d: d["cases"]["afd-eager-4a4f"]["ffn"].update(dp=3), "impossible AFD topology 4A3F"),
+        (lambda d: d["cases"]["baseline-eager"]["topology"].update(dp=3), "group 'attention' has 4 devices"),
+        (lambda d: d["cases"]["baseline-eager"]["topology"].update(devices="gpus"), "unknown device group 'gpus'"),
+        (lambda d: d["comparisons"]["performance"].update(baseline="nope"), "unknown case 'nope'"),
+        (lambda d: d["devices"]["groups"].update(ffn=[4, 9]), "does not fit 8 devices"),
+        (lambda d: d["cases"]["afd-eager-4a4f"].update(kind="disaggregated"), "unknown case kind"),
+        (lambda d: d["cases"]["native-eager-dp8"].update(phases=["speed"]), "unknown phase 'speed'"),
+        (lambda d: d["workloads"]["gsm8k"].update(min_correct=9), "9 > questions 7"),
+        (lambda d: d.update(schema=2), "unsupported profile schema 2"),
+        (lambda d: d["devices"]["groups"].update(ffn=[2, 6]), "overlap"),
+    ],
+)
+def test_bad_profiles_name_the_key_and_the_fix(mutate, expected):
+    assert expected in _error(mutate)
+
+
+def test_unknown_profile_lists_the_shipped_ones():
+    with pytest.raises(UsageError, match=r"use one of: .*qwen3\.5-122b-a10b"):
+        load_profile("qwen-typo")
+
+
+def test_broken_yaml_is_one_line(tmp_path):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(UsageError, match="cannot read profile") as info:
+        load_profile(str(bad))
+    assert "\n" not in str(info.value)
+
+
+def test_cpu_profile_rejects_data_parallel():
+    doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text())
+    doc["cases"]["cpu-tp1"]["topology"]["dp"] = 2
+    with pytest.raises(UsageError, match="DP and EP fail on vLLM's CPU backend"):
+        parse_profile(doc, "tiny.yaml")
