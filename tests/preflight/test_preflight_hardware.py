@@ -48,7 +48,9 @@ def test_the_seed_profile_fits_its_pcie_machine_and_pairs_attention_with_ffn_dev
     assert checks["nvidia driver"].measured == "595.71.05" and checks["cuda"].measured == "13.2"
     assert checks["gpu memory"].measured == "97887 MiB or more on each of 8 GPUs"
     assert checks["interconnect"].measured == "28 pairs: NODE x4, PIX x4, PXB x4, SYS x16"
-    assert checks["interconnect afd-eager-4a4f"].measured == "GPU0-GPU1 PIX, GPU2-GPU3 PIX, GPU4-GPU5 PIX, GPU6-GPU7 PIX"
+    assert (
+        checks["interconnect afd-eager-4a4f"].measured == "GPU0-GPU1 PIX, GPU2-GPU3 PIX, GPU4-GPU5 PIX, GPU6-GPU7 PIX"
+    )
     assert [c for c in checks if c.startswith("idle")] == [f"idle GPU{d}" for d in SEED_DEVICES]
 
 
@@ -70,7 +72,9 @@ def test_requiring_nvlink_between_roles_fails_on_pcie_and_names_the_pairs():
 
 
 def test_a_profile_validated_on_pcie_only_rejects_nvlink_pairs():
-    profile = with_hardware(load_profile(str(TEST_PROFILE)), interconnects=("pcie",), require_nvlink_between_roles=False)
+    profile = with_hardware(
+        load_profile(str(TEST_PROFILE)), interconnects=("pcie",), require_nvlink_between_roles=False
+    )
     check = checks_for(profile, h200x2_readings())["interconnect"]
     assert check.status == FAIL and "GPU0-GPU1 NV18" in check.measured
 
@@ -132,7 +136,10 @@ def test_memory_held_without_a_visible_process_fails_and_v1_only_readings_warn()
     held = replace(readings.gpus[0], used_bytes=readings.gpus[0].used_bytes + 1024 * MIB)
     checks = checks_for(load_profile(str(TEST_PROFILE)), replace(readings, gpus=(held, readings.gpus[1])))
     assert checks["idle GPU0"].status == FAIL
-    assert checks["idle GPU0"].measured == f"{(held.used_bytes - held.reserved_bytes) // MIB} MiB used, no compute process visible"
+    assert (
+        checks["idle GPU0"].measured
+        == f"{(held.used_bytes - held.reserved_bytes) // MIB} MiB used, no compute process visible"
+    )
     v1_only = checks_for(load_profile(str(TEST_PROFILE)), h200x2_readings(with_reserved=False))
     assert v1_only["idle GPU0"].status == WARN and "615 MiB" in v1_only["idle GPU0"].measured
 

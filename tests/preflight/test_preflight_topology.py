@@ -70,7 +70,9 @@ def test_nvlink_that_p2p_cannot_use_is_not_nvlink():
 
 def _gpu(index: int, peers: list[int]) -> GpuReading:
     links = tuple(NvLinkReading(n, True, f"0000:{0x10 + p:02x}:00.0", 0) for n, p in enumerate(peers))
-    return GpuReading(index, "Tesla V100-SXM2-32GB", f"GPU-{index}", f"0000:{0x10 + index:02x}:00.0", 1, 0, 0, links, ())
+    return GpuReading(
+        index, "Tesla V100-SXM2-32GB", f"GPU-{index}", f"0000:{0x10 + index:02x}:00.0", 1, 0, 0, links, ()
+    )
 
 
 def test_direct_links_count_per_peer_when_nvml_names_the_far_end():
