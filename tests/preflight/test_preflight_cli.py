@@ -76,6 +76,7 @@ def test_cpu_profile_without_gpus_runs_the_rest(capsys, make_checkpoint):
     )
     code, out = preflight(capsys, "--profile", "tiny-cpu", "--model", str(ckpt), "--port-base", "20950", "--json")
     report = json.loads(out.out)
+    assert code == (0 if report["fits"] else 1)
     assert report["hardware"] is None
     assert {c["status"] for c in report["checks"] if c["name"] in ("nvidia driver", "idle", "interconnect")} == {"skip"}
     assert {c["name"]: c["status"] for c in report["checks"]}["checkpoint experts"] == "pass"

@@ -12,7 +12,7 @@ from conftest import REPO, TEST_PROFILE
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
 from afd_e2e.preflight.ports import check_ports, plan_ports, port_ranges
-from afd_e2e.preflight.software import InstalledSoftware, check_software, read_installed
+from afd_e2e.preflight.software import InstalledSoftware, check_software
 from afd_e2e.profile import load_profile
 from afd_e2e.system.ports import busy_ports
 
