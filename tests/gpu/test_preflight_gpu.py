@@ -7,6 +7,7 @@ Run on the GPU machine: python3 -m pytest tests/gpu/test_preflight_gpu.py -v -s 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -135,14 +136,15 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             proc.wait(10)
 
 
-def _holders_on(devices: list[int]) -> list[subprocess.Popen]:
-    pytest.importorskip("torch", reason="torch is needed to hold GPU memory")
+def _start_holders(devices: list[int], procs: list[subprocess.Popen]) -> None:
+    """One torch process per device holding HOLD_GIB, each in its own session; appended to ``procs`` as started."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is needed to hold GPU memory")
     code = (
         "import time, torch; "
         f"x = torch.empty({HOLD_GIB} * 1024**3, dtype=torch.uint8, device='cuda'); torch.cuda.synchronize(); "
         "print('ready', flush=True); time.sleep(300)"
     )
-    procs = []
     for device in devices:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(device), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         procs.append(
@@ -150,7 +152,6 @@ def _holders_on(devices: list[int]) -> list[subprocess.Popen]:
                 [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
             )
         )
-    return procs
 
 
 def _profile_and_ffn_devices():
@@ -163,8 +164,9 @@ def _profile_and_ffn_devices():
 def test_torch_processes_make_their_gpus_busy_and_memory_returns_to_baseline(tmp_path):
     profile, plan_devices, ffn = _profile_and_ffn_devices()
     baseline = read_device_memory(plan_devices)
-    procs = _holders_on(ffn)
+    procs: list[subprocess.Popen] = []
     try:
+        _start_holders(ffn, procs)
         deadline = time.monotonic() + 180
         for proc in procs:
             _wait_ready(proc, deadline)
