@@ -7,7 +7,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from conftest import GPU_FIXTURES, H200X2, REPO, h200x2_readings
+from preflight_fixtures import GPU_FIXTURES, H200X2, REPO, h200x2_readings
 
 from afd_e2e.agent_tags import format_tags, hardware_tags, model_slug, tags_satisfy, unmet_tags
 from afd_e2e.cli import main

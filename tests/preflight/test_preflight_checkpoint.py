@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from conftest import QWEN35_CONFIG
+from preflight_fixtures import QWEN35_CONFIG
 
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checkpoint import check_checkpoint

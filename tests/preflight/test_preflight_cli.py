@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import GPU_FIXTURES, H200X2, TEST_PROFILE
+from preflight_fixtures import GPU_FIXTURES, H200X2, TEST_PROFILE
 
 from afd_e2e.cli import main
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from conftest import GPU_FIXTURES, TEST_PROFILE, h200x2_readings
+from preflight_fixtures import GPU_FIXTURES, TEST_PROFILE, h200x2_readings
 
 from afd_e2e.gpu.inventory import build_inventory
 from afd_e2e.gpu.readings import ProcessReading, load_readings

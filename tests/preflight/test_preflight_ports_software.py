@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from conftest import REPO, TEST_PROFILE
+from preflight_fixtures import REPO, TEST_PROFILE
 
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP

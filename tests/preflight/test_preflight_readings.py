@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import GPU_FIXTURES, H200X2, h200x2_readings
+from preflight_fixtures import GPU_FIXTURES, H200X2, h200x2_readings
 
 from afd_e2e.errors import UsageError
 from afd_e2e.gpu.nvml import NvmlUnavailable

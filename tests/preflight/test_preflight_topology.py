@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from conftest import GPU_FIXTURES, H200X2, h200x2_readings
+from preflight_fixtures import GPU_FIXTURES, H200X2, h200x2_readings
 
 from afd_e2e.gpu.readings import GpuReading, MachineReadings, NvLinkReading, PairReading, load_readings
 from afd_e2e.gpu.smi import parse_topo_m
