@@ -35,7 +35,7 @@ def with_hardware(profile, **changes):
 def test_the_two_gpu_test_profile_fits_the_captured_h200_pair():
     checks = checks_for(load_profile(str(TEST_PROFILE)), h200x2_readings())
     assert set(statuses(checks).values()) == {PASS}, checks
-    assert checks["interconnect"].measured == "1 pairs: NV18 x1"
+    assert checks["interconnect"].measured == "1 pair: NV18 x1"
     assert checks["interconnect afd-1a1f"].measured == "GPU0-GPU1 NV18"
     assert checks["idle GPU1"].measured == "0 MiB used, no compute process"
     assert checks["agent tags"].measured.startswith("gpu=nvidia-h200,gpus=2,")

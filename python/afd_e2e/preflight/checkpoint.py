@@ -146,7 +146,8 @@ def _weights(folder: Path) -> tuple[Check, list[Path] | None, int | None]:
             names = sorted(set(data["weight_map"].values()))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             return failed(WEIGHTS, f"{index.name} unreadable: {type(exc).__name__}", wanted, REDOWNLOAD), None, None
-        declared = data.get("metadata", {}).get("total_size") if isinstance(data.get("metadata"), dict) else None
+        metadata = data.get("metadata")
+        declared = metadata.get("total_size") if isinstance(metadata, dict) else None
         shards = [folder / name for name in names]
         missing = [s.name for s in shards if not s.is_file()]
         if missing:

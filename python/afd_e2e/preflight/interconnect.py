@@ -36,7 +36,7 @@ def _pairs(hardware: HardwareSpec, devices: list[int], inventory: Inventory) -> 
     if not links:
         return passed(PAIRS, "one device: no pairs", wanted)
     summary = ", ".join(f"{label} x{n}" for label, n in sorted(Counter(ln.label for ln in links.values()).items()))
-    measured = f"{len(links)} pairs: {summary}"
+    measured = f"{len(links)} pair{'s' if len(links) > 1 else ''}: {summary}"
     bad = [f"GPU{a}-GPU{b} {ln.label}" for (a, b), ln in links.items() if ln.kind not in allowed | {UNKNOWN}]
     if bad:
         return failed(
