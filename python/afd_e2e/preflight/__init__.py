@@ -1,5 +1,5 @@
-"""Preflight: does this agent fit a profile? One module per check family; ``runner`` gathers readings and runs them.
+"""Preflight: does this agent fit a profile? One module per check family; ``runner`` runs them all.
 
-Every family is a pure function from readings (hardware inventory, busy ports, checkpoint files, installed
-distributions) and the profile/plan to Check records; reading the machine happens in ``runner`` only.
+The runner reads the machine once (NVML, busy ports, installed distributions) and hands the readings to the
+hardware, port and software families, which are pure; the checkpoint family stats its folder itself.
 """

@@ -25,8 +25,14 @@ def render_report(report: PreflightReport) -> str:
         hw = report.hardware
         lines.append(f"hardware: driver {hw['driver']}, CUDA {hw['cuda']}, {len(hw['gpus'])} GPUs")
         for gpu in hw["gpus"]:
+            used = gpu["memory_used_mib"]
+            used_text = (
+                f"{used} MiB used" if used is not None else f"{gpu['memory_used_v1_mib']} MiB used incl. reserved"
+            )
+            pids = f", pids {' '.join(map(str, gpu['compute_pids']))}" if gpu["compute_pids"] else ""
             lines.append(
-                f"  GPU{gpu['index']}  {gpu['name']}  {gpu['memory_total_mib']} MiB  {gpu['bus_id']}  {gpu['uuid']}"
+                f"  GPU{gpu['index']}  {gpu['name']}  {gpu['memory_total_mib']} MiB, {used_text}{pids}"
+                f"  {gpu['bus_id']}  {gpu['uuid']}"
             )
         if len(hw["gpus"]) > 1:
             lines.append(
