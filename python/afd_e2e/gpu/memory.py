@@ -1,39 +1,19 @@
 """GPU memory and compute processes per device, judged the way nvidia-smi judges them.
 
 nvidia-smi shows 0 MiB used on an idle H200 while NVML's v1 ``used`` includes ~615 MiB the driver reserves
-(../shared/reference/gpu.md). So "used" here is NVML v2's ``used`` (which excludes ``reserved``) where the driver
-offers it, else v1 ``used``; callers compare against a baseline taken before the case, which removes any
-remaining driver offset.
+(../shared/reference/gpu.md). So "used" here excludes ``reserved`` where the driver offers NVML v2 memory info,
+else it is v1 ``used``; callers compare against a baseline taken before the case, which removes any remaining
+driver offset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-MIB = 1024 * 1024
+from afd_e2e.gpu.nvml import MIB, NvmlUnavailable, nvml, read_compute_processes, read_memory
 
-
-class NvmlUnavailable(Exception):
-    """No NVIDIA driver or NVML here (a CPU machine, or a broken driver); the message says which."""
-
-
-@contextmanager
-def nvml() -> Iterator[object]:
-    """Initialise NVML for the block; raise NvmlUnavailable with the reason when it cannot be."""
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise NvmlUnavailable("nvidia-ml-py (pynvml) is not installed") from exc
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise NvmlUnavailable(f"NVML cannot initialise: {exc}") from exc
-    try:
-        yield pynvml
-    finally:
-        pynvml.nvmlShutdown()
+__all__ = ["DeviceMemory", "NvmlUnavailable", "nvml", "read_device_memory"]
 
 
 @dataclass(frozen=True)
@@ -44,26 +24,16 @@ class DeviceMemory:
     compute_pids: tuple[int, ...]
 
 
-def _used_mib(pynvml: object, handle: object) -> tuple[int, int]:
-    try:
-        info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
-        return int(info.used) // MIB, int(info.total) // MIB
-    except (pynvml.NVMLError, AttributeError, TypeError):
-        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        return int(info.used) // MIB, int(info.total) // MIB
-
-
 def read_device_memory(indices: Iterable[int]) -> dict[int, DeviceMemory]:
     """Memory used and compute pids per device index; raises NvmlUnavailable without NVML."""
     readings = {}
     with nvml() as pynvml:
         for index in indices:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            used, total = _used_mib(pynvml, handle)
-            try:
-                procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-                pids = tuple(sorted(int(p.pid) for p in procs))
-            except pynvml.NVMLError:
-                pids = ()
-            readings[index] = DeviceMemory(index, used, total, pids)
+            memory = read_memory(pynvml, handle)
+            used = memory.used_as_smi_mib
+            pids = tuple(pid for pid, _ in read_compute_processes(pynvml, handle))
+            readings[index] = DeviceMemory(
+                index, memory.used // MIB if used is None else used, memory.total // MIB, pids
+            )
     return readings

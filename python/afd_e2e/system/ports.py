@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 import psutil
 
+from afd_e2e.system.pids import describe_pid
+
 
 def _holders(ports: set[int]) -> dict[int, str]:
     holders: dict[int, str] = {}
@@ -20,13 +22,7 @@ def _holders(ports: set[int]) -> dict[int, str]:
         return holders
     for conn in connections:
         if conn.laddr and conn.laddr.port in ports and conn.status in (psutil.CONN_LISTEN, psutil.CONN_ESTABLISHED):
-            who = "unknown process"
-            if conn.pid:
-                try:
-                    who = f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
-                except psutil.Error:
-                    who = f"pid {conn.pid}"
-            holders.setdefault(conn.laddr.port, who)
+            holders.setdefault(conn.laddr.port, describe_pid(conn.pid) if conn.pid else "unknown process")
     return holders
 
 

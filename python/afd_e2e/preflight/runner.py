@@ -1,0 +1,65 @@
+"""Run every preflight check for a profile and plan: read the machine once, then judge family by family."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from afd_e2e.gpu.inventory import Inventory, build_inventory
+from afd_e2e.gpu.nvml import NvmlUnavailable
+from afd_e2e.gpu.probe import read_machine
+from afd_e2e.gpu.readings import MachineReadings
+from afd_e2e.plan import RunPlan
+from afd_e2e.preflight.checkpoint import check_checkpoint
+from afd_e2e.preflight.checks import Check, PreflightReport
+from afd_e2e.preflight.driver import check_driver
+from afd_e2e.preflight.gpus import check_gpus
+from afd_e2e.preflight.idle import check_idle
+from afd_e2e.preflight.interconnect import check_interconnect
+from afd_e2e.preflight.ports import check_ports, plan_ports
+from afd_e2e.preflight.software import check_software, read_installed
+from afd_e2e.profile import Profile
+from afd_e2e.system.pids import describe_pid
+from afd_e2e.system.ports import busy_ports
+
+
+def read_inventory(profile: Profile, read_hardware: Callable[[], MachineReadings]) -> tuple[Inventory | None, str]:
+    """The machine's inventory, or None and why (a CPU profile, or no NVML)."""
+    if profile.platform == "cpu":
+        return None, f"profile {profile.name} runs on the CPU"
+    try:
+        return build_inventory(read_hardware()), ""
+    except NvmlUnavailable as exc:
+        return None, str(exc)
+
+
+def hardware_checks(profile: Profile, plan: RunPlan, inventory: Inventory | None, why_none: str) -> list[Check]:
+    """The GPU families: driver and CUDA, GPUs, interconnect, idle devices."""
+    hardware = profile.hardware
+    return [
+        *check_driver(hardware, inventory, why_none, gpu_expected=profile.platform == "cuda"),
+        *check_gpus(hardware, plan.devices, profile.agent_tags, inventory, why_none),
+        *check_interconnect(hardware, plan, inventory, why_none),
+        *check_idle(plan.devices, inventory, why_none, describe_pid),
+    ]
+
+
+def run_preflight(
+    profile: Profile,
+    plan: RunPlan,
+    *,
+    model_path: str | None,
+    read_hardware: Callable[[], MachineReadings] = read_machine,
+) -> PreflightReport:
+    inventory, why_none = read_inventory(profile, read_hardware)
+    checks = [
+        *hardware_checks(profile, plan, inventory, why_none),
+        *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
+        *check_checkpoint(profile.model.checkpoint, model_path, profile.gates.model_env, plan),
+        *check_software(profile, plan, read_installed(profile.engine.executable)),
+    ]
+    return PreflightReport(
+        profile=profile.name,
+        devices=plan.devices,
+        checks=tuple(checks),
+        hardware=inventory.to_dict() if inventory is not None else None,
+    )

@@ -1,0 +1,94 @@
+"""Ports the plan needs (held by a real listening socket here), and the software checks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from preflight_fixtures import REPO, TEST_PROFILE
+
+from afd_e2e.plan import build_plan
+from afd_e2e.preflight.checks import FAIL, PASS, SKIP
+from afd_e2e.preflight.ports import check_ports, plan_ports, port_ranges
+from afd_e2e.preflight.software import InstalledSoftware, check_software
+from afd_e2e.profile import load_profile
+from afd_e2e.system.ports import busy_ports
+
+PORT_BASE = 20700  # this suite's port range is 20500-20999
+
+
+def test_plan_ports_cover_api_ffn_and_connector_ports():
+    plan = build_plan(load_profile(str(TEST_PROFILE)), model_path="/m", port_base=PORT_BASE)
+    assert plan_ports(plan) == [20700, 20720, 20721, 20722, 20723]
+    assert port_ranges(plan_ports(plan)) == "20700, 20720-20723"
+
+
+def test_a_held_port_fails_naming_its_holder_and_free_ports_pass():
+    plan = build_plan(load_profile(str(TEST_PROFILE)), model_path="/m", port_base=PORT_BASE)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 20722))
+        holder.listen()
+        [check] = check_ports(plan, "127.0.0.1", busy_ports(plan_ports(plan), "127.0.0.1"))
+    assert check.status == FAIL
+    assert check.measured.startswith(f"20722 held by pid {os.getpid()} (")
+    assert check.wanted == "free on 127.0.0.1: 20700, 20720-20723"
+    assert "--port-base" in check.fix
+    [check] = check_ports(plan, "127.0.0.1", busy_ports(plan_ports(plan), "127.0.0.1"))
+    assert check.status == PASS and check.measured == "5 ports free"
+
+
+def software(**kw):
+    base = {
+        "vllm": "0.26.0+cu130",
+        "vllm_executable": "/opt/venv/bin/vllm",
+        "afd_plugin": "afd_plugin:register",
+        "nvidia_ml_py": "13.580.82",
+    }
+    return InstalledSoftware(**{**base, **kw})
+
+
+def names(checks):
+    return {c.name: c for c in checks}
+
+
+def test_the_expected_vllm_with_the_plugin_passes():
+    profile = load_profile(str(TEST_PROFILE))
+    checks = names(check_software(profile, build_plan(profile, model_path="/m"), software()))
+    assert {c.status for c in checks.values()} == {PASS}
+    assert checks["vllm"].measured == "0.26.0+cu130 (/opt/venv/bin/vllm)"
+
+
+def test_wrong_or_missing_vllm_missing_plugin_and_missing_nvml_fail():
+    profile = load_profile(str(TEST_PROFILE))
+    plan = build_plan(profile, model_path="/m")
+    assert names(check_software(profile, plan, software(vllm="0.27.1")))["vllm"].fix == "pip install vllm==0.26.0"
+    assert names(check_software(profile, plan, software(vllm=None)))["vllm"].measured == "not installed"
+    off_path = names(check_software(profile, plan, software(vllm_executable=None)))["vllm"]
+    assert off_path.status == FAIL and "'vllm' is not on PATH" in off_path.measured
+    assert names(check_software(profile, plan, software(afd_plugin=None)))["afd plugin"].status == FAIL
+    assert names(check_software(profile, plan, software(nvidia_ml_py=None)))["nvidia-ml-py"].status == FAIL
+
+
+def test_a_cpu_profile_without_afd_cases_needs_neither_plugin_nor_nvml():
+    tiny = load_profile("tiny-cpu")
+    checks = names(
+        check_software(
+            tiny, build_plan(tiny, model_path="/m"), software(vllm="0.32.0+cpu", afd_plugin=None, nvidia_ml_py=None)
+        )
+    )
+    assert checks["vllm"].status == PASS  # tiny-cpu pins no version
+    assert checks["afd plugin"].status == SKIP and checks["nvidia-ml-py"].status == SKIP
+
+
+def test_reading_this_environment_finds_its_distributions_without_importing_vllm_or_torch():
+    probe = (
+        "import sys; from afd_e2e.preflight.software import read_installed; s = read_installed('python3'); "
+        "print(s.nvidia_ml_py is not None, s.vllm_executable is not None, 'vllm' in sys.modules, 'torch' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["True", "True", "False", "False"]
