@@ -74,6 +74,8 @@ def child_env(profile: Profile, case: CaseSpec, devices: tuple[int, ...]) -> dic
     if case.kind == "afd":
         env.update(AFD_ENV)
     if profile.platform == "cuda":
+        # Number GPUs as NVML and nvidia-smi do, so the ids preflight checked are the ids the children use.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
     env.update(case.env_set)
     return env
