@@ -24,7 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--profile", action="append", required=True, help="a profile name or .yaml path (repeatable: one group each)"
     )
-    parser.add_argument("--plugin", default=DEFAULT_PLUGIN, help=f"plugin reference with its version ({DEFAULT_PLUGIN})")
+    parser.add_argument(
+        "--plugin", default=DEFAULT_PLUGIN, help=f"plugin reference with its version ({DEFAULT_PLUGIN})"
+    )
     parser.add_argument(
         "--allowed-teams",
         action="append",

@@ -25,9 +25,7 @@ class AgentsApiError(Exception):
     """The agents could not be listed; the message says why and how to fix it, never the token."""
 
 
-def list_agents(
-    organization: str, token: str, *, base_url: str = API_URL, timeout_s: float = TIMEOUT_S
-) -> list[Agent]:
+def list_agents(organization: str, token: str, *, base_url: str = API_URL, timeout_s: float = TIMEOUT_S) -> list[Agent]:
     """Every agent the API lists for ``organization``, across all pages."""
     url: str | None = f"{base_url.rstrip('/')}/organizations/{organization}/agents?per_page=100"
     agents: list[Agent] = []

@@ -53,7 +53,9 @@ class BuildEnv:
         if self.is_scheduled:
             return f"scheduled build{on_branch}"
         kind = {"ui": "manual build (ui)", "api": "manual build (api)", "trigger_job": "triggered build"}
-        return f"{kind.get(self.source, f'{self.source} build' if self.source else 'build outside Buildkite')}{on_branch}"
+        return (
+            f"{kind.get(self.source, f'{self.source} build' if self.source else 'build outside Buildkite')}{on_branch}"
+        )
 
 
 def repository_id(url: str) -> str:

@@ -40,9 +40,7 @@ class Decision:
     gate_env: Mapping[str, str] = field(default_factory=dict)  # the opt-in the GPU step runs under
 
 
-def decide(
-    env: BuildEnv, profile: Profile, agents: AgentsLookup, *, allowed_teams: tuple[str, ...] = ()
-) -> Decision:
+def decide(env: BuildEnv, profile: Profile, agents: AgentsLookup, *, allowed_teams: tuple[str, ...] = ()) -> Decision:
     gates = evaluate_gates(profile, env.variables, require_model_dir=False)
     if gates.status == INVALID:
         raise UsageError(f"profile {profile.name}: {'; '.join(gates.reasons)}", "correct the opt-in variables")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -119,13 +119,13 @@ class CommandStep:
 class GroupStep:
     group: str
     key: str
-    steps: tuple[Union[CommandStep, BlockStep], ...]
+    steps: tuple[CommandStep | BlockStep, ...]
 
     def to_dict(self) -> dict[str, Any]:
         return {"group": self.group, "key": self.key, "steps": [s.to_dict() for s in self.steps]}
 
 
-Step = Union[CommandStep, BlockStep, GroupStep]
+Step = CommandStep | BlockStep | GroupStep
 
 
 @dataclass(frozen=True)

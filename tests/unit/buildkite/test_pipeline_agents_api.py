@@ -55,7 +55,7 @@ def test_pages_are_followed_through_the_link_header(agents_api):
 )
 def test_http_errors_say_why_without_the_token(agents_api, status, message):
     agents_api.serve(LIST, {"message": "nope"}, status=status)
-    with pytest.raises(AgentsApiError, match="^.*$") as caught:
+    with pytest.raises(AgentsApiError) as caught:
         list_agents("acme", TOKEN, base_url=agents_api.base_url)
     assert message in str(caught.value)
     assert TOKEN not in str(caught.value)
@@ -105,7 +105,10 @@ def test_lookup_reads_the_token_from_the_configured_variable(agents_api):
 @pytest.mark.parametrize(
     ("environ", "reason"),
     [
-        ({"BUILDKITE_ORGANIZATION_SLUG": "acme"}, "BUILDKITE_AGENTS_API_TOKEN is not set; fix: give it a Buildkite API"),
+        (
+            {"BUILDKITE_ORGANIZATION_SLUG": "acme"},
+            "BUILDKITE_AGENTS_API_TOKEN is not set; fix: give it a Buildkite API",
+        ),
         ({"BUILDKITE_AGENTS_API_TOKEN": TOKEN}, "BUILDKITE_ORGANIZATION_SLUG is not set"),
     ],
 )

@@ -35,8 +35,8 @@ def qwen():
     return load_profile("qwen3.5-122b-a10b")
 
 
-def group_for(profile, decision, reference="qwen3.5-122b-a10b", settings=GpuStepSettings()):
-    pipeline = build_pipeline([ProfileDecision(reference, profile, decision)], settings)
+def group_for(profile, decision, reference="qwen3.5-122b-a10b", settings=None):
+    pipeline = build_pipeline([ProfileDecision(reference, profile, decision)], settings or GpuStepSettings())
     (group,) = yaml.safe_load(render(pipeline))["steps"]
     return group
 
