@@ -102,6 +102,33 @@ gates_closed() {
   [[ -n "${AFD_E2E_SKIPPED:-}" ]]
 }
 
+# profile_in_checkout: the profile option is a .yaml path, which exists only once the repository is checked out
+# (after the environment hook): its gates are checked in pre-command instead.
+profile_in_checkout() {
+  [[ "$(plugin_option PROFILE)" == *.yaml || "$(plugin_option PROFILE)" == *.yml ]]
+}
+
+# check_gates: afd-e2e gates for the target. Closed gates export AFD_E2E_SKIPPED and annotate why (info);
+# malformed gates, or no afd-e2e, annotate an error and return afd-e2e's exit status.
+check_gates() {
+  local output status=0
+  echo "--- :lock: afd-e2e gates ${AFD_E2E_TARGET[*]}"
+  output="$(afd-e2e gates "${AFD_E2E_TARGET[@]}" 2>&1)" || status=$?
+  printf '%s\n' "$output"
+  case "$status" in
+    0) ;;
+    1)
+      AFD_E2E_SKIPPED="the opt-in gates of profile $(plugin_option PROFILE) are closed on ${BUILDKITE_AGENT_NAME:-this agent}"
+      export AFD_E2E_SKIPPED
+      annotate info gates "$(where) did not run: its opt-in gates are closed.$(fenced "$output")"
+      ;;
+    *)
+      annotate error gates "$(where) cannot start: \`afd-e2e gates\` exited ${status}.$(fenced "$output")"
+      return "$status"
+      ;;
+  esac
+}
+
 # annotate STYLE WHAT BODY: best effort; an annotation that fails never fails the job.
 annotate() {
   if ! command -v buildkite-agent >/dev/null 2>&1; then

@@ -94,3 +94,12 @@ load helpers
   assert_failure 2
   assert_output --partial "has no bin/afd-e2e; fix: install afd-e2e into it"
 }
+
+@test "a profile from the checkout does not exist yet: its gates wait for pre-command" {
+  export BUILDKITE_PLUGIN_AFD_E2E_PROFILE=ci/profiles/qwen.yaml
+  run source_hook environment
+  assert_success
+  assert_line "AFD_E2E_SKIPPED=<unset>"
+  assert_output --partial "comes with the checkout; pre-command checks its gates"
+  assert_equal "$(calls)" ""
+}

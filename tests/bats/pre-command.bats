@@ -48,3 +48,22 @@ load helpers
   assert_output --partial "no preflight: the opt-in gates"
   assert_equal "$(calls)" ""
 }
+
+@test "a profile from the checkout has its gates checked first" {
+  export BUILDKITE_PLUGIN_AFD_E2E_PROFILE=ci/profiles/qwen.yaml
+  run "$(hook pre-command)"
+  assert_success
+  run calls
+  assert_line --index 0 "afd-e2e gates --profile ci/profiles/qwen.yaml"
+  assert_line --index 3 "afd-e2e preflight --profile ci/profiles/qwen.yaml"
+}
+
+@test "a profile from the checkout with closed gates: skipped for the later hooks, with the reason" {
+  export BUILDKITE_PLUGIN_AFD_E2E_PROFILE=ci/profiles/qwen.yml STUB_AFD_E2E_GATES_EXIT=1
+  run source_hook pre-command
+  assert_success
+  assert_line "AFD_E2E_SKIPPED=the opt-in gates of profile ci/profiles/qwen.yml are closed on gpu-agent-1"
+  run calls
+  assert_line --index 1 --partial "buildkite-agent annotate --style info"
+  refute_output --partial "preflight"
+}

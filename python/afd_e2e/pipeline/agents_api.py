@@ -88,19 +88,22 @@ def agents_lookup(
     organization = environ.get(ORGANIZATION_ENV, "")
 
     @functools.cache
-    def fetch() -> tuple[Agent, ...] | str:
-        if not token:
-            return f"{token_env} is not set; fix: give it a Buildkite API access token with the read_agents scope"
-        if not organization:
-            return f"{ORGANIZATION_ENV} is not set (Buildkite sets it inside a build)"
+    def listed() -> tuple[Agent, ...] | AgentsApiError:
+        """The organization's agents, or why they could not be listed (asked once for all profiles)."""
         try:
+            if not token:
+                raise AgentsApiError(
+                    f"{token_env} is not set; fix: give it a Buildkite API access token with the read_agents scope"
+                )
+            if not organization:
+                raise AgentsApiError(f"{ORGANIZATION_ENV} is not set (Buildkite sets it inside a build)")
             return tuple(list_agents(organization, token, base_url=base_url, timeout_s=timeout_s))
         except AgentsApiError as exc:
-            return str(exc)
+            return exc
 
     def lookup(wanted: Mapping[str, str]) -> AgentAvailability:
-        agents = fetch()
-        if isinstance(agents, str):
+        agents = listed()
+        if isinstance(agents, AgentsApiError):
             return AgentAvailability(UNKNOWN, f"could not check for a matching agent: {agents}")
         return availability(agents, wanted)
 
