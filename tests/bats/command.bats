@@ -9,6 +9,14 @@ load helpers
   assert_equal "$(calls)" "afd-e2e run --profile qwen3.5-122b-a10b --out afd-e2e-out"
 }
 
+@test "a step's own command is not run, and the log says so" {
+  export BUILDKITE_COMMAND="make test"
+  run "$(hook command)"
+  assert_success
+  assert_output --partial "warning: the step's own command is not run: this plugin's command is afd-e2e run"
+  assert_equal "$(calls)" "afd-e2e run --profile qwen3.5-122b-a10b --out afd-e2e-out"
+}
+
 @test "a failing verdict fails the job with the same exit status" {
   export STUB_AFD_E2E_RUN_EXIT=3
   run "$(hook command)"

@@ -13,7 +13,7 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 # (tests/stubs/record-call) and only the profile option set.
 setup() {
   local name var
-  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED BUILDKITE_COMMAND_EXIT_STATUS; do
+  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
     unset "$var"
   done
   STUB_BIN="$BATS_TEST_TMPDIR/bin"

@@ -67,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
         for line in decision.reasons + decision.warnings:
             print(f"  - {line}", file=sys.stderr)
         decisions.append(ProfileDecision(reference, profile, decision))
-    settings = GpuStepSettings(args.plugin, args.timeout_in_minutes, args.priority)
+    settings = GpuStepSettings(plugin=args.plugin, timeout_in_minutes=args.timeout_in_minutes, priority=args.priority)
     print(render(build_pipeline(decisions, settings), args.format), end="")
     return 0
