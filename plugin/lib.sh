@@ -2,9 +2,9 @@
 # Shared by the afd-e2e plugin's hooks (sourced): options, afd-e2e arguments, annotations, the skip flag.
 #
 # Options arrive as BUILDKITE_PLUGIN_AFD_E2E_<OPTION> (OPTION upper-cased, "-" -> "_"; lists as _0, _1, ...;
-# booleans as true/false). When the environment hook finds the profile's opt-in gates closed it exports
-# AFD_E2E_SKIPPED (the reason): the later hooks then do nothing and the job passes, with an info annotation
-# saying why, instead of a GPU job that fails later.
+# booleans as true/false). When check_gates finds the profile's opt-in gates closed it exports AFD_E2E_SKIPPED
+# (the reason): the later hooks then do nothing and the job passes, with an info annotation saying why, instead of
+# a GPU job that fails later.
 
 AFD_E2E_OPTION_PREFIX=BUILDKITE_PLUGIN_AFD_E2E_
 # plugin.yml's configuration properties, in env var form (a test keeps the two lists equal).

@@ -52,10 +52,13 @@ class BuildEnv:
             return f"pull request #{self.pull_request}{on_branch}{origin if self.is_fork else ''}"
         if self.is_scheduled:
             return f"scheduled build{on_branch}"
-        kind = {"ui": "manual build (ui)", "api": "manual build (api)", "trigger_job": "triggered build"}
-        return (
-            f"{kind.get(self.source, f'{self.source} build' if self.source else 'build outside Buildkite')}{on_branch}"
-        )
+        kinds = {
+            "ui": "manual build (ui)",
+            "api": "manual build (api)",
+            "trigger_job": "triggered build",
+            "": "build outside Buildkite",
+        }
+        return f"{kinds.get(self.source, f'{self.source} build')}{on_branch}"
 
 
 def repository_id(url: str) -> str:
