@@ -1,7 +1,9 @@
 """Typed Buildkite steps (command, block, group) and their rendering to the YAML/JSON that ``pipeline upload`` reads.
 
 Only the fields this generator uses are modelled; each ``to_dict`` leaves out unset fields so the output stays
-minimal and validates against Buildkite's official pipeline schema.
+minimal and validates against Buildkite's official pipeline schema. ``depends_on`` is the exception, always written:
+a block step holds every later step that has no explicit dependencies, so each generated step states its own
+(none is ``depends_on: null``), and one profile's block never holds another profile's steps.
 """
 
 from __future__ import annotations
@@ -68,9 +70,8 @@ class BlockStep:
                 "blocked_state": "passed",
                 "fields": [f.to_dict() for f in self.fields],
                 "allowed_teams": list(self.allowed_teams),
-                "depends_on": list(self.depends_on),
             }
-        )
+        ) | _dependencies(self.depends_on)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,6 @@ class CommandStep:
                 "label": self.label,
                 "key": self.key,
                 "command": self.command,
-                "depends_on": list(self.depends_on),
                 "agents": dict(self.agents),
                 "env": dict(self.env),
                 "plugins": [{ref: dict(config)} for ref, config in self.plugins.items()],
@@ -112,7 +112,7 @@ class CommandStep:
                 "retry": {"automatic": [dict(AGENT_LOST_RETRY)]} if self.retry_on_agent_lost else None,
                 "artifact_paths": list(self.artifact_paths),
             }
-        )
+        ) | _dependencies(self.depends_on)
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class GroupStep:
     steps: tuple[CommandStep | BlockStep, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "key": self.key, "steps": [s.to_dict() for s in self.steps]}
+        return {"group": self.group, "key": self.key, "depends_on": None, "steps": [s.to_dict() for s in self.steps]}
 
 
 Step = CommandStep | BlockStep | GroupStep
@@ -166,6 +166,10 @@ def _escape_dollars(value: Any) -> Any:
     if isinstance(value, list):
         return [_escape_dollars(v) for v in value]
     return value
+
+
+def _dependencies(keys: tuple[str, ...]) -> dict[str, Any]:
+    return {"depends_on": list(keys) or None}
 
 
 def _compact(data: dict[str, Any]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def test_nightly_is_the_gpu_step_alone(qwen):
     (gpu,) = group["steps"]
     assert gpu["agents"] == {"queue": "large-model", "gpus": "8"}
     assert gpu["plugins"] == [{DEFAULT_PLUGIN: {"profile": "qwen3.5-122b-a10b"}}]
-    assert "depends_on" not in gpu
+    assert gpu["depends_on"] is None
 
 
 def test_the_gpu_step(qwen):
@@ -79,6 +79,7 @@ def test_the_gpu_step(qwen):
     assert gpu == {
         "label": "afd-e2e qwen3.5-122b-a10b",
         "key": "afd-e2e-qwen3-5-122b-a10b-run",
+        "depends_on": None,
         "agents": {"queue": "large-model", "gpus": "8"},
         "env": GATES,
         "plugins": [{"acme/afd-e2e#v9.9.9": {"profile": "qwen3.5-122b-a10b"}}],
@@ -110,6 +111,16 @@ def test_a_failed_agent_check_is_a_warning_annotation_and_in_the_prompt(qwen):
     assert "--style warning" in kinds["annotation"]["command"]
     assert "could not check: HTTP 401" in kinds["annotation"]["command"]
     assert "could not check: HTTP 401" in kinds["block"]["prompt"]
+
+
+@pytest.mark.parametrize("name", DECISIONS)
+def test_every_step_states_its_dependencies(qwen, name):
+    """No step is held by a block it does not belong to (Buildkite's implicit dependencies)."""
+    group = group_for(qwen, DECISIONS[name])
+    assert group["depends_on"] is None
+    block_keys = [step["key"] for step in group["steps"] if "block" in step]
+    for step in group["steps"]:
+        assert step["depends_on"] == (block_keys if "plugins" in step and block_keys else None)
 
 
 def test_fork_blocks_are_restricted_to_the_teams(qwen):

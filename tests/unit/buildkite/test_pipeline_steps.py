@@ -20,7 +20,13 @@ from afd_e2e.pipeline.steps import (
 
 def test_unset_fields_are_left_out_but_zero_stays():
     step = CommandStep(label="x", key="x", command="true", priority=0)
-    assert step.to_dict() == {"label": "x", "key": "x", "command": "true", "priority": 0}
+    assert step.to_dict() == {"label": "x", "key": "x", "command": "true", "priority": 0, "depends_on": None}
+
+
+def test_dependencies_are_always_explicit():
+    assert CommandStep(label="x", key="x", depends_on=("a", "b")).to_dict()["depends_on"] == ["a", "b"]
+    assert BlockStep(block="b", key="b", prompt="p").to_dict()["depends_on"] is None
+    assert "depends_on: null" in render(Pipeline((CommandStep(label="x", key="x"),)))
 
 
 def test_concurrency_needs_its_group():

@@ -113,7 +113,7 @@ def test_block_then_run(generate, gpu_agent):
 def test_nightly_run(generate, gpu_agent):
     (gpu,) = generate({"BUILDKITE_SOURCE": "schedule", **OPT_IN}, [GPU_AGENT])
     assert gpu["agents"] == {"queue": "large-model", "gpus": "8"}
-    assert "depends_on" not in gpu
+    assert gpu["depends_on"] is None
     assert gpu["env"] == OPT_IN
 
     statuses = gpu_agent.run_plugin(gpu, REPO)
