@@ -16,6 +16,22 @@ REPO = Path(__file__).resolve().parents[3]
 RECORD_CALL = REPO / "tests" / "stubs" / "record-call"
 PLUGIN_PREFIX = "BUILDKITE_PLUGIN_AFD_E2E_"
 
+# The opt-in of the qwen3.5-122b-a10b profile (the checkpoint path exists on the GPU agent only).
+QWEN_OPT_IN = {
+    "AFD_E2E_BACKEND": "gpu",
+    "AFD_E2E_LARGE_MODEL": "1",
+    "AFD_GPU_E2E_MODEL": "/models/Qwen3.5-122B-A10B",
+    "AFD_E2E_DEVICES": "0,2,4,6,1,3,5,7",
+}
+# What Buildkite sets in the bootstrap job of organization acme, plus an agents API token.
+BUILD = {
+    "BUILDKITE_ORGANIZATION_SLUG": "acme",
+    "BUILDKITE_AGENTS_API_TOKEN": "token",
+    "BUILDKITE_REPO": "git@github.com:vllm-project/vllm.git",
+    "BUILDKITE_BRANCH": "main",
+}
+AGENTS_LIST = "/organizations/acme/agents?per_page=100"
+
 
 def agent(name: str, *tags: str, state: str = "connected") -> dict[str, Any]:
     """An agent as the REST API returns it (the fields the generator reads, plus a few it ignores)."""

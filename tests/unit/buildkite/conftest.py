@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -14,6 +15,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+
+from afd_e2e.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = (REPO / ".." / "shared").resolve()
@@ -102,3 +105,21 @@ def agents_api() -> Iterator[AgentsApiServer]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def pipeline_cli(monkeypatch, capsys, agents_api) -> Callable[..., tuple[int, str, str]]:
+    """Runs ``afd-e2e pipeline ARGS`` against the local agents API under exactly ``variables`` (no other Buildkite or
+    AFD variable from the environment); returns its exit code, stdout and stderr."""
+
+    def run(variables: dict[str, str], *args: str) -> tuple[int, str, str]:
+        for name in list(os.environ):
+            if name.startswith(("BUILDKITE", "AFD_")):
+                monkeypatch.delenv(name)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        code = main(["pipeline", "--agents-api-url", agents_api.base_url, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from bk_support import AGENTS_LIST as LIST
 from bk_support import agent
 
 from afd_e2e.pipeline.agents import FOUND, NONE, UNKNOWN
 from afd_e2e.pipeline.agents_api import AgentsApiError, agents_lookup, list_agents
 
 TOKEN = "bkua_secret_token_value"
-LIST = "/organizations/acme/agents?per_page=100"
 WANTED = {"queue": "large-model", "gpus": "8"}
 
 

@@ -3,46 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import yaml
-from bk_support import agent
+from bk_support import AGENTS_LIST, agent
+from bk_support import BUILD as BUILDKITE
+from bk_support import QWEN_OPT_IN as OPT_IN
 
-from afd_e2e.cli import main
-
-OPT_IN = {
-    "AFD_E2E_BACKEND": "gpu",
-    "AFD_E2E_LARGE_MODEL": "1",
-    "AFD_GPU_E2E_MODEL": "/models/Qwen3.5-122B-A10B",
-    "AFD_E2E_DEVICES": "0,2,4,6,1,3,5,7",
-}
-BUILD = {
-    "BUILDKITE_ORGANIZATION_SLUG": "acme",
-    "BUILDKITE_AGENTS_API_TOKEN": "token",
-    "BUILDKITE_REPO": "git@github.com:vllm-project/vllm.git",
-    "BUILDKITE_BRANCH": "main",
-    "BUILDKITE_PULL_REQUEST": "false",
-}
-LIST = "/organizations/acme/agents?per_page=100"
+BUILD = {**BUILDKITE, "BUILDKITE_PULL_REQUEST": "false"}
 
 
 @pytest.fixture
-def generate(monkeypatch, capsys, agents_api):
-    """Run the CLI under ``variables`` (no other Buildkite or AFD variable); return exit code, stdout and stderr."""
-
-    def run(variables: dict[str, str], *args: str) -> tuple[int, str, str]:
-        for name in list(os.environ):
-            if name.startswith(("BUILDKITE", "AFD_")):
-                monkeypatch.delenv(name)
-        for name, value in variables.items():
-            monkeypatch.setenv(name, value)
-        code = main(["pipeline", "--agents-api-url", agents_api.base_url, *args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    agents_api.serve(LIST, [agent("gpu-1", "queue=large-model", "gpus=8")])
-    return run
+def generate(pipeline_cli, agents_api):
+    agents_api.serve(AGENTS_LIST, [agent("gpu-1", "queue=large-model", "gpus=8")])
+    return pipeline_cli
 
 
 def pipeline_of(generated: tuple[int, str, str], valid_pipeline) -> tuple[dict, str]:

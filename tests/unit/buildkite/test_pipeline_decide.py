@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from bk_support import QWEN_OPT_IN as OPT_IN
 
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents import FOUND, NONE, UNKNOWN, AgentAvailability
@@ -13,12 +14,6 @@ from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, decide
 from afd_e2e.profile import load_profile
 
 REPO_URL = "git@github.com:vllm-project/vllm.git"
-OPT_IN = {
-    "AFD_E2E_BACKEND": "gpu",
-    "AFD_E2E_LARGE_MODEL": "1",
-    "AFD_GPU_E2E_MODEL": "/models/Qwen3.5-122B-A10B",  # exists on the GPU agent only
-    "AFD_E2E_DEVICES": "0,2,4,6,1,3,5,7",
-}
 SCHEDULE = {"BUILDKITE_SOURCE": "schedule"}
 UI = {"BUILDKITE_SOURCE": "ui"}
 API = {"BUILDKITE_SOURCE": "api"}

@@ -3,45 +3,31 @@ buildkite-agent, nvidia-smi and afd-e2e stubbed: nothing + why; block then run; 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import yaml
-from bk_support import REPO, FakeAgent, agent
+from bk_support import AGENTS_LIST, BUILD, REPO, FakeAgent, agent
+from bk_support import QWEN_OPT_IN as OPT_IN
 
-from afd_e2e.cli import main
-
-OPT_IN = {
-    "AFD_E2E_BACKEND": "gpu",
-    "AFD_E2E_LARGE_MODEL": "1",
-    "AFD_GPU_E2E_MODEL": "/models/Qwen3.5-122B-A10B",
-    "AFD_E2E_DEVICES": "0,2,4,6,1,3,5,7",
-}
-BUILD = {
-    "BUILDKITE_ORGANIZATION_SLUG": "acme",
-    "BUILDKITE_AGENTS_API_TOKEN": "token",
-    "BUILDKITE_REPO": "git@github.com:vllm-project/vllm.git",
-    "BUILDKITE_BRANCH": "main",
-}
-LIST = "/organizations/acme/agents?per_page=100"
 GPU_AGENT = agent("gpu-1", "queue=large-model", "gpus=8")
 CPU_AGENT = agent("cpu-1", "queue=default")
+# What the GPU agent runs before the verdict: the gates, the GPUs, the preflight.
+PREPARED = [
+    "afd-e2e gates --profile qwen3.5-122b-a10b",
+    "nvidia-smi",
+    "nvidia-smi topo -m",
+    "afd-e2e preflight --profile qwen3.5-122b-a10b",
+]
 
 
 @pytest.fixture
-def generate(monkeypatch, capsys, agents_api, valid_pipeline):
+def generate(pipeline_cli, agents_api, valid_pipeline):
     """The bootstrap step: ``afd-e2e pipeline --profile qwen3.5-122b-a10b`` under ``variables``, with ``agents`` up."""
 
     def run(variables: dict[str, str], agents: list[dict]) -> list[dict]:
-        for name in list(os.environ):
-            if name.startswith(("BUILDKITE", "AFD_")):
-                monkeypatch.delenv(name)
-        for name, value in {**BUILD, **variables}.items():
-            monkeypatch.setenv(name, value)
-        agents_api.serve(LIST, agents)
-        code = main(["pipeline", "--profile", "qwen3.5-122b-a10b", "--agents-api-url", agents_api.base_url])
-        assert code == 0
-        pipeline = yaml.safe_load(capsys.readouterr().out)
+        agents_api.serve(AGENTS_LIST, agents)
+        code, out, err = pipeline_cli({**BUILD, **variables}, "--profile", "qwen3.5-122b-a10b")
+        assert code == 0, err
+        pipeline = yaml.safe_load(out)
         valid_pipeline(pipeline)
         (group,) = pipeline["steps"]
         return group["steps"]
@@ -99,10 +85,7 @@ def test_block_then_run(generate, gpu_agent):
 
     assert statuses == {"environment": 0, "pre-command": 0, "command": 0, "pre-exit": 0}
     assert gpu_agent.calls() == [
-        "afd-e2e gates --profile qwen3.5-122b-a10b",
-        "nvidia-smi",
-        "nvidia-smi topo -m",
-        "afd-e2e preflight --profile qwen3.5-122b-a10b",
+        *PREPARED,
         "buildkite-agent meta-data get afd-e2e-cases-qwen3-5-122b-a10b --default ",
         "afd-e2e run --profile qwen3.5-122b-a10b --out afd-e2e-out --case afd-eager-4a4f --case baseline-eager",
         "afd-e2e cleanup --out afd-e2e-out",
@@ -120,10 +103,7 @@ def test_nightly_run(generate, gpu_agent):
 
     assert statuses == {"environment": 0, "pre-command": 0, "command": 0, "pre-exit": 0}
     assert gpu_agent.calls() == [
-        "afd-e2e gates --profile qwen3.5-122b-a10b",
-        "nvidia-smi",
-        "nvidia-smi topo -m",
-        "afd-e2e preflight --profile qwen3.5-122b-a10b",
+        *PREPARED,
         "afd-e2e run --profile qwen3.5-122b-a10b --out afd-e2e-out",
         "afd-e2e cleanup --out afd-e2e-out",
     ]
@@ -137,6 +117,6 @@ def test_nightly_on_an_agent_whose_gates_are_closed_passes_with_the_reason(gener
 
     assert statuses == {"environment": 0, "pre-command": 0, "command": 0, "pre-exit": 0}
     gates, annotate = gpu_agent.calls()
-    assert gates == "afd-e2e gates --profile qwen3.5-122b-a10b"
+    assert gates == PREPARED[0]
     assert annotate.startswith("buildkite-agent annotate --style info --context afd-e2e-job-1-gates ")
     assert "AFD_GPU_E2E_MODEL is missing" in annotate
