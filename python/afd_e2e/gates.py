@@ -63,8 +63,13 @@ def evaluate_gates(
     *,
     model_path: str | None = None,
     devices: str | None = None,
+    require_model_dir: bool = True,
 ) -> GateDecision:
-    """Decide whether ``profile`` may run under ``env``; explicit ``model_path``/``devices`` override the env."""
+    """Decide whether ``profile`` may run under ``env``; explicit ``model_path``/``devices`` override the env.
+
+    ``require_model_dir=False`` only checks that the model gate is set: the pipeline generator runs on a lightweight
+    agent where the checkpoint does not exist; the GPU agent's environment hook checks the directory itself.
+    """
     gates = profile.gates
     closed: list[str] = []
     invalid: list[str] = []
@@ -91,6 +96,8 @@ def evaluate_gates(
     resolved_model: str | None = None
     if not path:
         closed.append(f"{gates.model_env} is not set; point it at the staged checkpoint directory")
+    elif not require_model_dir:
+        resolved_model = path
     elif not Path(path).is_dir():
         what = "a file" if Path(path).exists() else "missing"
         invalid.append(f"{gates.model_env}={path} is {what}, not a directory; fix: point it at the checkpoint folder")

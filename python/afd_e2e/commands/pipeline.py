@@ -1,0 +1,72 @@
+"""``afd-e2e pipeline``: print the steps the large-model GPU tests add to this build, for ``pipeline upload``.
+
+Run it in a bootstrap step: ``afd-e2e pipeline --profile P | buildkite-agent pipeline upload``. Each decision is
+also summarised on stderr, so the bootstrap step's log says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from afd_e2e.errors import UsageError
+from afd_e2e.pipeline.agents_api import API_URL, TIMEOUT_S, TOKEN_ENV, agents_lookup
+from afd_e2e.pipeline.build_env import BuildEnv
+from afd_e2e.pipeline.decide import decide
+from afd_e2e.pipeline.generate import DEFAULT_PLUGIN, GpuStepSettings, ProfileDecision, build_pipeline
+from afd_e2e.pipeline.steps import render
+from afd_e2e.profile import load_profile
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("pipeline", help="print the Buildkite steps for this build (block, run or why not)")
+    parser.add_argument(
+        "--profile", action="append", required=True, help="a profile name or .yaml path (repeatable: one group each)"
+    )
+    parser.add_argument(
+        "--plugin", default=DEFAULT_PLUGIN, help=f"plugin reference with its version ({DEFAULT_PLUGIN})"
+    )
+    parser.add_argument(
+        "--allowed-teams",
+        action="append",
+        default=[],
+        metavar="TEAM",
+        help="a team slug that may unblock GPU runs (repeatable); required for pull requests from forks",
+    )
+    parser.add_argument("--timeout-in-minutes", type=int, default=360, help="the GPU step's time limit (360)")
+    parser.add_argument("--priority", type=int, default=0, help="the GPU step's priority (0)")
+    parser.add_argument(
+        "--agents-token-env",
+        default=TOKEN_ENV,
+        metavar="NAME",
+        help=f"env var holding a Buildkite API token with read_agents ({TOKEN_ENV})",
+    )
+    parser.add_argument("--agents-api-url", default=API_URL, help=f"Buildkite REST API base URL ({API_URL})")
+    parser.add_argument(
+        "--agents-api-timeout", type=float, default=TIMEOUT_S, metavar="S", help=f"per request ({TIMEOUT_S:g} s)"
+    )
+    parser.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.timeout_in_minutes < 1:
+        raise UsageError(f"--timeout-in-minutes={args.timeout_in_minutes} is not positive", "give minutes >= 1")
+    if "#" not in args.plugin:
+        raise UsageError(f"--plugin={args.plugin} has no version", f"pin one, e.g. {DEFAULT_PLUGIN}")
+    env = BuildEnv.from_environ(os.environ)
+    lookup = agents_lookup(
+        os.environ, token_env=args.agents_token_env, base_url=args.agents_api_url, timeout_s=args.agents_api_timeout
+    )
+    decisions = []
+    for reference in args.profile:
+        profile = load_profile(reference)
+        decision = decide(env, profile, lookup, allowed_teams=tuple(args.allowed_teams))
+        print(f"afd-e2e pipeline: {profile.name}: {decision.action} ({decision.build})", file=sys.stderr)
+        for line in decision.reasons + decision.warnings:
+            print(f"  - {line}", file=sys.stderr)
+        decisions.append(ProfileDecision(reference, profile, decision))
+    settings = GpuStepSettings(plugin=args.plugin, timeout_in_minutes=args.timeout_in_minutes, priority=args.priority)
+    print(render(build_pipeline(decisions, settings), args.format), end="")
+    return 0

@@ -1,0 +1,83 @@
+"""The one selection function: from the build, a profile and the agents, decide run / block-then-run / explain.
+
+Rules, in order (each outcome names its reasons, so nothing is dropped silently):
+1. gates malformed: an error (UsageError), the build's configuration must be fixed;
+   gates closed: **explain** (no GPU step), listing each closed gate. The model gate is only checked to be set here,
+   since the checkpoint lives on the GPU agent; its environment hook checks the directory.
+2. a pull request from a fork with no ``allowed_teams`` configured: **explain**; untrusted code reaches a GPU agent
+   only through a block that only trusted teams may unblock.
+3. no connected agent has the profile's tags: **explain** (a job for a missing agent would wait in the queue).
+   The check failed (no token, API down, 401): the run is still offered, but behind a block, with a warning: a
+   person confirms instead of a job waiting for an agent that may not exist, and a broken token is not hidden by
+   silently dropping every run.
+4. a scheduled build with the agents confirmed: **run** unattended. Anything else (manual, API, webhook, pull
+   request, trigger): **block**, then run; fork pull requests' blocks are restricted to ``allowed_teams``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from afd_e2e.errors import UsageError
+from afd_e2e.gates import BACKEND_ENV, CLOSED, INVALID, LARGE_MODEL_ENV, evaluate_gates
+from afd_e2e.pipeline.agents import NONE, UNKNOWN, AgentsLookup
+from afd_e2e.pipeline.build_env import BuildEnv
+from afd_e2e.profile import Profile
+
+RUN, BLOCK, EXPLAIN = "run", "block", "explain"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to emit for one profile, and why (the reasons are shown in the annotation or the block prompt)."""
+
+    action: str
+    build: str  # e.g. "pull request #12 of branch x", for headlines
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    allowed_teams: tuple[str, ...] = ()
+    gate_env: Mapping[str, str] = field(default_factory=dict)  # the opt-in the GPU step runs under
+
+
+def decide(env: BuildEnv, profile: Profile, agents: AgentsLookup, *, allowed_teams: tuple[str, ...] = ()) -> Decision:
+    gates = evaluate_gates(profile, env.variables, require_model_dir=False)
+    if gates.status == INVALID:
+        raise UsageError(f"profile {profile.name}: {'; '.join(gates.reasons)}", "correct the opt-in variables")
+    build = env.describe()
+    if gates.status == CLOSED:
+        return Decision(EXPLAIN, build, gates.reasons)
+
+    if env.is_fork and not allowed_teams:
+        return Decision(
+            EXPLAIN,
+            build,
+            (
+                "a fork's code reaches a GPU agent only after a trusted team unblocks it, and no team is configured; "
+                "fix: pass --allowed-teams to afd-e2e pipeline",
+            ),
+        )
+
+    found = agents(profile.agent_tags)
+    if found.status == NONE:
+        return Decision(EXPLAIN, build, (found.detail,))
+    warnings = (found.detail,) if found.status == UNKNOWN else ()
+    gate_env = {name: env.variables[name] for name in _gate_variables(profile) if name in env.variables}
+
+    if env.is_scheduled and not warnings:
+        return Decision(RUN, build, ("scheduled builds run unattended", found.detail), gate_env=gate_env)
+    reasons = ["a person confirms the run and picks the cases"]
+    if env.is_fork:
+        reasons.append(f"the code comes from a fork: only {', '.join(allowed_teams)} may unblock it")
+    reasons.append("unblock only if a matching agent is up: the agent check failed" if warnings else found.detail)
+    return Decision(BLOCK, build, tuple(reasons), warnings, allowed_teams, gate_env)
+
+
+def _gate_variables(profile: Profile) -> list[str]:
+    gates = profile.gates
+    names = [BACKEND_ENV, gates.model_env]
+    if gates.large_model:
+        names.append(LARGE_MODEL_ENV)
+    if gates.devices_env:
+        names.append(gates.devices_env)
+    return names
