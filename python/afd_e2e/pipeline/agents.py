@@ -6,9 +6,10 @@ An agent reports its tags as ``meta_data``: a list of ``key=value`` strings.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from afd_e2e.agent_tags import tags_satisfy
 
 FOUND, NONE, UNKNOWN = "found", "none", "unknown"
 
@@ -39,7 +40,7 @@ def agent_matches(meta_data: Sequence[str], wanted: Mapping[str, str]) -> bool:
         key, sep, value = item.partition("=")
         if sep:
             tags[key] = value
-    return all(key in tags and fnmatch.fnmatchcase(tags[key], value) for key, value in wanted.items())
+    return tags_satisfy(tags, wanted)
 
 
 def describe_tags(wanted: Mapping[str, str]) -> str:
