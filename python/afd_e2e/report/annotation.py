@@ -160,8 +160,9 @@ def _preflight(results: dict) -> str:
     if notable:
         lines += ["", "| Check | Status | Measured | Wanted | Fix |", "| --- | --- | --- | --- | --- |"]
         lines += [
-            f"| {markdown_text(c.get('name'))} | {_status_cell(c.get('status'))} | {markdown_text(c.get('measured'), 120)} "
-            f"| {markdown_text(c.get('wanted'), 120)} | {markdown_text(c.get('fix') or '', 200)} |"
+            f"| {markdown_text(c.get('name'))} | {_status_cell(c.get('status'))} "
+            f"| {markdown_text(c.get('measured'), 120)} | {markdown_text(c.get('wanted'), 120)} "
+            f"| {markdown_text(c.get('fix') or '', 200)} |"
             for c in notable
         ]
     return "\n".join(lines) + "\n"
@@ -176,11 +177,11 @@ def _gsm8k_cell(gsm8k: dict | None) -> str:
     result = outcome(gsm8k.get("status"))
     if result in (Outcome.UNFINISHED, Outcome.SKIP, Outcome.ERROR) and gsm8k.get("total") is None:
         return _status_cell(gsm8k.get("status"))
-    cell = f"{ICONS[result]} {gsm8k.get('correct')}/{gsm8k.get('total')}"
+    cell = f"{ICONS[result]} {markdown_text(gsm8k.get('correct'))}/{markdown_text(gsm8k.get('total'))}"
     if not gsm8k.get("accuracy_meaningful", True):
         cell += " (not meaningful)"
     elif result is Outcome.FAIL:
-        cell += f" (at least {gsm8k.get('min_correct')} needed)"
+        cell += f" (at least {markdown_text(gsm8k.get('min_correct'))} needed)"
     return cell
 
 
@@ -189,10 +190,9 @@ def _parity_cell(case_id: str, comparisons: dict) -> str:
     for comparison in comparisons.values():
         parity = comparison.get("parity")
         if parity and comparison.get("candidate") == case_id:
-            cells.append(
-                f"{ICONS[outcome(parity.get('status'))]} {parity.get('identical')}/{parity.get('total')} identical "
-                f"vs {markdown_text(comparison.get('baseline_label') or comparison.get('baseline'))}"
-            )
+            identical = f"{markdown_text(parity.get('identical'))}/{markdown_text(parity.get('total'))} identical"
+            baseline = markdown_text(comparison.get("baseline_label") or comparison.get("baseline"))
+            cells.append(f"{ICONS[outcome(parity.get('status'))]} {identical} vs {baseline}")
     return "; ".join(cells) or formatting.MISSING
 
 
@@ -202,7 +202,8 @@ def _smoke_cell(smoke: dict | None) -> str:
     if smoke.get("failure"):
         return _status_cell(smoke.get("status"), markdown_text(smoke["failure"], 120))
     latency = smoke.get("latency_s")
-    timing = f"{smoke.get('completion_tokens')} tokens in {latency:.2f} s" if latency is not None else ""
+    tokens = markdown_text(smoke.get("completion_tokens"))
+    timing = f"{tokens} tokens in {latency:.2f} s" if isinstance(latency, (int, float)) else ""
     return f"{ICONS[outcome(smoke.get('status'))]} {timing}".rstrip()
 
 
@@ -222,8 +223,9 @@ def _correctness(results: dict) -> str:
         failure = markdown_text(case["failure"], 120) if case.get("failure") else ""
         ready = formatting.duration((case.get("timings") or {}).get("launch_to_ready_s"))
         rows.append(
-            f"| {_label(case_id, case)} | {_status_cell(case.get('status'), failure)} | {ready} | "
-            f"{_smoke_cell(case.get('smoke'))} | {_gsm8k_cell(case.get('gsm8k'))} | {_parity_cell(case_id, comparisons)} |"
+            f"| {_label(case_id, case)} | {_status_cell(case.get('status'), failure)} | {ready} "
+            f"| {_smoke_cell(case.get('smoke'))} | {_gsm8k_cell(case.get('gsm8k'))} "
+            f"| {_parity_cell(case_id, comparisons)} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -236,15 +238,16 @@ def _repetitions_line(label: str, performance: dict | None) -> str:
         return f"- {label}: no performance runs recorded"
     reps = performance.get("repetitions") or []
     passed = sum(outcome(rep.get("status")) is Outcome.PASS for rep in reps)
-    completed = {(rep.get("completed"), rep.get("num_prompts")) for rep in reps}
-    requests = (
-        f"{next(iter(completed))[0]}/{next(iter(completed))[1]} requests completed each"
-        if len(completed) == 1
-        else "requests completed " + ", ".join(f"{rep.get('completed')}/{rep.get('num_prompts')}" for rep in reps)
-    )
-    failed = sum(rep.get("failed") or 0 for rep in reps)
-    warmups = len(performance.get("warmups") or [])
-    line = f"- {label}: {passed}/{len(reps)} repetitions passed after {_count(warmups, 'warmup')}; {requests}; {failed} failed requests"
+    completed = [f"{markdown_text(rep.get('completed'))}/{markdown_text(rep.get('num_prompts'))}" for rep in reps]
+    if not completed:
+        requests = "no requests recorded"
+    elif len(set(completed)) == 1:
+        requests = f"{completed[0]} requests completed each"
+    else:
+        requests = f"requests completed {', '.join(completed)}"
+    failed = sum(rep.get("failed") or 0 for rep in reps if isinstance(rep.get("failed"), int))
+    warmups = _count(len(performance.get("warmups") or []), "warmup")
+    line = f"- {label}: {passed}/{len(reps)} repetitions passed after {warmups}; {requests}; {failed} failed requests"
     if performance.get("failure"):
         line += f"; {markdown_text(performance['failure'], 200)}"
     return line
@@ -386,9 +389,10 @@ def _failures(results: dict) -> str:
         lines = [f"**{_label(case_id, case)}**", ""] + [f"- {markdown_text(failure, 1000)}" for failure in failures]
         for process in case.get("processes") or []:
             if process.get("exit_code") not in (0, None) or process.get("forced_kill"):
+                forced = ", forced kill" if process.get("forced_kill") else ""
                 lines.append(
-                    f"- process {markdown_text(process.get('name'))} (pid {process.get('pid')}): exit code "
-                    f"{markdown_text(process.get('exit_code'))}{', forced kill' if process.get('forced_kill') else ''}"
+                    f"- process {markdown_text(process.get('name'))} (pid {markdown_text(process.get('pid'))}): "
+                    f"exit code {markdown_text(process.get('exit_code'))}{forced}"
                 )
         if case.get("log_tail"):
             lines += ["", "<details><summary>log tail</summary>", "", preformatted(case["log_tail"]), "", "</details>"]
@@ -414,8 +418,9 @@ def _model_output(results: dict) -> str:
                 "| ---: | --- | --- | --- | --- |",
             ]
             lines += [
-                f"| {q.get('index')} | {markdown_text(q.get('extracted'), 80)} | {markdown_text(q.get('flexible'), 80)} "
-                f"| {markdown_text(q.get('gold'), 80)} | {'✅' if q.get('correct') else '❌'} |"
+                f"| {markdown_text(q.get('index'))} | {markdown_text(q.get('extracted'), 80)} "
+                f"| {markdown_text(q.get('flexible'), 80)} | {markdown_text(q.get('gold'), 80)} "
+                f"| {'✅' if q.get('correct') else '❌'} |"
                 for q in questions
             ]
         if lines:
@@ -428,7 +433,7 @@ def _model_output(results: dict) -> str:
             rows = ["| Prompt | Identical | First differing token |", "| --- | --- | ---: |"]
             rows += [
                 f"| {markdown_text(p.get('prompt'), 120)} | {'✅' if p.get('identical') else '❌'} "
-                f"| {formatting.MISSING if p.get('first_diff_token') is None else p['first_diff_token']} |"
+                f"| {formatting.MISSING if p.get('first_diff_token') is None else markdown_text(p['first_diff_token'])} |"
                 for p in prompts
             ]
             summary = f"parity <code>{markdown_text(comparison_id)}</code>"
@@ -450,9 +455,9 @@ def _sections(results: dict, plots: Mapping[str, str], artifacts: Sequence[str])
             sections.append(_Section(_performance(results, comparison_id, comparison, plots.get(comparison_id)), True))
     sections += [
         _Section(_hygiene(results), True),
+        _Section(_failures(results), False),
         _Section(_environment(results), True),
         _Section(_artifacts(artifacts), True),
-        _Section(_failures(results), False),
         _Section(_model_output(results), False),
         _Section(
             f"<sub>afd-e2e {__version__} · {markdown_text(results.get('schema'))} · rendered from results.json</sub>\n",

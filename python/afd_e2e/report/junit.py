@@ -193,9 +193,11 @@ def _parity_line(prompt: dict) -> str:
 def _metric_line(comparison: dict, metric: dict, *, control: bool) -> str:
     unit = metric.get("unit") or ""
     base, cand = metric.get("baseline") or {}, metric.get("candidate") or {}
+    baseline = formatting.measure(base.get("mean"), base.get("std"), unit)
+    candidate = formatting.measure(cand.get("mean"), cand.get("std"), unit)
     return (
-        f"{metric.get('name')}: {comparison.get('baseline_label')} {formatting.measure(base.get('mean'), base.get('std'), unit)}, "
-        f"{comparison.get('candidate_label')} {formatting.measure(cand.get('mean'), cand.get('std'), unit)}, "
+        f"{metric.get('name')}: {comparison.get('baseline_label')} {baseline}, "
+        f"{comparison.get('candidate_label')} {candidate}, "
         f"delta {formatting.percent(metric.get('delta_pct'))}, 95% CI {formatting.interval(metric.get('ci95_pct'))}, "
         f"{metric.get('verdict')}" + (" (control run, not headline evidence)" if control else "")
     )

@@ -33,40 +33,23 @@ def _plain(text: object, width: int = 28) -> str:
     return "\n".join(textwrap.wrap(one_line(text, 80).replace("$", r"\$"), width)) or "?"
 
 
+def _side_label(comparison: dict, side: str) -> object:
+    return comparison.get(f"{side}_label") or comparison.get(side)
+
+
 def _draw_metric(ax: Any, comparison: dict, metric: dict) -> None:
-    sides = [
-        (
-            0,
-            comparison.get("baseline_label") or comparison.get("baseline"),
-            metric.get("baseline") or {},
-            BASELINE_COLOR,
-        ),
-        (
-            1,
-            comparison.get("candidate_label") or comparison.get("candidate"),
-            metric.get("candidate") or {},
-            CANDIDATE_COLOR,
-        ),
-    ]
-    for position, _, side, color in sides:
-        values = [v for v in side.get("values") or [] if isinstance(v, (int, float))]
+    """Repetitions as points spread around the side's position; mean ± std as an error bar just right of them."""
+    for position, side, color in ((0, "baseline", BASELINE_COLOR), (1, "candidate", CANDIDATE_COLOR)):
+        stats = metric.get(side) or {}
+        values = [v for v in stats.get("values") or [] if isinstance(v, (int, float))]
         spread = 0.12 if len(values) > 1 else 0.0
         offsets = [position - 0.1 - spread + 2 * spread * i / max(len(values) - 1, 1) for i in range(len(values))]
-        ax.scatter(offsets, values, color=color, alpha=0.6, s=22, zorder=3, label=None)
-        if side.get("mean") is not None:
-            ax.errorbar(
-                position + 0.18,
-                side["mean"],
-                yerr=side.get("std") or 0.0,
-                fmt="_",
-                markersize=16,
-                color=color,
-                ecolor=color,
-                elinewidth=2,
-                capsize=6,
-                zorder=4,
-            )
-    ax.set_xticks([0, 1], [_plain(label, 18) for _, label, _, _ in sides], fontsize=8)
+        ax.scatter(offsets, values, color=color, alpha=0.6, s=22, zorder=3)
+        if stats.get("mean") is not None:
+            bar = {"fmt": "_", "markersize": 16, "elinewidth": 2, "capsize": 6, "zorder": 4}
+            ax.errorbar(position + 0.18, stats["mean"], yerr=stats.get("std") or 0.0, color=color, **bar)
+    labels = [_plain(_side_label(comparison, side), 18) for side in ("baseline", "candidate")]
+    ax.set_xticks([0, 1], labels, fontsize=8)
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylabel(_plain(metric.get("unit") or "", 20), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
@@ -95,8 +78,8 @@ def plot_comparison(comparison_id: str, comparison: dict, *, smoke_only: bool) -
         note for note, on in (("control run", performance.get("control")), ("SMOKE: not meaningful", smoke_only)) if on
     ]
     title = (
-        f"{_plain(comparison_id, 60)}: {_plain(comparison.get('candidate_label'), 60)} vs "
-        f"{_plain(comparison.get('baseline_label'), 60)}"
+        f"{_plain(comparison_id, 60)}: {_plain(_side_label(comparison, 'candidate'), 60)} vs "
+        f"{_plain(_side_label(comparison, 'baseline'), 60)}"
         + (f" ({', '.join(notes)})" if notes else "")
         + "\npoints: repetitions; bars: mean ± std"
     )
