@@ -175,8 +175,8 @@ def _gsm8k_cell(gsm8k: dict | None) -> str:
     if not gsm8k:
         return formatting.MISSING
     result = outcome(gsm8k.get("status"))
-    if result in (Outcome.UNFINISHED, Outcome.SKIP, Outcome.ERROR) and gsm8k.get("total") is None:
-        return _status_cell(gsm8k.get("status"))
+    if gsm8k.get("total") is None:  # never scored: skipped, unfinished or broken
+        return _status_cell(gsm8k.get("status"), markdown_text(gsm8k.get("failure") or "", 120))
     cell = f"{ICONS[result]} {markdown_text(gsm8k.get('correct'))}/{markdown_text(gsm8k.get('total'))}"
     if not gsm8k.get("accuracy_meaningful", True):
         cell += " (not meaningful)"
@@ -380,13 +380,15 @@ def _artifacts(artifacts: Sequence[str]) -> str:
 def _failures(results: dict) -> str:
     blocks = []
     for case_id, case in (results.get("cases") or {}).items():
-        failures = [case.get("failure")] + [
-            (case.get(phase) or {}).get("failure") for phase in ("smoke", "gsm8k", "performance")
+        failures = [("case", case)] + [(phase, case.get(phase) or {}) for phase in ("smoke", "gsm8k", "performance")]
+        failures = [
+            f"- {phase}: {markdown_text(part['failure'], 1000)}"
+            for phase, part in failures
+            if part.get("failure") and outcome(part.get("status")) not in (Outcome.PASS, Outcome.SKIP)
         ]
-        failures = [failure for failure in failures if failure]
         if not failures and not case.get("log_tail"):
             continue
-        lines = [f"**{_label(case_id, case)}**", ""] + [f"- {markdown_text(failure, 1000)}" for failure in failures]
+        lines = [f"**{_label(case_id, case)}**", "", *failures]
         for process in case.get("processes") or []:
             if process.get("exit_code") not in (0, None) or process.get("forced_kill"):
                 forced = ", forced kill" if process.get("forced_kill") else ""

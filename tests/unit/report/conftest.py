@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from afd_e2e.report import ReportPaths, render_all
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "results"
 PORT_RANGE = range(20400, 20500)  # this suite's share of the project's test ports
 
@@ -53,6 +55,16 @@ def seed_dir(tmp_path: Path) -> Path:
     out = tmp_path / "seed"
     shutil.copytree(FIXTURES / "seed", out)
     return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> ReportPaths:
+    """The seed run rendered once per module, with one process log, for tests that only read the folder."""
+    out = tmp_path_factory.mktemp("rendered") / "seed"
+    shutil.copytree(FIXTURES / "seed", out)
+    (out / "logs" / "baseline-eager").mkdir(parents=True)
+    (out / "logs" / "baseline-eager" / "server.log").write_text("INFO\n")
+    return render_all(out)
 
 
 _AGENT_STUB = """#!{python}

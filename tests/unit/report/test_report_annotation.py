@@ -150,3 +150,15 @@ def test_summary_keeps_only_headline_and_pointer_when_tables_alone_overflow(tiny
     annotation = render_annotation(tiny_results, max_bytes=1500)
     assert len(annotation.body.encode("utf-8")) <= 1500
     assert "### Correctness" not in annotation.body and FULL_REPORT_FILE in annotation.body
+
+
+def test_skipped_phases_show_their_reason_in_the_table_not_as_failures(tiny_results: dict) -> None:
+    case = tiny_results["cases"]["cpu-tp1"]
+    case["gsm8k"] = {"status": "skipped", "failure": "workloads not installed"}
+    case["performance"] = {"status": "skipped", "failure": "workloads not installed"}
+    tiny_results["cases"]["cpu-tp2"]["gsm8k"] = {"status": "crashed", "failure": "evaluator raised ValueError"}
+    body = render_annotation(tiny_results).body
+    assert "| ⏭️ skipped: workloads not installed |" in body
+    failures = body[body.index("### Failures") : body.index("### Environment")]
+    assert "workloads not installed" not in failures
+    assert "- gsm8k: evaluator raised ValueError" in failures

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
 from afd_e2e.cli import main
-from afd_e2e.report import ReportPaths, render_all
+from afd_e2e.report import ReportPaths
 from afd_e2e.report.publish import publish
-
-from .conftest import FIXTURES
 
 BUILDKITE_ENV = {
     "BUILDKITE": "true",
@@ -25,16 +22,6 @@ BUILDKITE_ENV = {
     "BUILDKITE_MESSAGE": "nightly",
 }
 TOKEN = "bkua_secret_suite_token_123"
-
-
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> ReportPaths:
-    """The seed run rendered once for this module (publishing only reads the folder)."""
-    out = tmp_path_factory.mktemp("rendered") / "seed"
-    shutil.copytree(FIXTURES / "seed", out)
-    (out / "logs" / "baseline-eager").mkdir(parents=True)
-    (out / "logs" / "baseline-eager" / "server.log").write_text("INFO\n")
-    return render_all(out)
 
 
 def test_inside_buildkite_annotates_and_uploads_from_the_results_folder(rendered: ReportPaths, agent_stub) -> None:
