@@ -283,9 +283,11 @@ def _performance(results: dict, comparison_id: str, comparison: dict, plot: str 
             "are the candidate's relative to the baseline's mean.",
             "",
         ]
-    else:
-        failure = markdown_text(performance.get("failure") or "", 200)
+    failure = markdown_text(performance.get("failure") or "", 300)
+    if not metrics:
         lines += [f"No metrics: {_status_cell(performance.get('status'), failure)}", ""]
+    elif outcome(performance.get("status")) is not Outcome.PASS:
+        lines += [f"Performance gate: {_status_cell(performance.get('status'), failure)}", ""]
     cases = results.get("cases") or {}
     for side, label in ((comparison.get("baseline"), baseline), (comparison.get("candidate"), candidate)):
         lines.append(_repetitions_line(label, (cases.get(side) or {}).get("performance")))

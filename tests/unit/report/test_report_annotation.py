@@ -162,3 +162,11 @@ def test_skipped_phases_show_their_reason_in_the_table_not_as_failures(tiny_resu
     failures = body[body.index("### Failures") : body.index("### Environment")]
     assert "workloads not installed" not in failures
     assert "- gsm8k: evaluator raised ValueError" in failures
+
+
+def test_failed_performance_gate_says_why_under_its_table(seed_results: dict) -> None:
+    performance = seed_results["comparisons"]["performance"]["performance"]
+    performance.update(status="failed", failure="case afd-eager-4a4f: 4 repetitions passed, 1 timed out")
+    body = render_annotation(seed_results).body
+    assert "Performance gate: ❌ failed: case afd\\-eager\\-4a4f\\: 4 repetitions passed, 1 timed out" in body
+    assert "| TTFT | 371.29 ± 13.39 ms | 404.24 ± 6.16 ms | +8.87% |" in body
