@@ -134,8 +134,7 @@ def _headline(results: dict) -> str:
             if ids:
                 names = ", ".join(f"<code>{markdown_text(i)}</code>" for i in ids[:MAX_REASONS])
                 more = f" and {len(ids) - MAX_REASONS} more" if len(ids) > MAX_REASONS else ""
-                lines.append(f"{title}: {names}{more}  ")
-        lines.append("")
+                lines += [f"{title}: {names}{more}", ""]
     reasons = [str(reason) for reason in verdict.get("reasons") or []]
     lines += [f"- {markdown_text(reason)}" for reason in reasons[:MAX_REASONS]]
     if len(reasons) > MAX_REASONS:
@@ -189,10 +188,15 @@ def _parity_cell(case_id: str, comparisons: dict) -> str:
     cells = []
     for comparison in comparisons.values():
         parity = comparison.get("parity")
-        if parity and comparison.get("candidate") == case_id:
+        if not parity or comparison.get("candidate") != case_id:
+            continue
+        result = outcome(parity.get("status"))
+        if result in (Outcome.PASS, Outcome.FAIL):
             identical = f"{markdown_text(parity.get('identical'))}/{markdown_text(parity.get('total'))} identical"
             baseline = markdown_text(comparison.get("baseline_label") or comparison.get("baseline"))
-            cells.append(f"{ICONS[outcome(parity.get('status'))]} {identical} vs {baseline}")
+            cells.append(f"{ICONS[result]} {identical} vs {baseline}")
+        else:  # not compared: say why
+            cells.append(_status_cell(parity.get("status"), markdown_text(parity.get("failure") or "", 120)))
     return "; ".join(cells) or formatting.MISSING
 
 

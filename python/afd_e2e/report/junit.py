@@ -66,6 +66,10 @@ class _Builder:
             case.stdout = _bounded(f"warning: {line}\n{stdout}".strip())
         self.items.append(_Recorded(classname, case))
 
+    def reported_a_problem(self, suite: str) -> bool:
+        classname = f"{self.prefix}.{suite}"
+        return any(item.suite == classname and (item.case.failures or item.case.errors) for item in self.items)
+
 
 def _bounded(value: object) -> str | None:
     text = xml_text(value) if value else ""
@@ -125,6 +129,10 @@ def _add_case(builder: _Builder, suite: str, case: dict) -> None:
             stdout="\n".join(reps),
         )
 
+    if outcome(case.get("status")) in (Outcome.FAIL, Outcome.ERROR) and not builder.reported_a_problem(suite):
+        # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
+        builder.add(suite, "case", case.get("status"), message=case.get("failure"), output=log_tail)
+
     for check in case.get("hygiene") or []:
         builder.add(suite, f"hygiene {check.get('check')}", check.get("status"), message=check.get("detail"))
 
@@ -163,7 +171,7 @@ def _repetition_line(rep: dict) -> str:
 def _add_comparison(builder: _Builder, suite: str, comparison: dict) -> None:
     if parity := comparison.get("parity"):
         lines = [_parity_line(prompt) for prompt in parity.get("prompts") or []]
-        message = (
+        message = parity.get("failure") or (
             f"{parity.get('identical')}/{parity.get('total')} identical outputs, "
             f"share {parity.get('share')} (at least {parity.get('min_share')} needed)"
         )

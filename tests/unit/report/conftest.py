@@ -38,6 +38,12 @@ def tiny_results() -> dict:
 
 
 @pytest.fixture
+def crashed_results() -> dict:
+    """A real tiny-cpu run that crashed between phases (harness error after smoke), as the runner wrote it."""
+    return copy.deepcopy(load_fixture("tiny-cpu-crashed"))
+
+
+@pytest.fixture
 def results_dir(tmp_path: Path) -> Callable[[dict], Path]:
     """Write a results document into a fresh folder, as `afd-e2e run` leaves it."""
 

@@ -170,3 +170,12 @@ def test_failed_performance_gate_says_why_under_its_table(seed_results: dict) ->
     body = render_annotation(seed_results).body
     assert "Performance gate: ❌ failed: case afd\\-eager\\-4a4f\\: 4 repetitions passed, 1 timed out" in body
     assert "| TTFT | 371.29 ± 13.39 ms | 404.24 ± 6.16 ms | +8.87% |" in body
+
+
+def test_real_crashed_run_reads_as_crashed_with_reasons(crashed_results: dict) -> None:
+    annotation = render_annotation(crashed_results)
+    assert annotation.body.splitlines()[0] == "## ❌ SMOKE afd-e2e tiny\\-cpu: crashed (partial results)"
+    assert annotation.style == "error"
+    assert "| ⏭️ skipped: case cpu\\-tp1 recorded no parity outputs |" in annotation.body
+    assert "No metrics: ⏭️ skipped: case cpu\\-tp1 recorded no performance" in annotation.body
+    assert "- case: harness error\\: AttributeError" in annotation.body

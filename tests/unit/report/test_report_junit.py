@@ -169,3 +169,25 @@ def test_cancelled_run_skips_what_it_did_not_reach(seed_results: dict, tmp_path:
         cases[("afd-e2e.qwen3.5-122b-a10b.case.native-eager-dp8", "launch and readiness")].find("skipped") is not None
     )
     assert cases[("afd-e2e.qwen3.5-122b-a10b.run", "verdict")].find("skipped") is not None
+
+
+def test_case_that_crashed_between_phases_gets_its_own_error(crashed_results: dict, tmp_path: Path) -> None:
+    roots = _parse(write_junit(crashed_results, tmp_path))
+    _assert_structure(roots)
+    cases = _testcases(roots)
+    suite = "afd-e2e.tiny-cpu.case.cpu-tp1"
+    assert cases[(suite, "launch and readiness")].find("error") is None
+    error = cases[(suite, "case")].find("error")
+    assert "harness error: AttributeError" in error.get("message")
+    parity = cases[("afd-e2e.tiny-cpu.comparison.tp1-vs-tp2", "parity")].find("skipped")
+    assert parity.get("message") == "case cpu-tp1 recorded no parity outputs"
+
+
+def test_case_failing_at_launch_has_no_extra_case_testcase(seed_results: dict, tmp_path: Path) -> None:
+    case = seed_results["cases"]["native-eager-dp8"]
+    case.update(status="failed", failure="server exited with code 1 before ready")
+    del case["timings"]["launch_to_ready_s"]
+    names = {
+        name for (classname, name) in _testcases(_parse(write_junit(seed_results, tmp_path))) if "dp8" in classname
+    }
+    assert "launch and readiness" in names and "case" not in names

@@ -60,3 +60,9 @@ def test_over_size_annotation_writes_the_full_text_beside_it(tiny_results: dict,
 def test_missing_results_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"results\.json does not exist"):
         render_all(tmp_path)
+
+
+def test_real_crashed_run_renders_without_plots(crashed_results: dict, results_dir) -> None:
+    paths = render_all(results_dir(crashed_results))
+    assert paths.plots == () and paths.annotation_style == "error"
+    assert ET.parse(paths.junit[0]).getroot().get("errors") == "3"  # two crashed cases and the verdict
