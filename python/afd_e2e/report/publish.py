@@ -32,8 +32,8 @@ def describe(paths: ReportPaths) -> list[str]:
     return lines
 
 
-def _agent(args: Sequence[str], *, cwd: Path, body: str | None = None) -> str | None:
-    """Run buildkite-agent with its output going to the job log; a warning when it could not do its job."""
+def _agent(what: str, args: Sequence[str], *, cwd: Path, body: str | None = None) -> str | None:
+    """Run buildkite-agent with its output going to the job log; a warning naming ``what`` when it failed."""
     try:
         completed = subprocess.run(
             [AGENT, *args],
@@ -45,10 +45,10 @@ def _agent(args: Sequence[str], *, cwd: Path, body: str | None = None) -> str | 
             check=False,
         )
     except FileNotFoundError:
-        return f"{AGENT} is not on PATH: {' '.join(args[:2])} skipped"
+        return f"{AGENT} is not on PATH: {what} skipped"
     except subprocess.TimeoutExpired:
-        return f"{AGENT} {' '.join(args[:2])} did not finish within {AGENT_TIMEOUT_S:.0f} s"
-    return f"{AGENT} {' '.join(args[:2])} exited with code {completed.returncode}" if completed.returncode else None
+        return f"{AGENT} {what} did not finish within {AGENT_TIMEOUT_S:.0f} s"
+    return f"{AGENT} {what} exited with code {completed.returncode}" if completed.returncode else None
 
 
 def publish(
@@ -64,9 +64,10 @@ def publish(
         return ["not inside a Buildkite job (BUILDKITE is not 'true'): nothing published"]
     body = paths.annotation.read_text(encoding="utf-8")
     annotate = ["annotate", "--style", paths.annotation_style, "--context", paths.annotation_context]
-    warnings = [_agent(annotate, cwd=paths.out_dir, body=body)]
+    warnings = [_agent("annotate", annotate, cwd=paths.out_dir, body=body)]
     warnings += [
-        _agent(["artifact", "upload", pattern], cwd=paths.out_dir) for pattern in matching_globs(paths.out_dir)
+        _agent(f"artifact upload {pattern}", ["artifact", "upload", pattern], cwd=paths.out_dir)
+        for pattern in matching_globs(paths.out_dir)
     ]
     if test_engine_token_env:
         token = env.get(test_engine_token_env, "")

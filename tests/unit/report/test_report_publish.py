@@ -46,14 +46,14 @@ def test_outside_buildkite_nothing_is_published(rendered: ReportPaths, agent_stu
 def test_agent_failures_are_warnings(rendered: ReportPaths, agent_stub, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_STUB_EXIT", "3")
     warnings = publish(rendered, env=BUILDKITE_ENV)
-    assert warnings[0] == "buildkite-agent annotate --style exited with code 3"
-    assert "buildkite-agent artifact upload exited with code 3" in warnings
+    assert warnings[0] == "buildkite-agent annotate exited with code 3"
+    assert "buildkite-agent artifact upload junit/*.xml exited with code 3" in warnings
 
 
 def test_missing_agent_is_a_warning(rendered: ReportPaths, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     warnings = publish(rendered, env=BUILDKITE_ENV)
-    assert warnings[0] == "buildkite-agent is not on PATH: annotate --style skipped"
+    assert warnings[0] == "buildkite-agent is not on PATH: annotate skipped"
 
 
 def test_test_engine_gets_each_junit_file_with_run_env(
