@@ -1,0 +1,37 @@
+"""Untrusted text (model output, log lines, hostnames, labels) made safe for XML and for annotation Markdown."""
+
+from __future__ import annotations
+
+import html
+import re
+import string
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# Everything outside XML 1.0's Char production: C0 controls except tab/LF/CR, surrogates, U+FFFE/U+FFFF.
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# ASCII punctuation that Markdown, GFM tables or autolinks give a meaning to; '<', '>', '&' and '"' become entities.
+_MARKDOWN_PUNCTUATION = set(string.punctuation) - set("<>&\"',;/=?%@$^")
+_HTML_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;"}
+
+
+def xml_text(text: object) -> str:
+    """Drop ANSI colour codes and show characters XML cannot hold as visible escapes such as ``\\x1b``."""
+    return _XML_INVALID.sub(lambda match: ascii(match.group())[1:-1], _ANSI_ESCAPE.sub("", str(text)))
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """Collapse whitespace to single spaces and cut to ``limit`` characters, for messages and table cells."""
+    line = " ".join(xml_text(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def markdown_text(text: object, limit: int = 300) -> str:
+    """One line of untrusted text that renders literally in Markdown: no HTML, links, emphasis or table breaks."""
+    return "".join(
+        _HTML_ENTITIES.get(ch) or (f"\\{ch}" if ch in _MARKDOWN_PUNCTUATION else ch) for ch in one_line(text, limit)
+    )
+
+
+def preformatted(text: object) -> str:
+    """Untrusted multi-line text as an HTML ``<pre>`` block, which Markdown leaves alone and cannot be closed early."""
+    return f"<pre>{html.escape(xml_text(text), quote=False)}</pre>"

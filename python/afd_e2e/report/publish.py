@@ -1,0 +1,80 @@
+"""Publishing a rendered report. Inside Buildkite (``BUILDKITE=true``): ``buildkite-agent annotate`` with the body
+on stdin and ``buildkite-agent artifact upload`` per artifact glob, run from the results folder, then the optional
+Test Engine upload. Elsewhere nothing leaves the machine. Every Buildkite-side failure is a warning, never an error:
+publishing must not change a job's outcome.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from afd_e2e.report.artifacts import matching_globs
+from afd_e2e.report.render import ReportPaths
+from afd_e2e.report.test_engine import BUDGET_S, TEST_ENGINE_URL, upload_junit
+
+AGENT = "buildkite-agent"
+AGENT_TIMEOUT_S = 600.0
+
+
+def in_buildkite(env: Mapping[str, str]) -> bool:
+    return env.get("BUILDKITE") == "true"
+
+
+def describe(paths: ReportPaths) -> list[str]:
+    """The report's files, one line each, for people reading a terminal or a job log."""
+    lines = [f"annotation: {paths.annotation} (style {paths.annotation_style}, context {paths.annotation_context})"]
+    if paths.annotation_full:
+        lines.append(f"full annotation (over 1 MiB): {paths.annotation_full}")
+    lines += [f"junit: {path}" for path in paths.junit]
+    lines += [f"plot: {path}" for path in paths.plots]
+    return lines
+
+
+def _agent(what: str, args: Sequence[str], *, cwd: Path, body: str | None = None) -> str | None:
+    """Run buildkite-agent with its output going to the job log; a warning naming ``what`` when it failed."""
+    try:
+        completed = subprocess.run(
+            [AGENT, *args],
+            cwd=cwd,
+            input=body,
+            stdin=subprocess.DEVNULL if body is None else None,
+            text=True,
+            timeout=AGENT_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError:
+        return f"{AGENT} is not on PATH: {what} skipped"
+    except subprocess.TimeoutExpired:
+        return f"{AGENT} {what} did not finish within {AGENT_TIMEOUT_S:.0f} s"
+    return f"{AGENT} {what} exited with code {completed.returncode}" if completed.returncode else None
+
+
+def publish(
+    paths: ReportPaths,
+    *,
+    env: Mapping[str, str],
+    test_engine_token_env: str | None = None,
+    test_engine_url: str = TEST_ENGINE_URL,
+    test_engine_budget_s: float = BUDGET_S,
+) -> list[str]:
+    """Annotate, upload artifacts and (when configured) JUnit to Test Engine; return the warnings."""
+    if not in_buildkite(env):
+        return ["not inside a Buildkite job (BUILDKITE is not 'true'): nothing published"]
+    body = paths.annotation.read_text(encoding="utf-8")
+    annotate = ["annotate", "--style", paths.annotation_style, "--context", paths.annotation_context]
+    warnings = [_agent("annotate", annotate, cwd=paths.out_dir, body=body)]
+    warnings += [
+        _agent(f"artifact upload {pattern}", ["artifact", "upload", pattern], cwd=paths.out_dir)
+        for pattern in matching_globs(paths.out_dir)
+    ]
+    if test_engine_token_env:
+        token = env.get(test_engine_token_env, "")
+        if token:
+            warnings += upload_junit(
+                paths.junit, token=token, env=env, url=test_engine_url, budget_s=test_engine_budget_s
+            )
+        else:
+            warnings.append(f"Test Engine upload skipped: ${test_engine_token_env} is empty or unset")
+    return [warning for warning in warnings if warning]

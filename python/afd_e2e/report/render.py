@@ -1,0 +1,56 @@
+"""``render_all``: every report file from ``DIR/results.json``, written beside it.
+
+The runner calls it at the end of a run and after a crash or cancel, so it renders whatever exists: cases still
+"running", sections missing, no comparisons. Re-rendering replaces the earlier files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from afd_e2e.report.annotation import FULL_REPORT_FILE, render_annotation
+from afd_e2e.report.artifacts import list_artifacts
+from afd_e2e.report.junit import write_junit
+from afd_e2e.report.plots import write_plots
+from afd_e2e.results import load_results
+
+ANNOTATION_FILE = "annotation.md"
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    out_dir: Path
+    annotation: Path  # the body for `buildkite-agent annotate` (at most 1 MiB)
+    annotation_full: Path | None  # the complete annotation, when annotation.md had to be a summary
+    junit: tuple[Path, ...]
+    plots: tuple[Path, ...]
+    annotation_style: str
+    annotation_context: str
+
+
+def render_all(out_dir: Path) -> ReportPaths:
+    results = load_results(out_dir)
+    plots = write_plots(results, out_dir / "plots")
+    junit = write_junit(results, out_dir / "junit")
+    annotation = render_annotation(
+        results,
+        plots={comparison_id: str(path.relative_to(out_dir)) for comparison_id, path in plots.items()},
+        artifacts=list_artifacts(out_dir),
+    )
+    annotation_path = out_dir / ANNOTATION_FILE
+    full_path = out_dir / FULL_REPORT_FILE
+    annotation_path.write_text(annotation.body, encoding="utf-8")
+    if annotation.full_body is not None:
+        full_path.write_text(annotation.full_body, encoding="utf-8")
+    else:
+        full_path.unlink(missing_ok=True)
+    return ReportPaths(
+        out_dir=out_dir,
+        annotation=annotation_path,
+        annotation_full=full_path if annotation.full_body is not None else None,
+        junit=junit,
+        plots=tuple(plots.values()),
+        annotation_style=annotation.style,
+        annotation_context=annotation.context,
+    )

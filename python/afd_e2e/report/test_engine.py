@@ -1,0 +1,71 @@
+"""Optional upload of the JUnit files to Buildkite Test Engine.
+
+The suite token comes from an environment variable whose NAME the user configures; it is sent only in the
+Authorization header and scrubbed from every message. The whole upload has a time budget (each request gets what
+is left of it as its connect and read timeout), and any failure is a warning: a report never fails a job over it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import requests
+
+TEST_ENGINE_URL = "https://analytics-api.buildkite.com/v1/uploads"
+BUDGET_S = 30.0
+# run_env[...] fields Test Engine wants, from the job's Buildkite variables.
+_RUN_ENV = {
+    "key": "BUILDKITE_BUILD_ID",
+    "url": "BUILDKITE_BUILD_URL",
+    "branch": "BUILDKITE_BRANCH",
+    "commit_sha": "BUILDKITE_COMMIT",
+    "number": "BUILDKITE_BUILD_NUMBER",
+    "job_id": "BUILDKITE_JOB_ID",
+    "message": "BUILDKITE_MESSAGE",
+}
+
+
+def run_env_fields(env: Mapping[str, str]) -> dict[str, str]:
+    fields = {"format": "junit", "run_env[CI]": "buildkite"}
+    fields.update({f"run_env[{field}]": env[name] for field, name in _RUN_ENV.items() if env.get(name)})
+    return fields
+
+
+def upload_junit(
+    files: Sequence[Path],
+    *,
+    token: str,
+    env: Mapping[str, str],
+    url: str = TEST_ENGINE_URL,
+    budget_s: float = BUDGET_S,
+) -> list[str]:
+    """POST each JUnit file; return warnings (none when every upload was accepted)."""
+    deadline = time.monotonic() + budget_s
+    fields = run_env_fields(env)
+    warnings: list[str] = []
+    for path in files:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            warnings.append(f"Test Engine upload stopped after its {budget_s:.0f} s budget: {path.name} not sent")
+            break
+        try:
+            with path.open("rb") as handle:
+                response = requests.post(
+                    url,
+                    headers={"Authorization": f'Token token="{token}"'},
+                    data=fields,
+                    files={"data": (path.name, handle, "application/xml")},
+                    timeout=(min(left, 10.0), left),
+                )
+        except requests.RequestException as exc:
+            warnings.append(f"Test Engine upload of {path.name} failed: {type(exc).__name__}: {exc}")
+            continue
+        if response.ok:
+            print(f"Test Engine: uploaded {path.name} (HTTP {response.status_code})", flush=True)
+        else:
+            warnings.append(
+                f"Test Engine upload of {path.name} answered HTTP {response.status_code}: {response.text[:200]}"
+            )
+    return [warning.replace(token, "[token]") for warning in warnings] if token else warnings

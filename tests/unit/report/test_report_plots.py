@@ -1,0 +1,51 @@
+"""Plots: one valid PNG per comparison with metrics, of a sensible size, robust to odd labels and missing data."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import matplotlib.image
+
+from afd_e2e.report.plots import write_plots
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    length, chunk = struct.unpack(">I4s", data[8:16])
+    assert (length, chunk) == (13, b"IHDR")
+    return struct.unpack(">II", data[16:24])
+
+
+def test_seed_comparison_plot_is_a_valid_png_of_sensible_size(seed_results: dict, tmp_path: Path) -> None:
+    plots = write_plots(seed_results, tmp_path / "plots")
+    assert plots == {"performance": tmp_path / "plots" / "performance.png"}  # parity-only comparisons get none
+    width, height = _png_size(plots["performance"])
+    assert 800 <= width <= 3000 and 400 <= height <= 2000
+    assert 20_000 <= plots["performance"].stat().st_size <= 2_000_000
+    pixels = matplotlib.image.imread(plots["performance"])
+    assert pixels.shape[:2] == (height, width)
+    assert pixels[..., :3].std() > 0.05  # something was drawn
+
+
+def test_odd_labels_and_missing_values_still_plot(tiny_results: dict, tmp_path: Path) -> None:
+    comparison = tiny_results["comparisons"]["tp1-vs-tp2"]
+    comparison["baseline_label"] = "cost $5 $\\frac{a}{b}$ \x07 <b>"
+    comparison["performance"]["metrics"][0]["candidate"] = {"mean": None, "std": None, "values": []}
+    comparison["performance"]["metrics"] = comparison["performance"]["metrics"][:4]
+    tiny_results["comparisons"]["odd/name"] = comparison
+    plots = write_plots(tiny_results, tmp_path)
+    assert sorted(path.name for path in plots.values()) == ["odd_name.png", "tp1-vs-tp2.png"]
+    for path in plots.values():
+        width, height = _png_size(path)
+        assert width >= 800 and height >= 400
+
+
+def test_rewriting_removes_plots_of_comparisons_that_are_gone(tiny_results: dict, tmp_path: Path) -> None:
+    (tmp_path / "old-comparison.png").write_bytes(PNG_SIGNATURE)
+    tiny_results["comparisons"] = {}
+    assert write_plots(tiny_results, tmp_path) == {}
+    assert list(tmp_path.glob("*.png")) == []

@@ -1,0 +1,143 @@
+"""Publishing: buildkite-agent calls (a recording stub on PATH), Test Engine uploads (a local HTTP server)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from afd_e2e.cli import main
+from afd_e2e.report import ReportPaths
+from afd_e2e.report.publish import publish
+
+BUILDKITE_ENV = {
+    "BUILDKITE": "true",
+    "BUILDKITE_BUILD_ID": "0190-build",
+    "BUILDKITE_BUILD_URL": "https://buildkite.com/org/afd/builds/7",
+    "BUILDKITE_BRANCH": "main",
+    "BUILDKITE_COMMIT": "934ccaf288eb2d40b0b5241af98df1dce31bee9f",
+    "BUILDKITE_BUILD_NUMBER": "7",
+    "BUILDKITE_JOB_ID": "0190-job",
+    "BUILDKITE_MESSAGE": "nightly",
+}
+TOKEN = "bkua_secret_suite_token_123"
+
+
+def test_inside_buildkite_annotates_and_uploads_from_the_results_folder(rendered: ReportPaths, agent_stub) -> None:
+    paths = rendered
+    assert publish(paths, env=BUILDKITE_ENV) == []
+    annotate, *uploads = agent_stub.calls
+    assert annotate["argv"] == ["annotate", "--style", "success", "--context", "afd-e2e-qwen3.5-122b-a10b"]
+    assert annotate["stdin"] == paths.annotation.read_text(encoding="utf-8")
+    assert [call["argv"] for call in uploads] == [
+        ["artifact", "upload", pattern]
+        for pattern in ("results.json", "annotation*.md", "junit/*.xml", "plots/*.png", "logs/**/*")
+    ]
+    assert {call["cwd"] for call in agent_stub.calls} == {str(paths.out_dir)}
+
+
+def test_outside_buildkite_nothing_is_published(rendered: ReportPaths, agent_stub) -> None:
+    warnings = publish(rendered, env={"BUILDKITE": "false"})
+    assert warnings == ["not inside a Buildkite job (BUILDKITE is not 'true'): nothing published"]
+    assert agent_stub.calls == []
+
+
+def test_agent_failures_are_warnings(rendered: ReportPaths, agent_stub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_STUB_EXIT", "3")
+    warnings = publish(rendered, env=BUILDKITE_ENV)
+    assert warnings[0] == "buildkite-agent annotate exited with code 3"
+    assert "buildkite-agent artifact upload junit/*.xml exited with code 3" in warnings
+
+
+def test_missing_agent_is_a_warning(rendered: ReportPaths, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    warnings = publish(rendered, env=BUILDKITE_ENV)
+    assert warnings[0] == "buildkite-agent is not on PATH: annotate skipped"
+
+
+def test_test_engine_gets_each_junit_file_with_run_env(
+    rendered: ReportPaths, agent_stub, upload_server, capsys
+) -> None:
+    env = {**BUILDKITE_ENV, "SUITE_TOKEN": TOKEN}
+    paths = rendered
+    warnings = publish(paths, env=env, test_engine_token_env="SUITE_TOKEN", test_engine_url=upload_server.url)
+    assert warnings == []
+    (request,) = upload_server.requests
+    assert request["path"] == "/v1/uploads"
+    assert request["headers"]["Authorization"] == f'Token token="{TOKEN}"'
+    assert request["headers"]["Content-Type"].startswith("multipart/form-data")
+    body = request["body"]
+    for name, value in [
+        ("format", "junit"),
+        ("run_env[CI]", "buildkite"),
+        ("run_env[key]", "0190-build"),
+        ("run_env[commit_sha]", BUILDKITE_ENV["BUILDKITE_COMMIT"]),
+        ("run_env[job_id]", "0190-job"),
+    ]:
+        assert f'name="{name}"\r\n\r\n{value}\r\n'.encode() in body
+    assert b'name="data"; filename="qwen3.5-122b-a10b-1.xml"' in body
+    assert paths.junit[0].read_bytes() in body
+    assert TOKEN not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("status", "delay_s", "expected"), [(500, 0.0, "answered HTTP 500"), (202, 3.0, "ReadTimeout")]
+)
+def test_failed_or_slow_test_engine_is_a_bounded_warning(
+    status: int, delay_s: float, expected: str, rendered: ReportPaths, agent_stub, upload_server, capsys
+) -> None:
+    upload_server.status, upload_server.delay_s = status, delay_s
+    env = {**BUILDKITE_ENV, "SUITE_TOKEN": TOKEN}
+    started = time.monotonic()
+    warnings = publish(
+        rendered,
+        env=env,
+        test_engine_token_env="SUITE_TOKEN",
+        test_engine_url=upload_server.url,
+        test_engine_budget_s=1.0,
+    )
+    assert time.monotonic() - started < 2.5
+    assert len(warnings) == 1 and expected in warnings[0]
+    captured = capsys.readouterr()
+    assert TOKEN not in warnings[0] + captured.out + captured.err
+
+
+def test_unset_token_variable_skips_test_engine_with_a_warning(
+    rendered: ReportPaths, agent_stub, upload_server
+) -> None:
+    warnings = publish(
+        rendered, env=BUILDKITE_ENV, test_engine_token_env="SUITE_TOKEN", test_engine_url=upload_server.url
+    )
+    assert warnings == ["Test Engine upload skipped: $SUITE_TOKEN is empty or unset"]
+    assert upload_server.requests == []
+
+
+def test_report_command_publishes_inside_buildkite(seed_dir: Path, agent_stub, monkeypatch, capsys) -> None:
+    for name, value in BUILDKITE_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert main(["report", str(seed_dir), "--publish"]) == 0
+    out = capsys.readouterr().out
+    assert f"annotation: {seed_dir / 'annotation.md'} (style success, context afd-e2e-qwen3.5-122b-a10b)" in out
+    assert [call["argv"][:2] for call in agent_stub.calls][:2] == [["annotate", "--style"], ["artifact", "upload"]]
+
+
+def test_report_command_without_publish_only_prints_paths(seed_dir: Path, agent_stub, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("BUILDKITE", "true")
+    assert main(["report", str(seed_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == [
+        f"junit: {seed_dir / 'junit' / 'qwen3.5-122b-a10b-1.xml'}",
+        f"plot: {seed_dir / 'plots' / 'performance.png'}",
+    ]
+    assert agent_stub.calls == []
+
+
+def test_report_command_errors_are_one_line_and_never_echo_a_token(tmp_path: Path, capsys) -> None:
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["report", str(tmp_path), "--test-engine-token-env", "SUITE_TOKEN"]) == 2
+    assert "add --publish" in capsys.readouterr().err
+    assert main(["report", str(tmp_path), "--publish", "--test-engine-token-env", TOKEN + "-x"]) == 2
+    err = capsys.readouterr().err
+    assert "not an environment variable name" in err and TOKEN not in err

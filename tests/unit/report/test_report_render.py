@@ -1,0 +1,68 @@
+"""render_all: every report file from results.json, also for partial runs, replacing an earlier render."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from afd_e2e.errors import UsageError
+from afd_e2e.report import render_all
+from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES
+
+
+def test_seed_folder_renders_every_report(seed_dir: Path) -> None:
+    (seed_dir / "logs" / "afd-eager-4a4f").mkdir(parents=True)
+    (seed_dir / "logs" / "afd-eager-4a4f" / "attention.log").write_text("INFO ready\n")
+    paths = render_all(seed_dir)
+    assert paths.annotation == seed_dir / "annotation.md" and paths.annotation_full is None
+    assert paths.junit == (seed_dir / "junit" / "qwen3.5-122b-a10b-1.xml",)
+    assert paths.plots == (seed_dir / "plots" / "performance.png",)
+    assert (paths.annotation_style, paths.annotation_context) == ("success", "afd-e2e-qwen3.5-122b-a10b")
+    body = paths.annotation.read_text(encoding="utf-8")
+    assert "| TTFT | 371.29 ± 13.39 ms | 404.24 ± 6.16 ms | +8.87% |" in body
+    for link in (
+        "results.json",
+        "junit/qwen3.5-122b-a10b-1.xml",
+        "plots/performance.png",
+        "logs/afd-eager-4a4f/attention.log",
+    ):
+        assert f'<a href="artifact://{link}">' in body
+
+
+@pytest.mark.parametrize("run_status", ["running", "cancelled", "crashed"])
+def test_partial_results_render_and_say_so(run_status: str, seed_results: dict, results_dir) -> None:
+    seed_results.update(status=run_status, finished_at=None, comparisons={})
+    seed_results["verdict"] = {"status": "running", "reasons": []}
+    seed_results["cases"] = {
+        "baseline-eager": {"id": "baseline-eager", "status": "running", "smoke": {"status": "running"}}
+    }
+    seed_results["environment"], seed_results["preflight"] = {}, None
+    paths = render_all(results_dir(seed_results))
+    headline = paths.annotation.read_text(encoding="utf-8").splitlines()[0]
+    assert {"running": "incomplete", "cancelled": "cancelled", "crashed": "crashed"}[run_status] in headline
+    assert "partial results" in headline
+    assert paths.plots == () and len(paths.junit) == 1
+    ET.parse(paths.junit[0])
+
+
+def test_over_size_annotation_writes_the_full_text_beside_it(tiny_results: dict, results_dir) -> None:
+    tiny_results["cases"]["cpu-tp1"]["log_tail"] = "y" * (MAX_BYTES + 1)
+    paths = render_all(results_dir(tiny_results))
+    assert paths.annotation_full == paths.out_dir / FULL_REPORT_FILE
+    assert paths.annotation.stat().st_size <= MAX_BYTES < paths.annotation_full.stat().st_size
+    del tiny_results["cases"]["cpu-tp1"]["log_tail"]
+    again = render_all(results_dir(tiny_results))
+    assert again.annotation_full is None and not (again.out_dir / FULL_REPORT_FILE).exists()
+
+
+def test_missing_results_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"results\.json does not exist"):
+        render_all(tmp_path)
+
+
+def test_real_crashed_run_renders_without_plots(crashed_results: dict, results_dir) -> None:
+    paths = render_all(results_dir(crashed_results))
+    assert paths.plots == () and paths.annotation_style == "error"
+    assert ET.parse(paths.junit[0]).getroot().get("errors") == "3"  # two crashed cases and the verdict
