@@ -12,7 +12,7 @@ from afd_e2e.errors import UsageError
 
 # Each module defines ``register(subparsers)``, which adds its parser with ``func`` set to a handler
 # taking the parsed args and returning an exit code.
-COMMANDS = ("profiles", "gates", "plan", "tiny-model")
+COMMANDS = ("profiles", "gates", "plan", "tiny-model", "run", "cleanup")
 
 
 def build_parser() -> argparse.ArgumentParser:
