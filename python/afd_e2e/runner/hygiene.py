@@ -36,7 +36,7 @@ def check_processes(find: Callable[[], list[MarkedProcess]]) -> dict[str, str]:
     """Nothing carrying the case's markers may be alive after the teardown; what is, is killed and reported."""
     leftovers = find()
     if not leftovers:
-        return record("processes", "pass", "no process of the case is left")
+        return record("processes", "pass", "no process carrying the markers is left")
     names = ", ".join(m.describe() for m in leftovers)
     signal_tree(leftovers, signal.SIGKILL)
     return record("processes", "fail", f"{len(leftovers)} outlived the teardown and were killed: {names}")
