@@ -132,7 +132,10 @@ def _launch(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: l
             cache=ctx.layout.cache_dir,
             markers=marker_env(ctx.run_id, case.id, process.name),
         )
-        server = launch(process.name, argv, env, log)
+        try:
+            server = launch(process.name, argv, env, log)
+        except OSError as exc:
+            raise CaseFailure(f"cannot start {process.name}: {exc}") from exc
         servers.append(server)
         ctx.record.add_process(case.id, process.name, server.pid)
         results["processes"].append(

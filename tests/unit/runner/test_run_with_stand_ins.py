@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import threading
@@ -125,3 +126,19 @@ def test_the_run_folder_holds_logs_and_record_and_no_scratch_is_left(tmp_path):
     record = json.loads((tmp_path / "run-record.json").read_text())
     assert record["processes"] == [{"case": "short", "name": "server", "pid": result["processes"][0]["pid"]}]
     assert not (tmp_path.parent / record["scratch_root"]).exists()
+
+
+def test_an_executable_that_cannot_start_fails_its_case(tmp_path):
+    not_a_program = tmp_path / "vllm"
+    not_a_program.write_bytes(b"\x00\x01 not a program")
+    not_a_program.chmod(0o755)
+    case = stand_in_case("unstartable", SLEEPER, port=UNIT_PORT_BASE + 35)
+    process = dataclasses.replace(case.processes[0], argv=(str(not_a_program), "serve"))
+    case = dataclasses.replace(case, processes=(process,))
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path / "out", progress=quiet())
+
+    result = data["cases"]["unstartable"]
+    assert result["status"] == "failed"
+    assert result["failure"].startswith("cannot start server: [Errno 8] Exec format error")
+    assert result["processes"] == []
