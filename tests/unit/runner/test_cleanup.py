@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stand_ins import SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
 
+from afd_e2e.cli import main
 from afd_e2e.runner.cleanup import clean_up
 from afd_e2e.runner.hygiene import GpuSnapshot
 from afd_e2e.runner.layout import RunLayout
@@ -100,3 +101,8 @@ def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["status"] == "cancelled"
     assert find_marked(run_id) == []
     assert statuses(checks)["processes"] == "pass"
+
+
+def test_the_cleanup_command_reports_each_check_and_exits_zero_when_clean(tmp_path, capsys):
+    assert main(["cleanup", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"cleanup run: pass - no run record in {tmp_path}: nothing to clean\n"
