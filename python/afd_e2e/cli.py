@@ -12,7 +12,18 @@ from afd_e2e.errors import UsageError
 
 # Each module defines ``register(subparsers)``, which adds its parser with ``func`` set to a handler
 # taking the parsed args and returning an exit code.
-COMMANDS = ("profiles", "gates", "plan", "tiny-model", "preflight", "agent-tags", "pipeline", "report")
+COMMANDS = (
+    "profiles",
+    "gates",
+    "plan",
+    "preflight",
+    "run",
+    "report",
+    "cleanup",
+    "pipeline",
+    "agent-tags",
+    "tiny-model",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

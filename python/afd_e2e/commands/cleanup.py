@@ -1,0 +1,21 @@
+"""``afd-e2e cleanup``: end what a run left behind and verify ports and GPU memory. Exit 0 when the machine is clean."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("cleanup", help="stop a run's leftover processes and verify ports and GPU memory")
+    parser.add_argument("--out", type=Path, default=Path("afd-e2e-out"), help="the run's results folder")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from afd_e2e.runner.cleanup import clean_up
+
+    checks = clean_up(args.out)
+    for check in checks:
+        print(f"cleanup {check['check']}: {check['status']} - {check['detail']}")
+    return 1 if any(check["status"] == "fail" for check in checks) else 0

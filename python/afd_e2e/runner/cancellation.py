@@ -1,0 +1,75 @@
+"""How a run is cancelled: SIGTERM or SIGINT (what Buildkite sends) sets a flag every wait in the runner watches.
+
+The signal never interrupts the runner mid-step (no KeyboardInterrupt inside a teardown); blocking work such as
+HTTP requests runs in a worker thread that the main thread abandons once the flag is set, then the teardown of the
+servers unblocks it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
+CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+WATCH_INTERVAL_S = 0.05
+
+
+class Cancelled(Exception):
+    """Raised in the runner's main thread once the cancel flag is seen."""
+
+
+class CancelFlag(threading.Event):
+    """A ``threading.Event`` that also remembers why it was set."""
+
+    reason = ""
+
+    def cancel(self, reason: str) -> None:
+        if not self.is_set():
+            self.reason = reason
+        self.set()
+
+    def check(self) -> None:
+        if self.is_set():
+            raise Cancelled(self.reason)
+
+
+@contextmanager
+def cancel_on_signals(flag: CancelFlag) -> Iterator[CancelFlag]:
+    """Route SIGTERM/SIGINT to ``flag`` for the block (only the main thread may install handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        flag.cancel(f"cancelled by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in CANCEL_SIGNALS}
+    try:
+        yield flag
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def call_cancellable(work: Callable[[], T], flag: CancelFlag) -> T:
+    """Run ``work`` in a daemon thread; return its result, re-raise its error, or raise Cancelled when flagged."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name="afd-e2e-work", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        flag.check()
+        worker.join(WATCH_INTERVAL_S)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]

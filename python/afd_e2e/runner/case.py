@@ -1,0 +1,254 @@
+"""One case, start to finish: launch its processes, wait for readiness, run its phases, stop it, check hygiene.
+
+Whatever happens in between (a server dying, a failed phase, a cancel, a bug in the harness) the case is torn down,
+checked and recorded; nothing escapes as an exception.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+from urllib.parse import urlsplit
+
+from afd_e2e.plan.model import CasePlan, RunPlan
+from afd_e2e.profile import Profile
+from afd_e2e.results import ResultsStore
+from afd_e2e.runner.cancellation import CancelFlag, Cancelled, call_cancellable
+from afd_e2e.runner.child_env import child_environment
+from afd_e2e.runner.downstream import workload_phases
+from afd_e2e.runner.hygiene import (
+    GpuSnapshot,
+    check_forced_kill,
+    check_gpu_memory,
+    check_ports,
+    check_processes,
+    read_gpu_memory,
+    remove_leftover_files,
+    shm_entries,
+)
+from afd_e2e.runner.layout import RunLayout
+from afd_e2e.runner.markers import find_marked, marker_env
+from afd_e2e.runner.processes import ServerProcess, launch, log_tail
+from afd_e2e.runner.progress import Progress
+from afd_e2e.runner.readiness import ServerExited, StartupTimeout, wait_until_ready
+from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.smoke import smoke_completion
+from afd_e2e.runner.teardown import terminate
+from afd_e2e.system.ports import busy_ports
+from afd_e2e.workloads.context import PhaseContext
+
+CANCEL_GRACE_S = 5.0  # Buildkite SIGKILLs a cancelled job 10 s after SIGTERM: leave time to write the results
+FAILING = ("failed", "crashed")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything a case needs from its run."""
+
+    profile: Profile
+    plan: RunPlan
+    run_id: str
+    layout: RunLayout
+    store: ResultsStore
+    record: RunRecord
+    progress: Progress
+    flag: CancelFlag
+    executables: Mapping[str, str]  # plan argv[0] -> resolved executable
+    base_env: Mapping[str, str]
+
+
+class CaseFailure(Exception):
+    def __init__(self, message: str, log_tail: str | None = None) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+def new_case_results(case: CasePlan, status: str = "running", failure: str | None = None) -> dict[str, Any]:
+    return {
+        "id": case.id,
+        "label": case.label,
+        "kind": case.kind,
+        "status": status,
+        "failure": failure,
+        "timings": {"launch_to_ready_s": None, "teardown_s": None, "wall_s": None, "phases": {}},
+        "processes": [],
+        "log_tail": None,
+        "smoke": None,
+        "hygiene": [],
+    }
+
+
+def run_case(ctx: RunContext, case: CasePlan) -> dict[str, Any]:
+    """Run one case; its results section is written as it goes and returned."""
+    started = time.monotonic()
+    results = ctx.store.data["cases"][case.id] = new_case_results(case)
+    ctx.store.flush()
+    servers: list[ServerProcess] = []
+    gpu_before = read_gpu_memory(case.devices)
+    shm_before = shm_entries()
+    try:
+        _launch(ctx, case, results, servers)
+        _run_phases(ctx, case, results, servers)
+    except CaseFailure as exc:
+        results.update(status="failed", failure=str(exc), log_tail=exc.log_tail)
+    except Cancelled as exc:
+        results.update(status="cancelled", failure=str(exc) or "cancelled")
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        results.update(status="crashed", failure=f"harness error: {type(exc).__name__}: {exc}")
+    try:
+        _stop_and_check(ctx, case, results, servers, gpu_before, shm_before)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        results.update(status="crashed", failure=f"harness error while stopping: {type(exc).__name__}: {exc}")
+    results["timings"]["wall_s"] = round(time.monotonic() - started, 3)
+    ctx.store.flush()
+    ctx.progress(f"case {results['status']}" + (f": {results['failure']}" if results["failure"] else ""))
+    return results
+
+
+def _launch(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: list[ServerProcess]) -> None:
+    logs = [ctx.layout.log_path(case.id, p.name) for p in case.processes]
+    ctx.progress.enter(case.id, "startup", logs)
+    busy = busy_ports(case.ports, urlsplit(case.base_url).hostname or "127.0.0.1")
+    if busy:
+        held = ", ".join(f"{port} held by {who}" for port, who in busy.items())
+        raise CaseFailure(f"ports in use before start: {held}")
+    scratch = ctx.layout.case_scratch(case.id)
+    scratch.mkdir(parents=True, exist_ok=True)
+    for process, log in zip(case.processes, logs, strict=True):
+        ctx.flag.check()
+        argv = (ctx.executables[process.argv[0]], *process.argv[1:])
+        env = child_environment(
+            ctx.base_env,
+            process,
+            scratch=scratch,
+            cache=ctx.layout.cache_dir,
+            markers=marker_env(ctx.run_id, case.id, process.name),
+        )
+        try:
+            server = launch(process.name, argv, env, log)
+        except OSError as exc:
+            raise CaseFailure(f"cannot start {process.name}: {exc}") from exc
+        servers.append(server)
+        ctx.record.add_process(case.id, process.name, server.pid)
+        results["processes"].append(
+            {
+                "name": process.name,
+                "pid": server.pid,
+                "argv": list(argv),
+                "exit_code": None,
+                "forced_kill": False,
+                "log": ctx.layout.relative(log),
+            }
+        )
+        ctx.store.flush()
+        ctx.progress(f"launched {process.name} (pid {server.pid}): {shlex.join(argv)}")
+    try:
+        ready_s = wait_until_ready(case.ready_url, servers, case.startup_timeout_s, ctx.flag)
+    except ServerExited as exc:
+        raise CaseFailure(str(exc), log_tail(exc.server.log_path)) from exc
+    except StartupTimeout as exc:
+        raise CaseFailure(str(exc), log_tail(_api_server(case, servers).log_path)) from exc
+    results["timings"]["launch_to_ready_s"] = round(ready_s, 3)
+    ctx.store.flush()
+    ctx.progress(f"ready after {ready_s:.1f} s at {case.base_url}")
+
+
+def _api_server(case: CasePlan, servers: list[ServerProcess]) -> ServerProcess:
+    name = next(p.name for p in case.processes if p.serves_api)
+    return next(s for s in servers if s.name == name)
+
+
+def _run_phases(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: list[ServerProcess]) -> None:
+    """Smoke first (nothing else makes sense if it fails); a failed workload phase does not stop the next one."""
+    runners: dict[str, Callable[[], dict[str, Any]]] = {
+        "smoke": partial(_smoke, ctx, case, results),
+        "correctness": partial(_workload, ctx, case, results, "run_correctness"),
+        "performance": partial(_workload, ctx, case, results, "run_performance"),
+    }
+    api_log = _api_server(case, servers).log_path
+    failures = []
+    for phase in case.phases:
+        ctx.flag.check()
+        ctx.progress.enter(case.id, phase, [s.log_path for s in servers])
+        phase_started = time.monotonic()
+        try:
+            outcome = call_cancellable(runners[phase], ctx.flag)
+        finally:
+            results["timings"]["phases"][phase] = round(time.monotonic() - phase_started, 3)
+            ctx.store.flush()
+        if outcome.get("status") in FAILING:
+            failure = f"{phase}: {outcome.get('failure') or outcome.get('status')}"
+            if phase == "smoke":
+                raise CaseFailure(failure, log_tail(api_log))
+            failures.append(failure)
+    if failures:
+        raise CaseFailure("; ".join(failures), log_tail(api_log))
+    results["status"] = "passed"
+
+
+def _smoke(ctx: RunContext, case: CasePlan, results: dict[str, Any]) -> dict[str, Any]:
+    smoke = ctx.profile.smoke
+    results["smoke"] = smoke_completion(case.base_url, case.served_model_name, smoke.prompt, smoke.max_tokens)
+    if results["smoke"]["status"] == "passed":
+        got = results["smoke"]
+        ctx.progress(f"smoke: {got['completion']!r} ({got['completion_tokens']} tokens in {got['latency_s']} s)")
+    return results["smoke"]
+
+
+def _workload(ctx: RunContext, case: CasePlan, results: dict[str, Any], entry: str) -> dict[str, Any]:
+    phase_ctx = PhaseContext(
+        profile=ctx.profile,
+        case=case,
+        case_results=results,
+        out_dir=ctx.layout.out_dir,
+        progress=ctx.progress,
+        cancelled=ctx.flag,
+        flush=ctx.store.flush,
+    )
+    return getattr(workload_phases(), entry)(phase_ctx)
+
+
+def _stop_and_check(
+    ctx: RunContext,
+    case: CasePlan,
+    results: dict[str, Any],
+    servers: list[ServerProcess],
+    gpu_before: GpuSnapshot,
+    shm_before: set[str],
+) -> None:
+    find = partial(find_marked, ctx.run_id, case.id)
+    ctx.progress.enter(case.id, "teardown")
+    grace_s = min(case.teardown_grace_s, CANCEL_GRACE_S) if ctx.flag.is_set() else case.teardown_grace_s
+    outcome = terminate(find, grace_s)
+    for server, entry in zip(servers, results["processes"], strict=True):
+        entry["exit_code"] = server.exit_code()
+        entry["forced_kill"] = server.name in outcome.forced
+    results["timings"]["teardown_s"] = round(outcome.seconds, 3)
+    ctx.store.flush()
+    if servers:
+        ctx.progress(f"stopped in {outcome.seconds:.2f} s; exit codes {[e['exit_code'] for e in results['processes']]}")
+
+    ctx.progress.enter(case.id, "hygiene")
+    checks = [
+        check_processes(find),
+        check_forced_kill(outcome, grace_s),
+        check_ports(case.ports, urlsplit(case.base_url).hostname or "127.0.0.1"),
+        check_gpu_memory(gpu_before),
+        remove_leftover_files(ctx.layout.case_scratch(case.id), shm_before),
+    ]
+    results["hygiene"] = checks
+    ctx.progress("hygiene: " + ", ".join(f"{c['check']} {c['status']}" for c in checks))
+    failed = [c for c in checks if c["status"] == "fail"]
+    if failed and results["status"] == "passed":
+        results["status"] = "failed"
+        results["failure"] = "hygiene: " + "; ".join(f"{c['check']}: {c['detail']}" for c in failed)
+        forced = [s for s in servers if s.name in outcome.forced]
+        results["log_tail"] = log_tail(forced[0].log_path) if forced else results["log_tail"]

@@ -1,0 +1,120 @@
+"""A whole run: check the plan can start, run its cases in order, compare them, decide the verdict, render reports.
+
+``DIR/results.json`` is written from the first moment and after every step, so a crash, a cancel or a kill leaves a
+valid file with what was measured. The run is cancelled by SIGTERM/SIGINT and then still writes its results.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import sys
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from afd_e2e.errors import UsageError
+from afd_e2e.plan.model import RunPlan
+from afd_e2e.profile import Profile
+from afd_e2e.results import ResultsStore, now_iso
+from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
+from afd_e2e.runner.case import RunContext, new_case_results, run_case
+from afd_e2e.runner.child_env import resolve_executable
+from afd_e2e.runner.downstream import render_reports, workload_phases
+from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
+from afd_e2e.runner.layout import RunLayout
+from afd_e2e.runner.markers import new_run_id
+from afd_e2e.runner.progress import Progress
+from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.verdict import decide_verdict
+from afd_e2e.system.ports import busy_ports
+
+
+def check_can_start(plan: RunPlan) -> dict[str, str]:
+    """Before launching anything: every port of the plan free, every executable found. Returns argv[0] -> path."""
+    ports_by_host: dict[str, list[int]] = {}
+    for case in plan.cases:
+        ports_by_host.setdefault(urlsplit(case.base_url).hostname or "127.0.0.1", []).extend(case.ports)
+    for host, ports in ports_by_host.items():
+        busy = busy_ports(ports, host)
+        if busy:
+            held = ", ".join(f"port {port} is held by {who}" for port, who in busy.items())
+            raise UsageError(
+                f"{held} (needed by the plan)", "stop that process, run `afd-e2e cleanup`, or pass another --port-base"
+            )
+    names = {process.argv[0] for case in plan.cases for process in case.processes}
+    return {name: resolve_executable(name) for name in sorted(names)}
+
+
+def describe_environment(plan: RunPlan) -> dict[str, Any]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "vllm": version("vllm"),
+        "torch": version("torch"),
+        "checkpoint": {"path": plan.model_path},
+    }
+
+
+def execute_run(
+    profile: Profile,
+    plan: RunPlan,
+    out_dir: Path,
+    *,
+    progress: Progress | None = None,
+    flag: CancelFlag | None = None,
+) -> dict[str, Any]:
+    """Run ``plan`` into ``out_dir``; return the results document (also in ``out_dir/results.json``)."""
+    executables = check_can_start(plan)
+    run_id = new_run_id()
+    layout = RunLayout.for_run(out_dir, run_id)
+    layout.out_dir.mkdir(parents=True, exist_ok=True)
+    store = ResultsStore.start(
+        layout.out_dir, profile=profile.name, platform=plan.platform, smoke_only=plan.smoke_only, plan=plan.to_dict()
+    )
+    store.update("environment", None, describe_environment(plan))
+    record = RunRecord.start(layout, run_id, plan, read_gpu_memory(plan.devices), shm_entries())
+    flag = flag or CancelFlag()
+    progress = progress or Progress()
+    crashed = None
+    with cancel_on_signals(flag), progress:
+        progress(f"run {run_id}: profile {profile.name}, {len(plan.cases)} cases, results in {layout.out_dir}")
+        ctx = RunContext(profile, plan, run_id, layout, store, record, progress, flag, executables, dict(os.environ))
+        try:
+            for case in plan.cases:
+                if flag.is_set():
+                    store.data["cases"][case.id] = new_case_results(case, "cancelled", "run cancelled before it began")
+                    continue
+                run_case(ctx, case)
+            if not flag.is_set():
+                store.update("comparisons", None, workload_phases().compare(profile, store.data))
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            crashed = f"{type(exc).__name__}: {exc}"
+        finally:
+            shutil.rmtree(layout.scratch_root, ignore_errors=True)
+            cancelled = (flag.reason or "cancelled") if flag.is_set() else None
+            verdict = decide_verdict(store.data, cancelled=cancelled, crashed=crashed)
+            store.data.update(status=verdict["status"], finished_at=now_iso(), verdict=verdict)
+            store.flush()
+        progress.enter("", "")
+        progress(f"verdict: {verdict['status']}")
+        for reason in verdict["reasons"]:
+            progress(f"  - {reason}")
+        try:
+            not_rendered = render_reports(layout.out_dir)
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            not_rendered = f"the renderer failed: {type(exc).__name__}: {exc}"
+        progress(f"reports not rendered: {not_rendered}" if not_rendered else f"reports rendered in {layout.out_dir}")
+    return store.data

@@ -1,0 +1,78 @@
+"""Where servers are stopped: SIGTERM to every process group of the tree, poll until gone, SIGKILL after the grace.
+
+Zombies count as gone (they hold no memory, ports or files). A SIGKILL escalation is reported so the case can fail
+for it. The tree is found by markers, not by parentage, so re-parented descendants and those that started their own
+session are stopped too; once the tree looks gone it is scanned once more for anything spawned during the stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from dataclasses import dataclass
+
+import psutil
+
+from afd_e2e.runner.markers import MarkedProcess, is_alive
+
+POLL_INTERVAL_S = 0.05
+AFTER_SIGKILL_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class TeardownOutcome:
+    seconds: float
+    forced: frozenset[str]  # names of the trees that needed SIGKILL
+    survivors: tuple[str, ...]  # "pid N (name)" still alive even after SIGKILL
+
+
+def signal_tree(members: Iterable[MarkedProcess], sig: signal.Signals) -> None:
+    """Signal each member's process group (never this runner's own group), so unmarked group members get it too."""
+    own_group = os.getpgrp()
+    groups: set[int] = set()
+    for member in members:
+        try:
+            group = os.getpgid(member.process.pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+        if group == own_group:
+            with suppress(psutil.Error):
+                member.process.send_signal(sig)
+        else:
+            groups.add(group)
+    for group in groups:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, sig)
+
+
+def _wait_gone(members: list[MarkedProcess], until: float, poll_s: float) -> list[MarkedProcess]:
+    """Poll until every member is gone or ``until`` passes; return those still alive."""
+    while True:
+        alive = [m for m in members if is_alive(m.process)]
+        if not alive or time.monotonic() >= until:
+            return alive
+        time.sleep(poll_s)
+
+
+def terminate(
+    find: Callable[[], list[MarkedProcess]], grace_s: float, *, poll_s: float = POLL_INTERVAL_S
+) -> TeardownOutcome:
+    """Stop everything ``find`` returns (and whatever appears while stopping); SIGKILL what outlives ``grace_s``."""
+    started = time.monotonic()
+    deadline = started + grace_s
+    members = find()
+    alive: list[MarkedProcess] = []
+    while members:
+        signal_tree(members, signal.SIGTERM)
+        alive = _wait_gone(members, deadline, poll_s)
+        if alive:
+            break
+        members = find()  # anything spawned while the tree was stopping
+    forced = frozenset(m.name for m in alive)
+    if alive:
+        signal_tree(alive, signal.SIGKILL)
+        alive = _wait_gone(alive, time.monotonic() + AFTER_SIGKILL_WAIT_S, poll_s)
+    return TeardownOutcome(time.monotonic() - started, forced, tuple(m.describe() for m in alive))

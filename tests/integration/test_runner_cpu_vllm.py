@@ -1,0 +1,147 @@
+"""The runner against a real vLLM on the CPU (tiny-cpu): lifecycle, hygiene, a server dying at start, cancel."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from afd_e2e.plan import build_plan
+from afd_e2e.profile import load_profile
+from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.progress import Progress
+from afd_e2e.runner.run import execute_run
+from afd_e2e.system.ports import busy_ports
+
+pytestmark = pytest.mark.integration
+
+PORT_BASE = 19200  # this module's block of the runner's port range
+PROFILE = load_profile("tiny-cpu")
+
+
+class PhaseClock(Progress):
+    """A quiet progress printer that notes when each phase began (wall clock)."""
+
+    def __init__(self) -> None:
+        super().__init__(stream=io.StringIO())
+        self.began: dict[str, float] = {}
+
+    def enter(self, case_id, phase, logs=()):
+        self.began.setdefault(phase, time.time())
+        super().enter(case_id, phase, logs)
+
+
+def smoke_only_plan(model: Path, port_base: int, extra_args: tuple[str, ...] = ()):
+    """cpu-tp1 with the smoke phase only (the workloads are not this module's subject)."""
+    plan = build_plan(PROFILE, model_path=str(model), case_ids=["cpu-tp1"], port_base=port_base)
+    case = plan.cases[0]
+    process = dataclasses.replace(case.processes[0], argv=case.processes[0].argv + extra_args)
+    case = dataclasses.replace(case, phases=("smoke",), processes=(process,))
+    return dataclasses.replace(plan, cases=(case,))
+
+
+def watch_first_exit(out: Path) -> dict[str, float]:
+    """Note (wall clock) when the run's first process exits, through a pidfd: it never reaps, so never races."""
+    seen: dict[str, float] = {}
+
+    def watch() -> None:
+        record = out / "run-record.json"
+        while not (record.exists() and json.loads(record.read_text())["processes"]):
+            time.sleep(0.01)
+        pidfd = os.pidfd_open(json.loads(record.read_text())["processes"][0]["pid"])
+        select.select([pidfd], [], [])
+        seen["exit"] = time.time()
+        os.close(pidfd)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return seen
+
+
+def run_id_of(out: Path) -> str:
+    return json.loads((out / "run-record.json").read_text())["run_id"]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("served")
+    data = execute_run(PROFILE, smoke_only_plan(tiny_model, PORT_BASE), out, progress=PhaseClock())
+    return out, data
+
+
+def test_start_ready_smoke_and_teardown_leave_a_clean_machine(served):
+    out, data = served
+    case = data["cases"]["cpu-tp1"]
+
+    assert data["status"] == "passed" and data["verdict"]["status"] == "passed"
+    assert case["status"] == "passed", case["failure"]
+    assert case["smoke"]["status"] == "passed"
+    assert case["smoke"]["completion_tokens"] == PROFILE.smoke.max_tokens
+    assert case["smoke"]["completion"]
+    assert 0 < case["timings"]["launch_to_ready_s"] < PROFILE.engine.startup_timeout_s
+    assert case["timings"]["teardown_s"] < PROFILE.engine.teardown_grace_s
+    assert case["processes"][0]["exit_code"] == 0 and case["processes"][0]["forced_kill"] is False
+    assert {c["check"]: c["status"] for c in case["hygiene"]} == {
+        "processes": "pass",
+        "forced_kill": "pass",
+        "ports": "pass",
+        "gpu_memory": "n/a",
+        "leftover_files": "pass",
+    }
+    assert "sockets" in next(c for c in case["hygiene"] if c["check"] == "leftover_files")["detail"]
+    assert "Starting vLLM server" in (out / case["processes"][0]["log"]).read_text()
+    assert find_marked(run_id_of(out)) == []
+    assert busy_ports([PORT_BASE]) == {}
+    assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(data))
+
+
+def test_a_server_dying_at_start_is_reported_within_a_second_with_its_log(tiny_model, tmp_path):
+    clock = PhaseClock()
+    exited = watch_first_exit(tmp_path)
+    data = execute_run(
+        PROFILE, smoke_only_plan(tiny_model, PORT_BASE + 20, ("--no-such-flag",)), tmp_path, progress=clock
+    )
+    case = data["cases"]["cpu-tp1"]
+
+    assert case["status"] == "failed"
+    assert case["failure"].startswith("server exited with code 2 during start-up")
+    assert "--no-such-flag" in case["log_tail"]
+    assert clock.began["teardown"] - exited["exit"] < 1.0
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results(tiny_model, tmp_path):
+    argv = [sys.executable, "-m", "afd_e2e", "run", "--profile", "tiny-cpu", "--model", str(tiny_model)]
+    argv += ["--case", "cpu-tp1", "--port-base", str(PORT_BASE + 40), "--out", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    runner = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    record = tmp_path / "run-record.json"
+    deadline = time.monotonic() + 60
+    while not (record.exists() and json.loads(record.read_text())["processes"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    vllm_pid = json.loads(record.read_text())["processes"][0]["pid"]
+    time.sleep(3)  # well into vLLM's start-up (imports, engine spawn), far from ready
+
+    runner.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    output, _ = runner.communicate(timeout=30)
+    took = time.monotonic() - sent
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert runner.returncode == 1, output
+    assert took < 5, output
+    assert results["status"] == "cancelled"
+    assert results["cases"]["cpu-tp1"]["status"] == "cancelled"
+    assert results["cases"]["cpu-tp1"]["failure"] == "cancelled by SIGTERM"
+    assert find_marked(run_id_of(tmp_path)) == []
+    assert not psutil.pid_exists(vllm_pid) or psutil.Process(vllm_pid).status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,108 @@
+"""``afd-e2e cleanup``: ends what a run left (found by its record and markers) and is safe when nothing is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from stand_ins import SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
+
+from afd_e2e.cli import main
+from afd_e2e.runner.cleanup import clean_up
+from afd_e2e.runner.hygiene import GpuSnapshot
+from afd_e2e.runner.layout import RunLayout
+from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.record import RunRecord
+
+
+def statuses(checks):
+    return {c["check"]: c["status"] for c in checks}
+
+
+def test_nothing_recorded_is_nothing_to_clean(tmp_path):
+    assert clean_up(tmp_path) == [
+        {"check": "run", "status": "pass", "detail": f"no run record in {tmp_path}: nothing to clean"}
+    ]
+
+
+def test_leftovers_of_a_killed_run_are_ended_and_the_machine_verified(tmp_path, run_id, spawn):
+    port = UNIT_PORT_BASE + 40
+    layout = RunLayout.for_run(tmp_path, run_id)
+    record = RunRecord.start(
+        layout, run_id, stand_in_plan(stand_in_case("c", SLEEPER, port=port)), GpuSnapshot(unavailable="no NVML"), set()
+    )
+    leftover = spawn(SLEEPER, case_id="c")
+    record.add_process("c", "server", leftover.pid)
+    (layout.case_scratch("c")).mkdir(parents=True)
+    (layout.case_scratch("c") / "vllm_dist_abc").write_text("")
+    wait_for_log(leftover.log_path, "stand-in up")
+
+    checks = clean_up(tmp_path)
+
+    assert statuses(checks) == {
+        "runner": "pass",
+        "leftovers": "warn",
+        "processes": "pass",
+        "ports": "pass",
+        "gpu_memory": "n/a",
+        "leftover_files": "pass",
+    }
+    assert f"pid {leftover.pid}" in checks[1]["detail"]
+    assert leftover.popen.wait(timeout=1) == -signal.SIGTERM
+    assert not layout.scratch_root.exists()
+    again = statuses(clean_up(tmp_path))
+    assert "leftovers" not in again and again["processes"] == "pass"
+
+
+def test_a_port_still_held_fails_the_cleanup(tmp_path, run_id):
+    port = UNIT_PORT_BASE + 41
+    RunRecord.start(
+        RunLayout.for_run(tmp_path, run_id),
+        run_id,
+        stand_in_plan(stand_in_case("c", SLEEPER, port=port)),
+        GpuSnapshot(unavailable="no NVML"),
+        set(),
+    )
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        checks = clean_up(tmp_path)
+
+    assert statuses(checks)["ports"] == "fail"
+
+
+def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
+    """A real `afd-e2e run` of a stand-in, then cleanup from outside: the runner tears down and writes results."""
+    case_port = UNIT_PORT_BASE + 42
+    script = Path(__file__).with_name("stand_in_run.py")
+    runner = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), str(case_port)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=subprocess.DEVNULL,
+    )
+    record_path = tmp_path / "run-record.json"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (
+        record_path.exists() and json.loads(record_path.read_text())["processes"]
+    ):
+        time.sleep(0.05)
+    run_id = json.loads(record_path.read_text())["run_id"]
+
+    checks = clean_up(tmp_path)
+
+    assert statuses(checks)["runner"] == "warn"
+    runner.wait(timeout=1)  # cleanup reaped it already (same parent here), so its exit code is lost
+    assert json.loads((tmp_path / "results.json").read_text())["status"] == "cancelled"
+    assert find_marked(run_id) == []
+    assert statuses(checks)["processes"] == "pass"
+
+
+def test_the_cleanup_command_reports_each_check_and_exits_zero_when_clean(tmp_path, capsys):
+    assert main(["cleanup", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"cleanup run: pass - no run record in {tmp_path}: nothing to clean\n"

@@ -1,0 +1,85 @@
+"""The process tree is found by its markers, stopped by SIGTERM to its groups, and SIGKILLed after the grace."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from functools import partial
+
+import psutil
+from stand_ins import ESCAPING_TREE, IGNORES_SIGTERM, SLEEPER, wait_for_log
+
+from afd_e2e.runner.markers import find_marked, is_alive
+from afd_e2e.runner.teardown import terminate
+
+
+def test_descendants_that_left_the_group_or_were_reparented_are_found(run_id, spawn):
+    parent = spawn(ESCAPING_TREE)
+    log = wait_for_log(parent.log_path, "orphan=")
+    escaped, orphan = (int(v) for v in re.search(r"escaped=(\d+) orphan=(\d+)", log).groups())
+
+    found = {m.process.pid: m for m in find_marked(run_id)}
+
+    assert {parent.pid, escaped, orphan} <= set(found)
+    assert psutil.Process(orphan).ppid() != parent.pid  # re-parented away from the tree
+    assert os.getpgid(escaped) != os.getpgid(parent.pid)  # left the process group
+    assert all(m.case_id == "case" and m.name == "server" for m in found.values())
+
+
+def test_marker_scan_is_limited_to_one_case(run_id, spawn):
+    first = spawn(SLEEPER, case_id="one")
+    second = spawn(SLEEPER, case_id="two")
+    wait_for_log(first.log_path, "stand-in up")
+    wait_for_log(second.log_path, "stand-in up")
+
+    assert [m.process.pid for m in find_marked(run_id, "one")] == [first.pid]
+    assert {m.process.pid for m in find_marked(run_id)} == {first.pid, second.pid}
+
+
+def test_teardown_stops_the_whole_escaped_tree_with_sigterm(run_id, spawn):
+    parent = spawn(ESCAPING_TREE)
+    wait_for_log(parent.log_path, "orphan=")
+    tree = [m.process for m in find_marked(run_id)]
+    assert len(tree) == 3
+
+    outcome = terminate(partial(find_marked, run_id), grace_s=5.0)
+
+    assert not outcome.forced and not outcome.survivors
+    assert not any(is_alive(p) for p in tree)
+    assert parent.exit_code() == -signal.SIGTERM
+    assert outcome.seconds < 2.0
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace_and_reported(run_id, spawn):
+    stubborn = spawn(IGNORES_SIGTERM, name="stubborn")
+    polite = spawn(SLEEPER, name="polite")
+    wait_for_log(stubborn.log_path, "ignoring SIGTERM")
+    wait_for_log(polite.log_path, "stand-in up")
+
+    started = time.monotonic()
+    outcome = terminate(partial(find_marked, run_id), grace_s=0.5)
+
+    assert outcome.forced == frozenset({"stubborn"})
+    assert not outcome.survivors
+    assert 0.5 <= time.monotonic() - started < 3.0
+    assert stubborn.exit_code() == -signal.SIGKILL
+    assert polite.exit_code() == -signal.SIGTERM
+
+
+def test_teardown_with_nothing_to_stop_returns_at_once(run_id):
+    outcome = terminate(partial(find_marked, run_id), grace_s=5.0)
+
+    assert outcome.seconds < 0.5 and not outcome.forced and not outcome.survivors
+
+
+def test_zombies_count_as_gone(run_id, spawn):
+    server = spawn(SLEEPER)
+    wait_for_log(server.log_path, "stand-in up")
+    server.popen.send_signal(signal.SIGTERM)
+    time.sleep(0.3)  # exited, not yet reaped by its parent (this test): a zombie
+    assert psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
+
+    assert find_marked(run_id) == []
+    assert terminate(partial(find_marked, run_id), grace_s=1.0).forced == frozenset()

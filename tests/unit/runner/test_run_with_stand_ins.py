@@ -1,0 +1,144 @@
+"""Whole runs of stand-in processes: results written as they go, cancel, SIGKILL escalation, harness crashes."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import threading
+import time
+
+from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan
+
+from afd_e2e.profile import load_profile
+from afd_e2e.runner.cancellation import CancelFlag
+from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.progress import Progress
+from afd_e2e.runner.run import execute_run
+
+PROFILE = load_profile("tiny-cpu")
+
+
+def quiet() -> Progress:
+    return Progress(stream=io.StringIO())
+
+
+def read_results(out):
+    return json.loads((out / "results.json").read_text())
+
+
+def run_id_of(out) -> str:
+    return json.loads((out / "run-record.json").read_text())["run_id"]
+
+
+def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_path):
+    plan = stand_in_plan(
+        stand_in_case("first", SLEEPER, port=UNIT_PORT_BASE + 30),
+        stand_in_case("second", SLEEPER, port=UNIT_PORT_BASE + 31),
+    )
+    flag = CancelFlag()
+    seen_mid_run = {}
+
+    def cancel_once_launched():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if (tmp_path / "results.json").exists():
+                data = read_results(tmp_path)
+                if data["cases"].get("first", {}).get("processes"):
+                    seen_mid_run.update(data)
+                    break
+            time.sleep(0.05)
+        flag.cancel("cancelled by SIGTERM")
+
+    threading.Thread(target=cancel_once_launched).start()
+    started = time.monotonic()
+    data = execute_run(PROFILE, plan, tmp_path, progress=quiet(), flag=flag)
+    took = time.monotonic() - started
+
+    assert seen_mid_run["status"] == "running"  # results.json was valid while the case was starting
+    assert seen_mid_run["cases"]["first"]["status"] == "running"
+    assert took < 5
+    assert read_results(tmp_path) == json.loads(json.dumps(data))
+    assert data["status"] == "cancelled"
+    assert data["verdict"]["reasons"][0] == "run cancelled by SIGTERM"
+    first = data["cases"]["first"]
+    assert first["status"] == "cancelled"
+    assert first["processes"][0]["exit_code"] == -15
+    assert {c["check"]: c["status"] for c in first["hygiene"]} == {
+        "processes": "pass",
+        "forced_kill": "pass",
+        "ports": "pass",
+        "gpu_memory": "n/a",
+        "leftover_files": "pass",
+    }
+    assert data["cases"]["second"]["status"] == "cancelled"
+    assert data["cases"]["second"]["failure"] == "run cancelled before it began"
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
+    case = stand_in_case("stubborn", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 32, startup_timeout_s=1.0)
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+
+    result = data["cases"]["stubborn"]
+    assert result["status"] == "failed"
+    assert result["failure"].startswith("http://127.0.0.1:19432/v1/models did not answer 200 within the start-up")
+    assert result["log_tail"] == "ignoring SIGTERM"
+    assert result["processes"][0]["forced_kill"] is True
+    assert result["processes"][0]["exit_code"] == -9
+    hygiene = {c["check"]: c for c in result["hygiene"]}
+    assert hygiene["forced_kill"]["status"] == "fail"
+    assert hygiene["forced_kill"]["detail"] == "SIGKILL needed for server: still running 1 s after SIGTERM"
+    assert 1.0 <= result["timings"]["teardown_s"] < 3.0
+    assert data["status"] == "failed"
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_a_harness_crash_still_tears_down_and_records_it(tmp_path, monkeypatch):
+    from afd_e2e.runner import case as case_module
+
+    def broken_wait(*_args, **_kwargs):
+        raise RuntimeError("poller bug")
+
+    monkeypatch.setattr(case_module, "wait_until_ready", broken_wait)
+    case = stand_in_case("crashy", SLEEPER, port=UNIT_PORT_BASE + 33)
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+
+    result = data["cases"]["crashy"]
+    assert result["status"] == "crashed"
+    assert result["failure"] == "harness error: RuntimeError: poller bug"
+    assert result["processes"][0]["exit_code"] == -15
+    assert data["status"] == "crashed"
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_the_run_folder_holds_logs_and_record_and_no_scratch_is_left(tmp_path):
+    case = stand_in_case("short", "print('hello from the stand-in')", port=UNIT_PORT_BASE + 34)
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+
+    result = data["cases"]["short"]
+    assert result["failure"].startswith("server exited with code 0 during start-up, ")
+    assert result["log_tail"] == "hello from the stand-in"
+    assert (tmp_path / result["processes"][0]["log"]).read_text() == "hello from the stand-in\n"
+    record = json.loads((tmp_path / "run-record.json").read_text())
+    assert record["processes"] == [{"case": "short", "name": "server", "pid": result["processes"][0]["pid"]}]
+    assert not (tmp_path.parent / record["scratch_root"]).exists()
+
+
+def test_an_executable_that_cannot_start_fails_its_case(tmp_path):
+    not_a_program = tmp_path / "vllm"
+    not_a_program.write_bytes(b"\x00\x01 not a program")
+    not_a_program.chmod(0o755)
+    case = stand_in_case("unstartable", SLEEPER, port=UNIT_PORT_BASE + 35)
+    process = dataclasses.replace(case.processes[0], argv=(str(not_a_program), "serve"))
+    case = dataclasses.replace(case, processes=(process,))
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path / "out", progress=quiet())
+
+    result = data["cases"]["unstartable"]
+    assert result["status"] == "failed"
+    assert result["failure"].startswith("cannot start server: [Errno 8] Exec format error")
+    assert result["processes"] == []
