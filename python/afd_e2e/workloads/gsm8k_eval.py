@@ -107,6 +107,7 @@ def evaluate(
     """Ask every question with ``spec.concurrency`` requests in flight; publish the section after each answer."""
     records_path.parent.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
+    _write_records(records_path, records)
 
     def ask(question: Question) -> dict[str, Any] | None:
         if cancelled.is_set():
@@ -124,12 +125,11 @@ def evaluate(
     try:
         while pending and not cancelled.is_set():
             done, pending = wait(pending, timeout=heartbeat_s, return_when=FIRST_COMPLETED)
-            for future in done:
-                if (record := future.result()) is not None:
-                    records.append(record)
-            records.sort(key=lambda r: r["index"])
-            _write_records(records_path, records)
-            publish(summarise(spec, records, records_rel, "running", None))
+            answered = [record for future in done if (record := future.result()) is not None]
+            if answered:
+                records = sorted(records + answered, key=lambda r: r["index"])
+                _write_records(records_path, records)
+                publish(summarise(spec, records, records_rel, "running", None))
             correct = sum(r["correct"] for r in records)
             progress(f"gsm8k: {len(records)}/{len(questions)} answered, {correct} strict-correct, {len(pending)} left")
     finally:
