@@ -43,3 +43,8 @@ def test_a_failed_request_fails_parity_and_names_it():
 def test_a_side_without_outputs_is_skipped_with_the_reason():
     result = compare_outputs(SPEC, "tp1", _outputs([1], [2], [3]), "tp2", None)
     assert result["status"] == "skipped" and result["failure"] == "case tp2 recorded no parity outputs"
+
+
+def test_a_profile_without_prompts_is_skipped():
+    result = compare_outputs(ParitySpec((), 4, 1.0), "a", [], "b", [])
+    assert result["status"] == "skipped" and result["failure"] == "the profile lists no parity prompts"

@@ -93,12 +93,12 @@ def measured(tmp_path_factory):
     work = tmp_path_factory.mktemp("workloads-cpu")
     plan = build_plan(PROFILE, model_path=str(model), port_base=PORT_BASE)
     lines: list[str] = []
-    results, reference = {}, None
+    results, outcomes, reference = {}, {}, None
     lm_eval_python = lm_eval_reference.find_python(REPO)
     for case in plan.cases:
         ctx = _ctx(case, work / "out", lines)
         with serving(case, work):
-            run_correctness(ctx)
+            outcomes[case.id] = {"correctness": run_correctness(ctx)}
             if case.id == "cpu-tp1" and lm_eval_python is not None:
                 spec = PROFILE.gsm8k
                 reference = lm_eval_reference.run(
@@ -114,9 +114,16 @@ def measured(tmp_path_factory):
                     work_dir=work / "lm-eval",
                     timeout_s=300,
                 )
-            run_performance(ctx)
+            outcomes[case.id]["performance"] = run_performance(ctx)
         results[case.id] = {"id": case.id, **ctx.case_results}
-    return SimpleNamespace(plan=plan, results=results, reference=reference, out=work / "out", lines=lines)
+    return SimpleNamespace(
+        plan=plan, results=results, outcomes=outcomes, reference=reference, out=work / "out", lines=lines
+    )
+
+
+def test_phase_outcomes_passed(measured):
+    expected = {"status": "passed", "failure": None}
+    assert measured.outcomes == {c: {"correctness": expected, "performance": expected} for c in ("cpu-tp1", "cpu-tp2")}
 
 
 def test_gsm8k_runs_and_grades(measured):
@@ -127,7 +134,7 @@ def test_gsm8k_runs_and_grades(measured):
     assert len(records) == 3
     for question in section["questions"]:
         assert len(question["prompt_sha256"]) == 64 and question["gold"] and question["extracted"]
-    assert any(line.startswith("cpu-tp1: gsm8k: 3/3 answered") for line in measured.lines)
+    assert any(line.startswith("gsm8k: 3/3 answered") for line in measured.lines)
 
 
 def test_builtin_verdicts_identical_to_lm_eval_on_the_same_server(measured):

@@ -184,14 +184,14 @@ def run_series(
     folder = out_dir / "bench" / case_id
     folder.mkdir(parents=True, exist_ok=True)
     section: dict[str, Any] = {"status": "running", "failure": None, "warmups": [], "repetitions": []}
-    plan = [("warmup", i, section["warmups"]) for i in range(1, spec.warmups + 1)]
-    plan += [("rep", i, section["repetitions"]) for i in range(1, spec.repetitions + 1)]
-    for kind, index, bucket in plan:
+    schedule = [("warmup", i, section["warmups"]) for i in range(1, spec.warmups + 1)]
+    schedule += [("rep", i, section["repetitions"]) for i in range(1, spec.repetitions + 1)]
+    for kind, index, bucket in schedule:
         if cancelled.is_set():
             break
         stem = f"{kind}-{index}"
         total = spec.warmups if kind == "warmup" else spec.repetitions
-        label = f"{case_id} bench {kind} {index}/{total}"
+        label = f"bench {kind} {index}/{total}"
         progress(f"{label}: starting ({spec.num_prompts} prompts, ISL {spec.input_len}, OSL {spec.output_len})")
         argv = bench_argv(
             executable,
@@ -224,7 +224,7 @@ def run_series(
     if cancelled.is_set():
         section["status"] = "cancelled"
         section["failure"] = section["failure"] or "cancelled"
-    elif section["failure"] or len(section["repetitions"]) < spec.repetitions:
+    elif section["failure"]:
         section["status"] = "failed"
     else:
         section["status"] = "passed"

@@ -65,6 +65,9 @@ def compare_outputs(
         "min_share": spec.min_identical_share,
         "prompts": [],
     }
+    if not spec.prompts:
+        result["failure"] = "the profile lists no parity prompts"
+        return result
     for case_id, outputs in ((baseline_id, baseline), (candidate_id, candidate)):
         if not outputs:
             result["failure"] = f"case {case_id} recorded no parity outputs"

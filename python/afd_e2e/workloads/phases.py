@@ -1,9 +1,10 @@
 """The workload phases the runner calls on a ready case, and the comparison of finished cases.
 
-``ctx`` carries: profile, case (CasePlan), case_results (this case's dict in results.json), out_dir, gsm8k_dir
-(the runner's default staged GSM8K folder, or None), progress (one-line callback), cancelled (threading.Event)
-and flush (persist results.json). Every phase writes its section into ``case_results`` and flushes as results
-arrive, so a cancel or crash keeps what was measured.
+``ctx`` is a ``afd_e2e.workloads.context.PhaseContext``: profile, case (CasePlan), case_results (this case's
+dict in results.json), out_dir, progress (one-line callback), cancelled (threading.Event), flush (persist
+results.json), and gsm8k_dir (the runner's default staged GSM8K folder, or None). Every phase writes its
+sections into ``case_results`` and flushes as results arrive, so a cancel or crash keeps what was measured, and
+returns the runner's phase outcome ``{status, failure}``.
 """
 
 from __future__ import annotations
@@ -27,13 +28,34 @@ def _publisher(ctx: Any, key: str) -> Callable[[Any], None]:
     return publish
 
 
-def run_correctness(ctx: Any) -> None:
+def check_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
+    """What the phases will need, checked before any model loads (a UsageError naming the fix): the staged
+    GSM8K files and enough rows for the profile, and a ``vllm`` executable for the bench."""
+    if profile.gsm8k is not None:
+        data = gsm8k.load_dataset(gsm8k.resolve_dataset_dir(profile.gsm8k.dataset_env, gsm8k_dir))
+        gsm8k.build_questions(data["test"], data["train"], profile.gsm8k.questions, profile.gsm8k.shots)
+    if profile.bench is not None:
+        bench.vllm_executable()
+
+
+def _outcome(sections: list[dict[str, Any]]) -> dict[str, Any]:
+    """The phase outcome the runner records: the worst status of its sections, with the first failure."""
+    for status in ("cancelled", "failed"):
+        failures = [s["failure"] for s in sections if s["status"] == status]
+        if failures:
+            return {"status": status, "failure": "; ".join(failures)}
+    return {"status": "passed", "failure": None}
+
+
+def run_correctness(ctx: Any) -> dict[str, Any]:
     """GSM8K strict match (when the profile has it) and greedy parity outputs (when it has prompts)."""
     profile: Profile = ctx.profile
     case = ctx.case
+    sections = []
     if profile.gsm8k is not None:
         spec = profile.gsm8k
-        folder = gsm8k.resolve_dataset_dir(spec.dataset_env, ctx.gsm8k_dir)
+        # PhaseContext.gsm8k_dir: the runner's default staged folder; $<dataset_env> overrides it.
+        folder = gsm8k.resolve_dataset_dir(spec.dataset_env, getattr(ctx, "gsm8k_dir", None))
         data = gsm8k.load_dataset(folder)
         questions = gsm8k.build_questions(data["test"], data["train"], spec.questions, spec.shots)
         records_rel = f"gsm8k/{case.id}.jsonl"
@@ -41,10 +63,11 @@ def run_correctness(ctx: Any) -> None:
         try:
             root = served_model_root(case.base_url, case.served_model_name)
         except CompletionError as exc:
-            publish(gsm8k_eval.summarise(spec, [], records_rel, "failed", str(exc)))
+            section = gsm8k_eval.summarise(spec, [], records_rel, "failed", str(exc))
+            publish(section)
         else:
-            ctx.progress(f"{case.id}: GSM8K {spec.questions} questions, {spec.shots}-shot, staged in {folder}")
-            gsm8k_eval.evaluate(
+            ctx.progress(f"GSM8K: {spec.questions} questions, {spec.shots}-shot, staged in {folder}")
+            section = gsm8k_eval.evaluate(
                 spec=spec,
                 questions=questions,
                 base_url=case.base_url,
@@ -53,22 +76,29 @@ def run_correctness(ctx: Any) -> None:
                 records_path=ctx.out_dir / records_rel,
                 records_rel=records_rel,
                 publish=publish,
-                progress=lambda line: ctx.progress(f"{case.id}: {line}"),
+                progress=ctx.progress,
                 cancelled=ctx.cancelled,
                 heartbeat_s=PROGRESS_EVERY_S,
             )
+        sections.append({**section, "failure": f"gsm8k: {section['failure']}" if section["failure"] else None})
     if profile.parity is not None and not ctx.cancelled.is_set():
-        parity.collect_outputs(
+        outputs = parity.collect_outputs(
             profile.parity,
             base_url=case.base_url,
             model=case.served_model_name,
             publish=_publisher(ctx, "parity_outputs"),
-            progress=lambda line: ctx.progress(f"{case.id}: {line}"),
+            progress=ctx.progress,
             cancelled=ctx.cancelled,
         )
+        errors = [o["error"] for o in outputs if o["error"]]
+        if errors:
+            sections.append({"status": "failed", "failure": f"parity: {len(errors)} requests failed; {errors[0]}"})
+    if ctx.cancelled.is_set() and not any(s["status"] == "cancelled" for s in sections):
+        sections.append({"status": "cancelled", "failure": "cancelled"})
+    return _outcome(sections)
 
 
-def run_performance(ctx: Any) -> None:
+def run_performance(ctx: Any) -> dict[str, Any]:
     """One warmup and N formal ``vllm bench serve`` repetitions, tokenizer = the checkpoint the server loaded."""
     spec = ctx.profile.bench
     case = ctx.case
@@ -77,21 +107,23 @@ def run_performance(ctx: Any) -> None:
     try:
         tokenizer = served_model_root(case.base_url, case.served_model_name)
     except CompletionError as exc:
-        publish({"status": "failed", "failure": str(exc), "warmups": [], "repetitions": []})
-        return
-    bench.run_series(
-        spec,
-        executable=executable,
-        base_url=case.base_url,
-        model=case.served_model_name,
-        tokenizer=tokenizer,
-        out_dir=ctx.out_dir,
-        case_id=case.id,
-        publish=publish,
-        progress=ctx.progress,
-        cancelled=ctx.cancelled,
-        heartbeat_s=PROGRESS_EVERY_S,
-    )
+        section = {"status": "failed", "failure": str(exc), "warmups": [], "repetitions": []}
+        publish(section)
+    else:
+        section = bench.run_series(
+            spec,
+            executable=executable,
+            base_url=case.base_url,
+            model=case.served_model_name,
+            tokenizer=tokenizer,
+            out_dir=ctx.out_dir,
+            case_id=case.id,
+            publish=publish,
+            progress=ctx.progress,
+            cancelled=ctx.cancelled,
+            heartbeat_s=PROGRESS_EVERY_S,
+        )
+    return _outcome([section])
 
 
 def compare(profile: Profile, results_data: dict[str, Any]) -> dict[str, Any]:
