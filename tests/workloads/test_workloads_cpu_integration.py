@@ -37,6 +37,26 @@ PORT_BASE = 19500  # this module's ports: 19500 (cpu-tp1), 19520 (cpu-tp2)
 PROFILE = load_profile("tiny-cpu")
 
 
+SHM = Path("/dev/shm")
+
+
+def _mapped_anywhere(path: Path) -> bool:
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            if str(path) in maps.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _remove_left_shm(before: set[str]) -> None:
+    """vLLM's CPU TP=2 leaves ``vllm_dist_*`` shared-memory files behind; remove the ones this server made."""
+    for path in SHM.glob("vllm_dist_*"):
+        if path.name not in before and not _mapped_anywhere(path):
+            path.unlink(missing_ok=True)
+
+
 @contextmanager
 def serving(case, work: Path):
     """Launch a case's single ``vllm serve`` as the plan says, wait until ready, SIGTERM its group at the end."""
@@ -48,6 +68,7 @@ def serving(case, work: Path):
     env.update(process_plan.env_set)
     env.update({name: str(scratch) for name in ("TMPDIR", "VLLM_RPC_BASE_PATH", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME")})
     argv = [vllm_executable(), *process_plan.argv[1:]]
+    shm_before = {p.name for p in SHM.glob("vllm_dist_*")}
     with (work / f"{case.id}.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
@@ -69,6 +90,7 @@ def serving(case, work: Path):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        _remove_left_shm(shm_before)
 
 
 def _ctx(case, out_dir: Path, lines: list[str]) -> SimpleNamespace:
