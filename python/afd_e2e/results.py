@@ -19,23 +19,25 @@ crashed|skipped``; checks ``pass|fail|warn|skip|n/a``; metric verdicts ``better|
         gsm8k: {status, correct, total, min_correct, accuracy_meaningful, flexible_correct,
                 records: "gsm8k/<case>.jsonl", failure,
                 questions: [{index, prompt_sha256, extracted, flexible, gold, correct (bool)}]},
-        parity_outputs: [{prompt, text, token_ids: [int]}],
+        parity_outputs: [{prompt, text, token_ids: [int], error: null | "one line"}],
         performance: {status, failure, warmups: [rep], repetitions: [rep]} where
-            rep = {index, status, failure, path: "bench/<case>/rep-N.json", completed, failed, num_prompts,
-                   duration_s, metrics: {metric_key: value}},
+            rep = {index, status, failure, path: "bench/<case>/rep-N.json" (warmup-N.json), log: "bench/<case>/rep-N.log",
+                   completed, failed, num_prompts, duration_s, metrics: {metric_key: value}},
         hygiene: [{check: "processes"|"ports"|"gpu_memory"|"forced_kill"|"leftover_files", status, detail}]}}
     comparisons: {comparison_id: {
         baseline, candidate, baseline_label, candidate_label,
-        parity: {status, identical, total, share, min_share,
+        parity: {status, failure, identical, total, share, min_share,
                  prompts: [{prompt, identical (bool), first_diff_token: null | int}]},
-        performance: {status, control (bool), metrics: [{
+        performance: {status, failure, control (bool), metrics: [{
             key, name, unit, higher_is_better (bool),
             baseline: {mean, std, values: [...]}, candidate: {mean, std, values: [...]},
             delta_pct, ci95_pct: [low, high] | null, verdict}]}}}
     verdict: {status, reasons: ["one line each"]}
 
 Metric keys are ``vllm bench serve`` result keys: request_throughput, output_throughput, mean_ttft_ms,
-mean_tpot_ms, mean_itl_ms, mean_e2el_ms and p99_* where present.
+mean_tpot_ms, mean_itl_ms, mean_e2el_ms and p99_* where present. A comparison's parity/performance status is
+``passed|failed|skipped`` (skipped: a side recorded nothing; failure says which). ``plan.cases[].control`` and
+``plan.comparisons[].control`` mark the forced-routing control, which never enters the verdict.
 """
 
 from __future__ import annotations

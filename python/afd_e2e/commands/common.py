@@ -20,6 +20,12 @@ def add_profile_args(parser: argparse.ArgumentParser, *, cases: bool = True) -> 
     parser.add_argument("--port-base", type=int, help="first API port (default: the profile's engine.port_base)")
     if cases:
         parser.add_argument("--case", action="append", default=[], metavar="ID", help="run only this case (repeatable)")
+        parser.add_argument(
+            "--forced-routing-control",
+            action="store_true",
+            help="also benchmark each AFD performance candidate with afd_balanced forced routing, "
+            "labelled a control and kept out of the verdict (one more model load each)",
+        )
 
 
 def resolve_devices(profile: Profile, flag: str | None) -> tuple[int, ...]:
@@ -45,5 +51,12 @@ def plan_from_args(args: argparse.Namespace) -> tuple[Profile, RunPlan]:
     profile = load_profile(args.profile)
     model = resolve_model(profile, args.model) or f"${{{profile.gates.model_env}}}"
     devices = resolve_devices(profile, args.devices)
-    plan = build_plan(profile, model_path=model, devices=devices, case_ids=args.case, port_base=args.port_base)
+    plan = build_plan(
+        profile,
+        model_path=model,
+        devices=devices,
+        case_ids=args.case,
+        port_base=args.port_base,
+        forced_routing_control=args.forced_routing_control,
+    )
     return profile, plan

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.model import CasePlan, ComparisonPlan, ProcessPlan, RunPlan
+from afd_e2e.plan.routing_control import control_label, routing_controls
 from afd_e2e.plan.serve_argv import child_env, serve_argv
 from afd_e2e.profile import CaseSpec, Profile
 
@@ -30,13 +31,14 @@ def _case_processes(
         argv = serve_argv(
             profile, case, role_name, model_path, api_port, connector_ports[0] if connector_ports else None
         )
+        env = child_env(profile, case, role_devices)
         processes.append(
             ProcessPlan(
                 name=role_name,
                 role="native" if case.kind == "native" else role_name,
                 argv=tuple(argv),
-                env_set=child_env(profile, case, role_devices),
-                env_unset=tuple(profile.engine.env_strip),
+                env_set=env,
+                env_unset=tuple(name for name in profile.engine.env_strip if name not in env),
                 devices=role_devices,
                 api_port=api_port,
                 connector_ports=connector_ports if role_name == "ffn" else (),
@@ -53,8 +55,10 @@ def build_plan(
     devices: Sequence[int] = (),
     case_ids: Sequence[str] = (),
     port_base: int | None = None,
+    forced_routing_control: bool = False,
 ) -> RunPlan:
-    """Plan the selected cases (all by default), in profile order, each with its own port block."""
+    """Plan the selected cases (all by default), in profile order, each with its own port block; with
+    ``forced_routing_control``, also an afd_balanced control of each AFD performance candidate (see routing_control)."""
     devices = tuple(devices) or profile.default_devices
     if len(devices) != profile.device_count:
         raise UsageError(
@@ -64,10 +68,12 @@ def build_plan(
     for case_id in case_ids:
         profile.case(case_id)  # raises a UsageError naming the known cases
     selected = [c for c in profile.cases if not case_ids or c.id in case_ids]
+    controls = routing_controls(profile, selected) if forced_routing_control else []
+    control_ids = {case.id for case, _ in controls}
     base = port_base if port_base is not None else profile.engine.port_base
     stride = profile.engine.port_stride
     cases = []
-    for index, case in enumerate(selected):
+    for index, case in enumerate([*selected, *(case for case, _ in controls)]):
         block = base + index * stride
         processes = _case_processes(profile, case, devices, model_path, block)
         highest = max(p for proc in processes for p in proc.ports)
@@ -82,7 +88,7 @@ def build_plan(
             CasePlan(
                 id=case.id,
                 kind=case.kind,
-                label=case.label,
+                label=control_label(case.label) if case.id in control_ids else case.label,
                 description=case.description,
                 phases=case.phases,
                 processes=processes,
@@ -91,6 +97,7 @@ def build_plan(
                 served_model_name=profile.model.served_name,
                 startup_timeout_s=profile.engine.startup_timeout_s,
                 teardown_grace_s=profile.engine.teardown_grace_s,
+                control=case.id in control_ids,
             )
         )
     selected_ids = {c.id for c in selected}
@@ -98,7 +105,7 @@ def build_plan(
         ComparisonPlan(c.id, c.baseline, c.candidate, c.measures)
         for c in profile.comparisons
         if c.baseline in selected_ids and c.candidate in selected_ids
-    )
+    ) + tuple(ComparisonPlan(c.id, c.baseline, c.candidate, c.measures, control=True) for _, c in controls)
     return RunPlan(
         profile=profile.name,
         platform=profile.platform,

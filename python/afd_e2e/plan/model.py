@@ -38,6 +38,7 @@ class CasePlan:
     served_model_name: str
     startup_timeout_s: float
     teardown_grace_s: float
+    control: bool = False  # a forced-routing control: performance only, never in the headline verdict
 
     @property
     def ports(self) -> tuple[int, ...]:
@@ -54,6 +55,7 @@ class ComparisonPlan:
     baseline: str
     candidate: str
     measures: tuple[str, ...]
+    control: bool = False  # a forced-routing control comparison, never in the headline verdict
 
 
 @dataclass(frozen=True)

@@ -35,5 +35,9 @@ def render_text(plan: RunPlan) -> str:
             lines.append(f"env {unset} {env} \\\n  setsid {command}{background}".replace("env  ", "env "))
     if plan.comparisons:
         lines += ["", "## comparisons"]
-        lines += [f"# {c.id}: {c.baseline} vs {c.candidate} ({', '.join(c.measures)})" for c in plan.comparisons]
+        lines += [
+            f"# {c.id}: {c.baseline} vs {c.candidate} ({', '.join(c.measures)})"
+            + (" - control, not in the verdict" if c.control else "")
+            for c in plan.comparisons
+        ]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,232 @@
+"""Where ``vllm bench serve`` is driven: its argv, one bounded repetition as a subprocess, and its result JSON.
+
+``vllm bench serve`` exits 0 even when every request failed or no server listened, so a repetition passes only
+when its result JSON exists, ``failed == 0`` and ``completed == num_prompts``; anything else fails it with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from afd_e2e.errors import UsageError
+from afd_e2e.profile import BenchSpec
+
+PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
+METRIC_PERCENTILES = "50,90,99"
+# Result keys kept per repetition: throughputs, and mean/median/std/percentiles of every latency metric.
+THROUGHPUT_KEYS = ("request_throughput", "output_throughput", "total_token_throughput")
+LATENCY_STATS = ("mean", "median", "std", *(f"p{p}" for p in METRIC_PERCENTILES.split(",")))
+LATENCY_KEYS = tuple(f"{s}_{m}_ms" for m in PERCENTILE_METRICS.split(",") for s in LATENCY_STATS)
+# The bench client's environment on top of the agent's: offline, no telemetry.
+CLIENT_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+}
+KILL_GRACE_S = 5.0
+
+
+def vllm_executable() -> str:
+    """The ``vllm`` next to this Python (its venv) first, then the one on PATH."""
+    beside = Path(sys.executable).parent / "vllm"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("vllm")
+    if found is None:
+        raise UsageError(
+            f"no vllm executable beside {sys.executable} or on PATH",
+            "install vLLM into the environment afd-e2e runs in",
+        )
+    return found
+
+
+def bench_argv(
+    executable: str, spec: BenchSpec, *, base_url: str, model: str, tokenizer: str, result_dir: Path, result_file: str
+) -> list[str]:
+    argv = [executable, "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions"]
+    argv += ["--model", model, "--tokenizer", tokenizer, "--dataset-name", spec.dataset]
+    argv += ["--random-input-len", str(spec.input_len), "--random-output-len", str(spec.output_len)]
+    argv += ["--num-prompts", str(spec.num_prompts), "--request-rate", f"{spec.request_rate:g}"]
+    argv += ["--max-concurrency", str(spec.max_concurrency), "--seed", str(spec.seed)]
+    argv += ["--temperature", f"{spec.temperature:g}", "--ignore-eos"]
+    argv += ["--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", METRIC_PERCENTILES]
+    argv += ["--save-result", "--result-dir", str(result_dir), "--result-filename", result_file]
+    return argv
+
+
+def read_result(path: Path, num_prompts: int) -> dict[str, Any]:
+    """Judge one result JSON: status, failure, counts and the kept metrics (a rep dict without index/path)."""
+    rep: dict[str, Any] = {
+        "status": "failed",
+        "failure": None,
+        "completed": None,
+        "failed": None,
+        "num_prompts": num_prompts,
+        "duration_s": None,
+        "metrics": {},
+    }
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        rep["failure"] = f"no result JSON {path.name}"
+        return rep
+    except (OSError, json.JSONDecodeError) as exc:
+        rep["failure"] = f"unreadable result JSON {path.name}: {exc}"
+        return rep
+    completed, failed = data.get("completed"), data.get("failed")
+    rep.update(completed=completed, failed=failed, duration_s=data.get("duration"))
+    rep["metrics"] = {k: data[k] for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS) if isinstance(data.get(k), (int, float))}
+    if not isinstance(completed, int) or not isinstance(failed, int):
+        rep["failure"] = f"result JSON {path.name} lacks completed/failed counts"
+    elif failed > 0:
+        rep["failure"] = f"{failed} of {num_prompts} requests failed"
+    elif completed < num_prompts:
+        rep["failure"] = f"completed {completed} of {num_prompts} prompts"
+    else:
+        rep["status"] = "passed"
+    return rep
+
+
+def _progress_tail(log: Path) -> str:
+    """The bench's latest progress-bar or log line (tqdm rewrites its line with carriage returns)."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 400))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    pieces = [p.strip() for p in tail.replace("\r", "\n").split("\n") if p.strip()]
+    return pieces[-1][:120] if pieces else ""
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the bench's process group, SIGKILL it after a grace period."""
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_repetition(
+    argv: list[str],
+    *,
+    result_path: Path,
+    log_path: Path,
+    num_prompts: int,
+    timeout_s: float,
+    label: str,
+    progress: Callable[[str], None],
+    cancelled: threading.Event,
+    heartbeat_s: float,
+) -> tuple[dict[str, Any], bool]:
+    """Run one ``vllm bench serve`` bounded by ``timeout_s``: a rep dict without index/path, and whether the
+    bench ended by itself (False when it was stopped for a timeout or a cancel)."""
+    result_path.unlink(missing_ok=True)  # a stale file must not pass for this run's result
+    env = {**os.environ, **CLIENT_ENV}
+    started = time.monotonic()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        next_beat = started + heartbeat_s
+        while process.poll() is None:
+            now = time.monotonic()
+            if cancelled.is_set() or now - started > timeout_s:
+                _stop(process)
+                reason = "cancelled" if cancelled.is_set() else f"timed out after {timeout_s:g} s"
+                rep = read_result(result_path, num_prompts)
+                rep.update(status="cancelled" if cancelled.is_set() else "failed", failure=reason)
+                return rep, False
+            if now >= next_beat:
+                progress(f"{label}: {now - started:.0f} s, {_progress_tail(log_path)}")
+                next_beat = now + heartbeat_s
+            time.sleep(min(0.5, heartbeat_s))
+    rep = read_result(result_path, num_prompts)
+    if rep["failure"] and process.returncode:
+        rep["failure"] += f" (vllm bench serve exited {process.returncode})"
+    return rep, True
+
+
+def run_series(
+    spec: BenchSpec,
+    *,
+    executable: str,
+    base_url: str,
+    model: str,
+    tokenizer: str,
+    out_dir: Path,
+    case_id: str,
+    publish: Callable[[dict[str, Any]], None],
+    progress: Callable[[str], None],
+    cancelled: threading.Event,
+    heartbeat_s: float,
+) -> dict[str, Any]:
+    """Warmups then formal repetitions into ``out_dir/bench/<case>/``; the ``performance`` section of a case.
+
+    Each finished repetition is published at once. A timed-out or cancelled repetition ends the series (a hung
+    server would time out every later one too); other failures are recorded and the series goes on.
+    """
+    folder = out_dir / "bench" / case_id
+    folder.mkdir(parents=True, exist_ok=True)
+    section: dict[str, Any] = {"status": "running", "failure": None, "warmups": [], "repetitions": []}
+    schedule = [("warmup", i, section["warmups"]) for i in range(1, spec.warmups + 1)]
+    schedule += [("rep", i, section["repetitions"]) for i in range(1, spec.repetitions + 1)]
+    for kind, index, bucket in schedule:
+        if cancelled.is_set():
+            break
+        stem = f"{kind}-{index}"
+        total = spec.warmups if kind == "warmup" else spec.repetitions
+        label = f"bench {kind} {index}/{total}"
+        progress(f"{label}: starting ({spec.num_prompts} prompts, ISL {spec.input_len}, OSL {spec.output_len})")
+        argv = bench_argv(
+            executable,
+            spec,
+            base_url=base_url,
+            model=model,
+            tokenizer=tokenizer,
+            result_dir=folder,
+            result_file=f"{stem}.json",
+        )
+        rep, ended_by_itself = run_repetition(
+            argv,
+            result_path=folder / f"{stem}.json",
+            log_path=folder / f"{stem}.log",
+            num_prompts=spec.num_prompts,
+            timeout_s=spec.timeout_s,
+            label=label,
+            progress=progress,
+            cancelled=cancelled,
+            heartbeat_s=heartbeat_s,
+        )
+        rel = f"bench/{case_id}/{stem}"
+        bucket.append({"index": index, **rep, "path": f"{rel}.json", "log": f"{rel}.log"})
+        progress(f"{label}: {rep['status']}" + (f" ({rep['failure']})" if rep["failure"] else ""))
+        if rep["failure"] and section["failure"] is None:
+            section["failure"] = f"{kind} {index}: {rep['failure']}"
+        publish(section)
+        if not ended_by_itself:
+            break
+    if cancelled.is_set():
+        section["status"] = "cancelled"
+        section["failure"] = section["failure"] or "cancelled"
+    elif section["failure"]:
+        section["status"] = "failed"
+    else:
+        section["status"] = "passed"
+    publish(section)
+    return section

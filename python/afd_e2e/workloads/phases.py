@@ -1,0 +1,157 @@
+"""The workload phases the runner calls on a ready case, and the comparison of finished cases.
+
+``ctx`` is a ``afd_e2e.workloads.context.PhaseContext``: profile, case (CasePlan), case_results (this case's
+dict in results.json), out_dir, progress (one-line callback), cancelled (threading.Event), flush (persist
+results.json), and gsm8k_dir (the runner's default staged GSM8K folder, or None). Every phase writes its
+sections into ``case_results`` and flushes as results arrive, so a cancel or crash keeps what was measured, and
+returns the runner's phase outcome ``{status, failure}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from afd_e2e.profile import Profile
+from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance
+from afd_e2e.workloads.completions import CompletionError, served_model_root
+
+PROGRESS_EVERY_S = 10.0
+
+
+def _publisher(ctx: Any, key: str) -> Callable[[Any], None]:
+    def publish(section: Any) -> None:
+        ctx.case_results[key] = section
+        ctx.flush()
+
+    return publish
+
+
+def check_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
+    """What the phases will need, checked before any model loads (a UsageError naming the fix): the staged
+    GSM8K files and enough rows for the profile, and a ``vllm`` executable for the bench."""
+    if profile.gsm8k is not None:
+        data = gsm8k.load_dataset(gsm8k.resolve_dataset_dir(profile.gsm8k.dataset_env, gsm8k_dir))
+        gsm8k.build_questions(data["test"], data["train"], profile.gsm8k.questions, profile.gsm8k.shots)
+    if profile.bench is not None:
+        bench.vllm_executable()
+
+
+def _outcome(sections: list[dict[str, Any]]) -> dict[str, Any]:
+    """The phase outcome the runner records: the worst status of its sections, with the first failure."""
+    for status in ("cancelled", "failed"):
+        failures = [s["failure"] for s in sections if s["status"] == status]
+        if failures:
+            return {"status": status, "failure": "; ".join(failures)}
+    return {"status": "passed", "failure": None}
+
+
+def run_correctness(ctx: Any) -> dict[str, Any]:
+    """GSM8K strict match (when the profile has it) and greedy parity outputs (when it has prompts)."""
+    profile: Profile = ctx.profile
+    case = ctx.case
+    sections = []
+    if profile.gsm8k is not None:
+        spec = profile.gsm8k
+        # PhaseContext.gsm8k_dir: the runner's default staged folder; $<dataset_env> overrides it.
+        folder = gsm8k.resolve_dataset_dir(spec.dataset_env, getattr(ctx, "gsm8k_dir", None))
+        data = gsm8k.load_dataset(folder)
+        questions = gsm8k.build_questions(data["test"], data["train"], spec.questions, spec.shots)
+        records_rel = f"gsm8k/{case.id}.jsonl"
+        publish = _publisher(ctx, "gsm8k")
+        try:
+            root = served_model_root(case.base_url, case.served_model_name)
+        except CompletionError as exc:
+            section = gsm8k_eval.summarise(spec, [], records_rel, "failed", str(exc))
+            publish(section)
+        else:
+            ctx.progress(f"GSM8K: {spec.questions} questions, {spec.shots}-shot, staged in {folder}")
+            section = gsm8k_eval.evaluate(
+                spec=spec,
+                questions=questions,
+                base_url=case.base_url,
+                model=case.served_model_name,
+                stop=gsm8k.stop_sequences(gsm8k.eos_text(Path(root))),
+                records_path=ctx.out_dir / records_rel,
+                records_rel=records_rel,
+                publish=publish,
+                progress=ctx.progress,
+                cancelled=ctx.cancelled,
+                heartbeat_s=PROGRESS_EVERY_S,
+            )
+        sections.append({**section, "failure": f"gsm8k: {section['failure']}" if section["failure"] else None})
+    if profile.parity is not None and not ctx.cancelled.is_set():
+        outputs = parity.collect_outputs(
+            profile.parity,
+            base_url=case.base_url,
+            model=case.served_model_name,
+            publish=_publisher(ctx, "parity_outputs"),
+            progress=ctx.progress,
+            cancelled=ctx.cancelled,
+        )
+        errors = [o["error"] for o in outputs if o["error"]]
+        if errors:
+            sections.append({"status": "failed", "failure": f"parity: {len(errors)} requests failed; {errors[0]}"})
+    if ctx.cancelled.is_set() and not any(s["status"] == "cancelled" for s in sections):
+        sections.append({"status": "cancelled", "failure": "cancelled"})
+    return _outcome(sections)
+
+
+def run_performance(ctx: Any) -> dict[str, Any]:
+    """One warmup and N formal ``vllm bench serve`` repetitions, tokenizer = the checkpoint the server loaded."""
+    spec = ctx.profile.bench
+    case = ctx.case
+    publish = _publisher(ctx, "performance")
+    executable = bench.vllm_executable()
+    try:
+        tokenizer = served_model_root(case.base_url, case.served_model_name)
+    except CompletionError as exc:
+        section = {"status": "failed", "failure": str(exc), "warmups": [], "repetitions": []}
+        publish(section)
+    else:
+        section = bench.run_series(
+            spec,
+            executable=executable,
+            base_url=case.base_url,
+            model=case.served_model_name,
+            tokenizer=tokenizer,
+            out_dir=ctx.out_dir,
+            case_id=case.id,
+            publish=publish,
+            progress=ctx.progress,
+            cancelled=ctx.cancelled,
+            heartbeat_s=PROGRESS_EVERY_S,
+        )
+    return _outcome([section])
+
+
+def compare(profile: Profile, results_data: dict[str, Any]) -> dict[str, Any]:
+    """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results."""
+    plan, cases = results_data["plan"], results_data["cases"]
+    labels = {c["id"]: c["label"] for c in plan["cases"]}
+    comparisons: dict[str, Any] = {}
+    for cmp in plan["comparisons"]:
+        base_id, cand_id = cmp["baseline"], cmp["candidate"]
+        base, cand = cases.get(base_id, {}), cases.get(cand_id, {})
+        entry: dict[str, Any] = {
+            "baseline": base_id,
+            "candidate": cand_id,
+            "baseline_label": labels[base_id],
+            "candidate_label": labels[cand_id],
+        }
+        if "parity" in cmp["measures"]:
+            entry["parity"] = parity.compare_outputs(
+                profile.parity, base_id, base.get("parity_outputs"), cand_id, cand.get("parity_outputs")
+            )
+        if "performance" in cmp["measures"]:
+            entry["performance"] = performance.compare_performance(
+                base_id,
+                base.get("performance"),
+                cand_id,
+                cand.get("performance"),
+                threshold_pct=profile.bench.parity_threshold_pct,
+                control=cmp["control"],
+            )
+        comparisons[cmp["id"]] = entry
+    return comparisons

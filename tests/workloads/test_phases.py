@@ -1,0 +1,70 @@
+"""The phases' edges: inputs checked before any model loads, and outcomes when the server is not there."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from types import SimpleNamespace
+
+import pytest
+from workload_paths import GSM8K_DIR
+
+from afd_e2e.errors import UsageError
+from afd_e2e.plan import build_plan
+from afd_e2e.profile import load_profile
+from afd_e2e.workloads.phases import check_inputs, run_correctness, run_performance
+
+TINY = load_profile("tiny-cpu")
+
+
+def test_staged_data_and_vllm_found(monkeypatch):
+    monkeypatch.delenv("AFD_E2E_GSM8K_DIR", raising=False)
+    check_inputs(load_profile("qwen3.5-122b-a10b"), GSM8K_DIR)
+
+
+def test_missing_dataset_named_with_its_env_var(monkeypatch, tmp_path):
+    monkeypatch.delenv("AFD_E2E_GSM8K_DIR", raising=False)
+    with pytest.raises(UsageError, match="AFD_E2E_GSM8K_DIR is not set"):
+        check_inputs(TINY, None)
+    monkeypatch.setenv("AFD_E2E_GSM8K_DIR", str(tmp_path))
+    with pytest.raises(UsageError, match=r"train\.jsonl does not exist"):
+        check_inputs(TINY, GSM8K_DIR)
+
+
+@pytest.fixture
+def ctx_without_server(tmp_path, monkeypatch):
+    monkeypatch.delenv("AFD_E2E_GSM8K_DIR", raising=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    case = build_plan(TINY, model_path="/m", port_base=port).cases[0]
+    flushes: list[int] = []
+    return SimpleNamespace(
+        profile=TINY,
+        case=case,
+        case_results={},
+        out_dir=tmp_path,
+        gsm8k_dir=GSM8K_DIR,
+        progress=lambda _: None,
+        cancelled=threading.Event(),
+        flush=lambda: flushes.append(1),
+        flushes=flushes,
+    )
+
+
+def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_without_server):
+    outcome = run_correctness(ctx_without_server)
+    results = ctx_without_server.case_results
+    assert outcome["status"] == "failed"
+    assert outcome["failure"].startswith("gsm8k: GET http://127.0.0.1:")
+    assert "; parity: 3 requests failed; POST http://127.0.0.1:" in outcome["failure"]
+    assert results["gsm8k"]["status"] == "failed" and results["gsm8k"]["questions"] == []
+    assert [o["error"] is not None for o in results["parity_outputs"]] == [True, True, True]
+    assert ctx_without_server.flushes
+
+
+def test_performance_without_a_server_fails_with_the_reason_recorded(ctx_without_server):
+    outcome = run_performance(ctx_without_server)
+    section = ctx_without_server.case_results["performance"]
+    assert outcome == {"status": "failed", "failure": section["failure"]}
+    assert section["failure"].startswith("GET http://127.0.0.1:") and section["repetitions"] == []
