@@ -52,11 +52,10 @@ def test_missing_folder_or_file_is_a_usage_error(tmp_path):
         load_dataset(tmp_path)
 
 
-def test_dataset_dir_prefers_the_env_var_then_the_runner_default(tmp_path, monkeypatch):
-    monkeypatch.delenv("GSM8K_TEST_DIR", raising=False)
-    assert resolve_dataset_dir("GSM8K_TEST_DIR", tmp_path) == tmp_path
+def test_dataset_dir_prefers_the_flag_then_the_env_var(tmp_path, monkeypatch):
     monkeypatch.setenv("GSM8K_TEST_DIR", "/staged/elsewhere")
-    assert str(resolve_dataset_dir("GSM8K_TEST_DIR", tmp_path)) == "/staged/elsewhere"
+    assert resolve_dataset_dir("GSM8K_TEST_DIR", tmp_path) == tmp_path
+    assert str(resolve_dataset_dir("GSM8K_TEST_DIR", None)) == "/staged/elsewhere"
     monkeypatch.delenv("GSM8K_TEST_DIR")
     with pytest.raises(UsageError, match="GSM8K_TEST_DIR is not set"):
         resolve_dataset_dir("GSM8K_TEST_DIR", None)

@@ -28,7 +28,7 @@ def test_missing_dataset_named_with_its_env_var(monkeypatch, tmp_path):
         check_inputs(TINY, None)
     monkeypatch.setenv("AFD_E2E_GSM8K_DIR", str(tmp_path))
     with pytest.raises(UsageError, match=r"train\.jsonl does not exist"):
-        check_inputs(TINY, GSM8K_DIR)
+        check_inputs(TINY, None)
 
 
 @pytest.fixture

@@ -17,6 +17,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run a profile's cases on real vLLM servers, writing DIR/results.json")
     add_profile_args(parser)
     parser.add_argument("--out", type=Path, default=Path("afd-e2e-out"), help="results folder (default afd-e2e-out)")
+    parser.add_argument(
+        "--gsm8k-dir",
+        type=Path,
+        help="staged GSM8K folder with train.jsonl and test.jsonl (default: the profile's env var)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -45,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         devices=decision.devices,
         case_ids=args.case,
         port_base=args.port_base,
+        forced_routing_control=args.forced_routing_control,
     )
-    results = execute_run(profile, plan, args.out)
+    results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir)
     print(f"results: {(args.out / 'results.json').resolve()} ({results['status']})")
     return 0 if results["verdict"]["status"] == "passed" else 1

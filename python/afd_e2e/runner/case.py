@@ -13,6 +13,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,7 +22,6 @@ from afd_e2e.profile import Profile
 from afd_e2e.results import ResultsStore
 from afd_e2e.runner.cancellation import CancelFlag, Cancelled, call_cancellable
 from afd_e2e.runner.child_env import child_environment
-from afd_e2e.runner.downstream import workload_phases
 from afd_e2e.runner.hygiene import (
     GpuSnapshot,
     check_forced_kill,
@@ -41,6 +41,7 @@ from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.smoke import smoke_completion
 from afd_e2e.runner.teardown import terminate
 from afd_e2e.system.ports import busy_ports
+from afd_e2e.workloads import phases
 from afd_e2e.workloads.context import PhaseContext
 
 CANCEL_GRACE_S = 5.0  # Buildkite SIGKILLs a cancelled job 10 s after SIGTERM: leave time to write the results
@@ -61,6 +62,7 @@ class RunContext:
     flag: CancelFlag
     executables: Mapping[str, str]  # plan argv[0] -> resolved executable
     base_env: Mapping[str, str]
+    gsm8k_dir: Path | None
 
 
 class CaseFailure(Exception):
@@ -212,8 +214,9 @@ def _workload(ctx: RunContext, case: CasePlan, results: dict[str, Any], entry: s
         progress=ctx.progress,
         cancelled=ctx.flag,
         flush=ctx.store.flush,
+        gsm8k_dir=ctx.gsm8k_dir,
     )
-    return getattr(workload_phases(), entry)(phase_ctx)
+    return getattr(phases, entry)(phase_ctx)
 
 
 def _stop_and_check(

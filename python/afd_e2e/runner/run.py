@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
+from afd_e2e.report.render import render_all
 from afd_e2e.results import ResultsStore, now_iso
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
 from afd_e2e.runner.case import RunContext, new_case_results, run_case
 from afd_e2e.runner.child_env import resolve_executable
-from afd_e2e.runner.downstream import render_reports, workload_phases
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
 from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.markers import new_run_id
@@ -32,6 +32,7 @@ from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.verdict import decide_verdict
 from afd_e2e.system.ports import busy_ports
+from afd_e2e.workloads import phases
 
 
 def check_can_start(plan: RunPlan) -> dict[str, str]:
@@ -71,11 +72,14 @@ def execute_run(
     plan: RunPlan,
     out_dir: Path,
     *,
+    gsm8k_dir: Path | None = None,
     progress: Progress | None = None,
     flag: CancelFlag | None = None,
 ) -> dict[str, Any]:
     """Run ``plan`` into ``out_dir``; return the results document (also in ``out_dir/results.json``)."""
     executables = check_can_start(plan)
+    if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
+        phases.check_inputs(profile, gsm8k_dir)
     run_id = new_run_id()
     layout = RunLayout.for_run(out_dir, run_id)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +93,9 @@ def execute_run(
     crashed = None
     with cancel_on_signals(flag), progress:
         progress(f"run {run_id}: profile {profile.name}, {len(plan.cases)} cases, results in {layout.out_dir}")
-        ctx = RunContext(profile, plan, run_id, layout, store, record, progress, flag, executables, dict(os.environ))
+        ctx = RunContext(
+            profile, plan, run_id, layout, store, record, progress, flag, executables, dict(os.environ), gsm8k_dir
+        )
         try:
             for case in plan.cases:
                 if flag.is_set():
@@ -97,7 +103,7 @@ def execute_run(
                     continue
                 run_case(ctx, case)
             if not flag.is_set():
-                store.update("comparisons", None, workload_phases().compare(profile, store.data))
+                store.update("comparisons", None, phases.compare(profile, store.data))
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             crashed = f"{type(exc).__name__}: {exc}"
@@ -112,9 +118,9 @@ def execute_run(
         for reason in verdict["reasons"]:
             progress(f"  - {reason}")
         try:
-            not_rendered = render_reports(layout.out_dir)
+            render_all(layout.out_dir)
+            progress(f"reports rendered in {layout.out_dir}")
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            not_rendered = f"the renderer failed: {type(exc).__name__}: {exc}"
-        progress(f"reports not rendered: {not_rendered}" if not_rendered else f"reports rendered in {layout.out_dir}")
+            progress(f"reports not rendered: the renderer failed: {type(exc).__name__}: {exc}")
     return store.data

@@ -27,10 +27,15 @@ def decide_verdict(data: dict[str, Any], *, cancelled: str | None = None, crashe
     failed_measures = False
     for comparison_id, comparison in data.get("comparisons", {}).items():
         for measure in ("parity", "performance"):
-            status = (comparison.get(measure) or {}).get("status")
-            if status:
-                reasons.append(f"{comparison_id} {measure}: {status}")
-                failed_measures |= status in FAILING
+            section = comparison.get(measure) or {}
+            status = section.get("status")
+            if not status:
+                continue
+            if section.get("control"):
+                reasons.append(f"{comparison_id} {measure}: {status} (forced-routing control, not in the verdict)")
+                continue
+            reasons.append(f"{comparison_id} {measure}: {status}")
+            failed_measures |= status in FAILING
     if cancelled:
         status = "cancelled"
     elif crashed or any(case["status"] == "crashed" for case in cases.values()):

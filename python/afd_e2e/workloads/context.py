@@ -27,3 +27,4 @@ class PhaseContext:
     progress: Callable[[str], None]  # prints a progress line (the runner's steady progress printer)
     cancelled: threading.Event  # set on SIGTERM/SIGINT; long phases must stop promptly when set
     flush: Callable[[], None]  # persist results.json now (call after each repetition)
+    gsm8k_dir: Path | None  # the staged GSM8K folder from --gsm8k-dir; None: the profile's dataset env var

@@ -70,14 +70,14 @@ class Grade:
 # --------------------------------------------------------------------------- staged data
 
 
-def resolve_dataset_dir(env_name: str, default: Path | None) -> Path:
-    """The staged folder: ``$env_name`` when set, else the runner's default; neither is a UsageError."""
+def resolve_dataset_dir(env_name: str, explicit: Path | None) -> Path:
+    """The staged folder: an explicit one (``--gsm8k-dir``) first, else ``$env_name``; neither is a UsageError."""
+    if explicit is not None:
+        return explicit
     raw = os.environ.get(env_name)
     if raw:
         return Path(raw)
-    if default is None:
-        raise UsageError(f"no GSM8K data: {env_name} is not set", f"set {env_name} to {STAGED_HINT}")
-    return default
+    raise UsageError(f"no GSM8K data: {env_name} is not set", f"set {env_name} or pass --gsm8k-dir {STAGED_HINT}")
 
 
 def load_split(folder: Path, split: str) -> list[Doc]:

@@ -54,8 +54,7 @@ def run_correctness(ctx: Any) -> dict[str, Any]:
     sections = []
     if profile.gsm8k is not None:
         spec = profile.gsm8k
-        # PhaseContext.gsm8k_dir: the runner's default staged folder; $<dataset_env> overrides it.
-        folder = gsm8k.resolve_dataset_dir(spec.dataset_env, getattr(ctx, "gsm8k_dir", None))
+        folder = gsm8k.resolve_dataset_dir(spec.dataset_env, ctx.gsm8k_dir)
         data = gsm8k.load_dataset(folder)
         questions = gsm8k.build_questions(data["test"], data["train"], spec.questions, spec.shots)
         records_rel = f"gsm8k/{case.id}.jsonl"
