@@ -1,0 +1,116 @@
+"""The whole product on real GPUs: preflight, then `afd-e2e run --profile tiny-gpu-1a1f` (native vs AFD 1A1F on a
+tiny random DeepSeek-V2, CUDA vLLM 0.26 + the AFD plugin), all phases, hygiene and reports.
+
+Skips, with the reason, unless this machine has 2 NVIDIA GPUs, a CUDA vLLM, the AFD plugin registered as the vLLM
+general plugin ``afd``, the checkpoint in ``AFD_GPU_E2E_MODEL`` and staged GSM8K data in ``AFD_E2E_GSM8K_DIR``.
+``AFD_E2E_GPU_OUT`` keeps the results folder (default: a temporary one). See the README's "Real GPUs" section.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from afd_e2e.gpu.memory import read_device_memory
+from afd_e2e.gpu.nvml import NvmlUnavailable
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = "tiny-gpu-1a1f"
+
+
+def _why_not() -> str | None:
+    try:
+        gpus = read_device_memory([0, 1])
+    except NvmlUnavailable as exc:
+        return f"no NVIDIA GPU here: {exc}"
+    except Exception as exc:  # NVML answers, but there is no second device
+        return f"needs 2 NVIDIA GPUs: {exc}"
+    if len(gpus) < 2:
+        return "needs 2 NVIDIA GPUs"
+    try:
+        metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return "vLLM is not installed in this Python"
+    if not any(ep.name == "afd" for ep in metadata.entry_points(group="vllm.general_plugins")):
+        return "the AFD plugin is not registered (entry point vllm.general_plugins: afd)"
+    for name in ("AFD_GPU_E2E_MODEL", "AFD_E2E_GSM8K_DIR"):
+        if not os.environ.get(name):
+            return f"{name} is not set"
+    return None
+
+
+REASON = _why_not()
+if REASON:
+    pytest.skip(REASON, allow_module_level=True)
+
+
+def afd_e2e(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")])),
+    }
+    env.update(AFD_E2E_BACKEND="gpu", AFD_E2E_DEVICES="0,1")
+    return subprocess.run(
+        [sys.executable, "-m", "afd_e2e", *args], env=env, timeout=timeout, check=False, text=True, capture_output=False
+    )
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    out = Path(os.environ.get("AFD_E2E_GPU_OUT") or tmp_path_factory.mktemp("tiny-gpu"))
+    assert afd_e2e("preflight", "--profile", PROFILE, timeout=120).returncode == 0, "preflight: the agent does not fit"
+    afd_e2e("run", "--profile", PROFILE, "--out", str(out), timeout=1500)
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(run_dir) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def test_verdict_passes(results):
+    assert results["verdict"]["status"] == "passed", results["verdict"]["reasons"]
+
+
+def test_every_case_ready_and_clean(results):
+    assert set(results["cases"]) == {"native-dp1", "afd-1a1f", "native-dp2-ep2"}
+    for case_id, case in results["cases"].items():
+        assert case["status"] == "passed", (case_id, case.get("failure"))
+        assert case["timings"]["launch_to_ready_s"] > 0
+        assert all(p["exit_code"] is not None and not p["forced_kill"] for p in case["processes"]), case_id
+        checks = {c["check"]: c for c in case["hygiene"]}
+        for name in ("processes", "ports", "gpu_memory", "forced_kill", "leftover_files"):
+            assert checks[name]["status"] == "pass", (case_id, checks[name])
+
+
+def test_afd_case_runs_both_roles_ffn_first(results):
+    names = [p["name"] for p in results["cases"]["afd-1a1f"]["processes"]]
+    assert names == ["ffn", "attention"]
+
+
+def test_native_and_afd_outputs_are_identical(results):
+    parity = results["comparisons"]["correctness"]["parity"]
+    assert parity["status"] == "passed" and parity["share"] == 1.0, parity
+
+
+def test_performance_compared_on_equal_hardware(results):
+    performance = results["comparisons"]["performance"]["performance"]
+    keys = {m["key"] for m in performance["metrics"]}
+    assert {"request_throughput", "output_throughput", "mean_ttft_ms", "mean_tpot_ms"} <= keys
+    for side in ("native-dp2-ep2", "afd-1a1f"):
+        reps = results["cases"][side]["performance"]["repetitions"]
+        assert reps and all(r["status"] == "passed" for r in reps), side
+
+
+def test_reports_rendered(run_dir):
+    assert (run_dir / "annotation.md").read_text().strip()
+    assert list((run_dir / "junit").glob("*.xml"))
+    assert list((run_dir / "plots").glob("*.png"))
