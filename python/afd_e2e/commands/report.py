@@ -16,8 +16,6 @@ import sys
 from pathlib import Path
 
 from afd_e2e.errors import UsageError
-from afd_e2e.report import render_all
-from afd_e2e.report.publish import describe, publish
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -49,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
             "--test-engine-token-env is not an environment variable name (its value is not shown)",
             "pass the variable's NAME (e.g. BUILDKITE_ANALYTICS_TOKEN), never the token itself",
         )
+    # Imported here so that the other subcommands run on agents without the report's plotting stack.
+    from afd_e2e.report import render_all
+    from afd_e2e.report.publish import describe, publish
+
     paths = render_all(args.dir)
     print("\n".join(describe(paths)), flush=True)
     if args.publish:

@@ -29,6 +29,14 @@ class ServerProcess:
         """The exit code once it has exited (reaping it), else None."""
         return self.popen.poll()
 
+    def reap(self, timeout_s: float) -> int | None:
+        """After teardown: wait up to ``timeout_s`` for the exit code (the group may be gone a moment before
+        the kernel has the leader ready to reap); None if it is still running."""
+        try:
+            return self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
 
 def launch(name: str, argv: tuple[str, ...], env: Mapping[str, str], log_path: Path) -> ServerProcess:
     """Start ``argv`` in a new session (its own process group), stdout and stderr into ``log_path``."""

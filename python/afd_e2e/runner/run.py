@@ -6,18 +6,24 @@ valid file with what was measured. The run is cancelled by SIGTERM/SIGINT and th
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from afd_e2e.errors import UsageError
+from afd_e2e.gpu.inventory import build_inventory
+from afd_e2e.gpu.nvml import NvmlUnavailable
+from afd_e2e.gpu.probe import read_machine
+from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
@@ -51,6 +57,41 @@ def check_can_start(plan: RunPlan) -> dict[str, str]:
     return {name: resolve_executable(name) for name in sorted(names)}
 
 
+def gpu_environment(devices: tuple[int, ...], probe: Callable[[], MachineReadings] = read_machine) -> dict[str, Any]:
+    """Driver, CUDA, the run's GPUs and a one-line topology summary, from NVML (empty-handed with the reason)."""
+    try:
+        inventory = build_inventory(probe())
+    except NvmlUnavailable as exc:
+        return {"topology": f"not probed: {exc}"}
+    wanted = set(devices) or {gpu.index for gpu in inventory.gpus}
+    pairs = [f"{a}-{b} {link.label}" for (a, b), link in sorted(inventory.links.items()) if {a, b} <= wanted]
+    return {
+        "driver": inventory.driver,
+        "cuda": inventory.cuda,
+        "gpus": [
+            {"index": g.index, "name": g.name, "memory_total_mib": g.memory_total_mib}
+            for g in inventory.gpus
+            if g.index in wanted
+        ],
+        "topology": ", ".join(pairs) or "single GPU",
+    }
+
+
+def _checkpoint_identity(model_path: str) -> dict[str, Any]:
+    """What the served checkpoint declares and weighs (preflight checks it against the profile)."""
+    folder = Path(model_path)
+    identity: dict[str, Any] = {"path": model_path}
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        identity.update(architectures=config.get("architectures") or [], model_type=config.get("model_type"))
+    except (OSError, ValueError):
+        pass
+    weights = sum(f.stat().st_size for f in folder.glob("*.safetensors") if f.is_file()) if folder.is_dir() else 0
+    if weights:
+        identity["size_gib"] = round(weights / 2**30, 3)
+    return identity
+
+
 def describe_environment(plan: RunPlan) -> dict[str, Any]:
     def version(dist: str) -> str | None:
         try:
@@ -58,13 +99,16 @@ def describe_environment(plan: RunPlan) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             return None
 
-    return {
+    environment = {
         "hostname": socket.gethostname(),
         "python": platform.python_version(),
         "vllm": version("vllm"),
         "torch": version("torch"),
-        "checkpoint": {"path": plan.model_path},
+        "checkpoint": _checkpoint_identity(plan.model_path),
     }
+    if plan.platform == "cuda":
+        environment.update(gpu_environment(plan.devices))
+    return environment
 
 
 def execute_run(

@@ -52,3 +52,15 @@ def test_skipped_sections_are_named():
     data = {"cases": {"a": case("passed", gsm8k={"status": "skipped", "failure": "workloads not installed"})}}
 
     assert "a gsm8k: skipped (workloads not installed)" in decide_verdict(data)["reasons"]
+
+
+def test_a_forced_routing_control_never_decides_the_verdict():
+    data = {
+        "cases": {"a": case("passed"), "b": case("passed")},
+        "comparisons": {"a-vs-b-afd-balanced": {"performance": {"status": "failed", "control": True}}},
+    }
+
+    verdict = decide_verdict(data)
+
+    assert verdict["status"] == "passed"
+    assert "a-vs-b-afd-balanced performance: failed (forced-routing control, not in the verdict)" in verdict["reasons"]
