@@ -38,7 +38,6 @@ from afd_e2e.profile import Profile, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "gpu"
-SHARED = Path(os.environ.get("AFD_E2E_SHARED") or REPO.parent / "shared")
 TEST_PROFILE = REPO / "tests" / "fixtures" / "profiles" / "h200x2-nvlink.yaml"
 SEED_DEVICES = (0, 2, 4, 6, 1, 3, 5, 7)
 TARGET_S = 2.0
@@ -85,7 +84,7 @@ def simulated(repeats: int) -> None:
     print("simulated 8 GPUs (recorded readings; stand-in nvidia-smi)")
     with tempfile.TemporaryDirectory() as tmp:
         smi = Path(tmp) / "nvidia-smi"
-        xml = SHARED / "fixtures" / "gpu" / "h200x2" / "nvidia-smi-q.xml"
+        xml = FIXTURES / "h200x2-captured" / "nvidia-smi-q.xml"
         smi.write_text(FAKE_SMI.format(topo=FIXTURES / "topo-m-pcie8-numa.txt", xml=xml), encoding="utf-8")
         smi.chmod(0o755)
         path = os.environ["PATH"]
