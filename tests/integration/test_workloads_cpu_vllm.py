@@ -20,7 +20,6 @@ from types import SimpleNamespace
 
 import pytest
 import requests
-from workload_paths import GSM8K_DIR, REPO
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
@@ -33,6 +32,9 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
+REPO = Path(__file__).resolve().parents[2]
+# CI lays shared/ beside the clone; a checkout elsewhere points AFD_E2E_SHARED at it.
+GSM8K_DIR = Path(os.environ.get("AFD_E2E_SHARED", REPO.parent / "shared")) / "datasets" / "gsm8k"
 PORT_BASE = 19500  # this module's ports: 19500 (cpu-tp1), 19520 (cpu-tp2)
 PROFILE = load_profile("tiny-cpu")
 

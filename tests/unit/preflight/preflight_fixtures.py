@@ -13,7 +13,7 @@ from typing import Any
 
 from afd_e2e.gpu.readings import MachineReadings, load_readings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # ../shared beside the repository (CI, /work/main); AFD_E2E_SHARED points elsewhere (e.g. from a git worktree).
 SHARED = Path(os.environ.get("AFD_E2E_SHARED") or REPO.parent / "shared")
 H200X2 = SHARED / "fixtures" / "gpu" / "h200x2"
