@@ -27,10 +27,10 @@ from pathlib import Path
 import requests
 
 from afd_e2e.profile import Gsm8kSpec
+from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.ports import busy_ports
 from afd_e2e.tiny_model import build_tiny_model
 from afd_e2e.workloads import gsm8k, gsm8k_eval, lm_eval_reference
-from afd_e2e.workloads.bench import vllm_executable
 
 REPO = Path(__file__).resolve().parents[1]
 SERVED = "tiny-moe"
@@ -50,7 +50,7 @@ def server(model: Path, port: int, work: Path):
     if busy_ports([port]):
         sys.exit(f"port {port} is busy: pass --port")
     env = {**os.environ, **SERVER_ENV, **{k: str(work) for k in ("TMPDIR", "VLLM_RPC_BASE_PATH", "VLLM_CACHE_ROOT")}}
-    argv = [vllm_executable(), "serve", str(model), "--served-model-name", SERVED, "--host", "127.0.0.1"]
+    argv = [resolve_executable("vllm"), "serve", str(model), "--served-model-name", SERVED, "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--enforce-eager", "--dtype", "bfloat16", "--max-model-len", "8192", "--seed", "0"]
     with (work / "server.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -38,13 +38,14 @@ import psutil
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.child_env import child_environment, resolve_executable
+from afd_e2e.runner.child_env import child_environment
 from afd_e2e.runner.markers import find_marked, is_alive, marker_env, new_run_id
 from afd_e2e.runner.processes import launch
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.readiness import ServerExited, answers_ok, wait_until_ready
 from afd_e2e.runner.run import execute_run
 from afd_e2e.runner.teardown import terminate
+from afd_e2e.system.executables import resolve_executable
 from afd_e2e.tiny_model import build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,9 +23,9 @@ import requests
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.ports import busy_ports
 from afd_e2e.workloads import lm_eval_reference
-from afd_e2e.workloads.bench import vllm_executable
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
 
 pytestmark = [
@@ -69,7 +69,7 @@ def serving(case, work: Path):
     env = {k: v for k, v in os.environ.items() if k not in process_plan.env_unset}
     env.update(process_plan.env_set)
     env.update({name: str(scratch) for name in ("TMPDIR", "VLLM_RPC_BASE_PATH", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME")})
-    argv = [vllm_executable(), *process_plan.argv[1:]]
+    argv = [resolve_executable("vllm"), *process_plan.argv[1:]]
     shm_before = {p.name for p in SHM.glob("vllm_dist_*")}
     with (work / f"{case.id}.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

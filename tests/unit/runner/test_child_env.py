@@ -11,8 +11,9 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
-from afd_e2e.runner.child_env import child_environment, resolve_executable
+from afd_e2e.runner.child_env import child_environment
 from afd_e2e.runner.markers import CASE_ENV, PROCESS_ENV, RUN_ID_ENV, marker_env
+from afd_e2e.system.executables import resolve_executable
 
 
 def qwen_process():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import threading
 from dataclasses import replace
@@ -12,7 +11,6 @@ from pathlib import Path
 import pytest
 from workload_paths import FIXTURES
 
-from afd_e2e.errors import UsageError
 from afd_e2e.profile import BenchSpec
 from afd_e2e.workloads import bench
 
@@ -180,16 +178,3 @@ def test_series_cancelled_before_start_records_nothing(tmp_path):
     cancelled.set()
     section, _ = _series(tmp_path, _fake_bench(tmp_path, "pass"), cancelled)
     assert (section["status"], section["warmups"], section["repetitions"]) == ("cancelled", [], [])
-
-
-def test_vllm_executable_prefers_the_one_beside_python(tmp_path, monkeypatch):
-    beside = Path(sys.executable).parent / "vllm"
-    if beside.is_file():
-        assert bench.vllm_executable() == str(beside)
-    monkeypatch.setattr(bench.sys, "executable", str(tmp_path / "python"))
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(UsageError, match="no vllm executable"):
-        bench.vllm_executable()
-    (tmp_path / "vllm").write_text("#!/bin/sh\n", encoding="utf-8")
-    (tmp_path / "vllm").chmod(0o755)
-    assert bench.vllm_executable() == str(tmp_path / "vllm") == shutil.which("vllm")
