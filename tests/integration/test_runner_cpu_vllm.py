@@ -28,6 +28,8 @@ pytestmark = pytest.mark.integration
 
 PORT_BASE = 19200  # this module's block of the runner's port range
 PROFILE = load_profile("tiny-cpu")
+# CI lays shared/ beside the clone; a checkout elsewhere points AFD_E2E_SHARED at it.
+GSM8K = Path(os.environ.get("AFD_E2E_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "datasets" / "gsm8k"
 
 
 class PhaseClock(Progress):
@@ -122,12 +124,13 @@ def test_a_server_dying_at_start_is_reported_within_a_second_with_its_log(tiny_m
 
 def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results(tiny_model, tmp_path):
     argv = [sys.executable, "-m", "afd_e2e", "run", "--profile", "tiny-cpu", "--model", str(tiny_model)]
-    argv += ["--case", "cpu-tp1", "--port-base", str(PORT_BASE + 40), "--out", str(tmp_path)]
+    argv += ["--case", "cpu-tp1", "--port-base", str(PORT_BASE + 40), "--out", str(tmp_path), "--gsm8k-dir", str(GSM8K)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     runner = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     record = tmp_path / "run-record.json"
     deadline = time.monotonic() + 60
     while not (record.exists() and json.loads(record.read_text())["processes"]) and time.monotonic() < deadline:
+        assert runner.poll() is None, f"afd-e2e run exited {runner.returncode} before launching: {runner.stdout.read()}"
         time.sleep(0.05)
     vllm_pid = json.loads(record.read_text())["processes"][0]["pid"]
     time.sleep(3)  # well into vLLM's start-up (imports, engine spawn), far from ready
