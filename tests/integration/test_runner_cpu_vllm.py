@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import psutil
@@ -105,6 +106,17 @@ def test_start_ready_smoke_and_teardown_leave_a_clean_machine(served):
     assert find_marked(run_id_of(out)) == []
     assert busy_ports([PORT_BASE]) == {}
     assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(data))
+
+
+def test_the_real_run_is_reported(served):
+    out, _ = served
+    annotation = (out / "annotation.md").read_text(encoding="utf-8")
+    assert annotation.startswith("## ✅ SMOKE afd-e2e tiny\\-cpu: passed")
+    assert "| native DP1/TP1 (<code>cpu\\-tp1</code>) | ✅ | ✅ |" in annotation  # hygiene row
+    (junit,) = (out / "junit").glob("*.xml")
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("name", "").endswith("cpu-tp1")
+    assert int(suite.get("failures", "0")) == 0 and int(suite.get("tests", "0")) > 0
 
 
 def test_a_server_dying_at_start_is_reported_within_a_second_with_its_log(tiny_model, tmp_path):
