@@ -25,11 +25,11 @@ load helpers
 
 @test "options reach afd-e2e run" {
   export BUILDKITE_PLUGIN_AFD_E2E_DEVICES=0,1 BUILDKITE_PLUGIN_AFD_E2E_MODEL=/models/m BUILDKITE_PLUGIN_AFD_E2E_OUT_DIR=out
-  export BUILDKITE_PLUGIN_AFD_E2E_PORT_BASE=18500
+  export BUILDKITE_PLUGIN_AFD_E2E_PORT_BASE=18500 BUILDKITE_PLUGIN_AFD_E2E_GSM8K_DIR=/data/gsm8k
   export BUILDKITE_PLUGIN_AFD_E2E_CASES_0=afd-eager-4a4f BUILDKITE_PLUGIN_AFD_E2E_CASES_1=baseline-eager
   run "$(hook command)"
   assert_success
-  assert_equal "$(calls)" "afd-e2e run --profile qwen3.5-122b-a10b --devices 0,1 --model /models/m --out out --port-base 18500 --case afd-eager-4a4f --case baseline-eager"
+  assert_equal "$(calls)" "afd-e2e run --profile qwen3.5-122b-a10b --devices 0,1 --model /models/m --out out --port-base 18500 --gsm8k-dir /data/gsm8k --case afd-eager-4a4f --case baseline-eager"
 }
 
 @test "a single string counts as a list of one case" {

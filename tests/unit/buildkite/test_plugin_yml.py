@@ -56,7 +56,7 @@ def test_the_hooks_know_exactly_the_configured_options():
     lib = (REPO / "plugin" / "lib.sh").read_text(encoding="utf-8")
     listed = re.search(r"^AFD_E2E_OPTIONS=\((.*?)\)", lib, flags=re.DOTALL | re.MULTILINE).group(1).split()
     assert sorted(listed) == sorted(name.upper().replace("-", "_") for name in CONFIGURATION["properties"])
-    assert set(re.findall(r"plugin_(?:option|list) ([A-Z_]+)", shell_code())) == set(listed)
+    assert set(re.findall(r"plugin_(?:option|list) ([A-Z0-9_]+)", shell_code())) == set(listed)
 
 
 def test_the_hooks_defaults_are_the_documented_ones():
