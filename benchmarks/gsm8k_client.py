@@ -97,6 +97,16 @@ def builtin(base_url: str, model: Path, args: argparse.Namespace, concurrency: i
     return elapsed, [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def print_first_difference(name: str, records: list, reference: list) -> None:
+    for mine, theirs in zip(records, reference, strict=True):
+        for key in VERDICT_KEYS:
+            if mine[key] != theirs[key]:
+                print(
+                    f"  {name}: question {mine['index']} differs in {key}: {mine[key]!r:.200} vs lm-eval {theirs[key]!r:.200}"
+                )
+                return
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=19540)
@@ -139,6 +149,8 @@ def main() -> int:
             {k: r[k] for k in VERDICT_KEYS} for r in reference
         ]
         identical &= same
+        if not same:
+            print_first_difference(name, records, reference)
         ratio = f"{baseline / seconds:5.1f}x vs lm-eval" if baseline else ""
         correct = sum(r["correct"] for r in records)
         print(f"  {name:34s} {seconds:7.2f} s  {ratio}  strict {correct}/{len(records)}  verdicts identical: {same}")
