@@ -13,62 +13,37 @@ Eight-shot prompts exceed the tiny model's 2048 positions with its small tokeniz
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
-import requests
-
-from afd_e2e.profile import Gsm8kSpec
-from afd_e2e.system.executables import resolve_executable
-from afd_e2e.system.ports import busy_ports
+from afd_e2e.plan import CasePlan, build_plan
+from afd_e2e.profile import Gsm8kSpec, load_profile
+from afd_e2e.runner.serving import serving
 from afd_e2e.tiny_model import build_tiny_model
 from afd_e2e.workloads import gsm8k, gsm8k_eval, lm_eval_reference
 
 REPO = Path(__file__).resolve().parents[1]
-SERVED = "tiny-moe"
-SERVER_ENV = {
-    "VLLM_HOST_IP": "127.0.0.1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-}
+PROFILE = load_profile("tiny-cpu")
+SERVED = PROFILE.model.served_name
 VERDICT_KEYS = ("index", "prompt_sha256", "completion", "extracted", "flexible", "correct", "flexible_correct")
 
 
-@contextmanager
-def server(model: Path, port: int, work: Path):
-    if busy_ports([port]):
-        sys.exit(f"port {port} is busy: pass --port")
-    env = {**os.environ, **SERVER_ENV, **{k: str(work) for k in ("TMPDIR", "VLLM_RPC_BASE_PATH", "VLLM_CACHE_ROOT")}}
-    argv = [resolve_executable("vllm"), "serve", str(model), "--served-model-name", SERVED, "--host", "127.0.0.1"]
-    argv += ["--port", str(port), "--enforce-eager", "--dtype", "bfloat16", "--max-model-len", "8192", "--seed", "0"]
-    with (work / "server.log").open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"server did not come up: see {work / 'server.log'}")
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
+def long_context_case(model: Path, port: int) -> CasePlan:
+    """tiny-cpu's cpu-tp1 as planned, with room for eight-shot prompts (past the model's 2048 positions)."""
+    case = build_plan(PROFILE, model_path=str(model), case_ids=["cpu-tp1"], port_base=port).cases[0]
+    (process,) = case.processes
+    process = dataclasses.replace(
+        process,
+        argv=(*process.argv, "--max-model-len", "8192"),
+        env_set={**process.env_set, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
+    )
+    return dataclasses.replace(case, processes=(process,))
 
 
 def builtin(base_url: str, model: Path, args: argparse.Namespace, concurrency: int, work: Path) -> tuple[float, list]:
@@ -118,7 +93,9 @@ def main() -> int:
     args = parser.parse_args()
     model = build_tiny_model(REPO / ".tiny-model")
     lm_eval_python = lm_eval_reference.find_python(REPO)
-    with tempfile.TemporaryDirectory(prefix="gsm8k-bench-") as tmp, server(model, args.port, Path(tmp)) as base_url:
+    case = long_context_case(model, args.port)
+    base_url = case.base_url
+    with tempfile.TemporaryDirectory(prefix="gsm8k-bench-") as tmp, serving(case, Path(tmp)):
         work = Path(tmp)
         print(f"GSM8K-{args.questions} {args.shots}-shot, max_tokens {args.max_tokens}, tiny model on the CPU vLLM")
         builtin(base_url, model, args, 1, work)  # warm the server's first-request paths for a fair first timing

@@ -10,21 +10,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
-import subprocess
 import threading
-import time
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import requests
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
-from afd_e2e.system.executables import resolve_executable
-from afd_e2e.system.ports import busy_ports
+from afd_e2e.runner.serving import serving
 from afd_e2e.workloads import lm_eval_reference
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
 
@@ -37,62 +31,6 @@ REPO = Path(__file__).resolve().parents[2]
 GSM8K_DIR = Path(os.environ.get("AFD_E2E_SHARED", REPO.parent / "shared")) / "datasets" / "gsm8k"
 PORT_BASE = 19500  # this module's ports: 19500 (cpu-tp1), 19520 (cpu-tp2)
 PROFILE = load_profile("tiny-cpu")
-
-
-SHM = Path("/dev/shm")
-
-
-def _mapped_anywhere(path: Path) -> bool:
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        try:
-            if str(path) in maps.read_text(errors="replace"):
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def _remove_left_shm(before: set[str]) -> None:
-    """vLLM's CPU TP=2 leaves ``vllm_dist_*`` shared-memory files behind; remove the ones this server made."""
-    for path in SHM.glob("vllm_dist_*"):
-        if path.name not in before and not _mapped_anywhere(path):
-            path.unlink(missing_ok=True)
-
-
-@contextmanager
-def serving(case, work: Path):
-    """Launch a case's single ``vllm serve`` as the plan says, wait until ready, SIGTERM its group at the end."""
-    (process_plan,) = case.processes
-    assert not busy_ports(case.ports), f"{case.id}: ports busy: {busy_ports(case.ports)}"
-    scratch = work / "scratch"
-    scratch.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in process_plan.env_unset}
-    env.update(process_plan.env_set)
-    env.update({name: str(scratch) for name in ("TMPDIR", "VLLM_RPC_BASE_PATH", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME")})
-    argv = [resolve_executable("vllm"), *process_plan.argv[1:]]
-    shm_before = {p.name for p in SHM.glob("vllm_dist_*")}
-    with (work / f"{case.id}.log").open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + case.startup_timeout_s
-        while True:
-            assert process.poll() is None, f"{case.id} exited {process.returncode}: see {work / case.id}.log"
-            try:
-                if requests.get(case.ready_url, timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, f"{case.id} not ready in {case.startup_timeout_s} s"
-            time.sleep(1)
-        yield process
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        _remove_left_shm(shm_before)
 
 
 def _ctx(case, out_dir: Path, lines: list[str]) -> SimpleNamespace:

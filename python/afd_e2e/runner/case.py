@@ -45,7 +45,6 @@ from afd_e2e.workloads import phases
 from afd_e2e.workloads.context import PhaseContext
 
 CANCEL_GRACE_S = 5.0  # Buildkite SIGKILLs a cancelled job 10 s after SIGTERM: leave time to write the results
-REAP_TIMEOUT_S = 2.0  # the group is gone; give the kernel a moment to hand back the leader's exit code
 FAILING = ("failed", "crashed")
 
 
@@ -233,7 +232,7 @@ def _stop_and_check(
     grace_s = min(case.teardown_grace_s, CANCEL_GRACE_S) if ctx.flag.is_set() else case.teardown_grace_s
     outcome = terminate(find, grace_s)
     for server, entry in zip(servers, results["processes"], strict=True):
-        entry["exit_code"] = server.reap(REAP_TIMEOUT_S)
+        entry["exit_code"] = server.reap()
         entry["forced_kill"] = server.name in outcome.forced
     results["timings"]["teardown_s"] = round(outcome.seconds, 3)
     ctx.store.flush()

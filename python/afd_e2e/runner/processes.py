@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TAIL_LINES = 40
+REAP_TIMEOUT_S = 2.0  # after teardown the group is gone; the kernel may need a moment to hand back the exit code
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -29,7 +30,7 @@ class ServerProcess:
         """The exit code once it has exited (reaping it), else None."""
         return self.popen.poll()
 
-    def reap(self, timeout_s: float) -> int | None:
+    def reap(self, timeout_s: float = REAP_TIMEOUT_S) -> int | None:
         """After teardown: wait up to ``timeout_s`` for the exit code (the group may be gone a moment before
         the kernel has the leader ready to reap); None if it is still running."""
         try:
