@@ -248,33 +248,10 @@ def test_agent_tags_print_what_nvidia_smi_reports():
 @pytest.mark.skipif(len(MACHINE.gpus) < 8, reason="the seed profile needs 8 GPUs")
 def test_the_seed_profiles_hardware_checks_on_eight_gpus(tmp_path):
     ckpt = write_checkpoint(tmp_path / "qwen35-config-only", QWEN35)
-    done = cli(
-        "preflight",
-        "--profile",
-        "qwen3.5-122b-a10b",
-        "--devices",
-        SEED_DEVICES,
-        "--model",
-        str(ckpt),
-        "--port-base",
-        str(PORT_BASE),
-        "--json",
-    )
-    report = json.loads(done.stdout)
-    print(
-        "\n"
-        + cli(
-            "preflight",
-            "--profile",
-            "qwen3.5-122b-a10b",
-            "--devices",
-            SEED_DEVICES,
-            "--model",
-            str(ckpt),
-            "--port-base",
-            str(PORT_BASE),
-        ).stdout
-    )
+    args = ("preflight", "--profile", "qwen3.5-122b-a10b", "--devices", SEED_DEVICES, "--model", str(ckpt))
+    args += ("--port-base", str(PORT_BASE))
+    report = json.loads(cli(*args, "--json").stdout)
+    print("\n" + cli(*args).stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     # The config-only checkpoint is far below 200 GiB: that failure is expected and nothing else may fail.
     assert by_name["checkpoint size"]["status"] == "fail"

@@ -24,13 +24,12 @@ from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from afd_e2e.system.ports import busy_ports
+from repo_paths import GSM8K_DIR
 
 pytestmark = pytest.mark.integration
 
 PORT_BASE = 19200  # this module's block of the runner's port range
 PROFILE = load_profile("tiny-cpu")
-# CI lays shared/ beside the clone; a checkout elsewhere points AFD_E2E_SHARED at it.
-GSM8K = Path(os.environ.get("AFD_E2E_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "datasets" / "gsm8k"
 
 
 class PhaseClock(Progress):
@@ -136,7 +135,16 @@ def test_a_server_dying_at_start_is_reported_within_a_second_with_its_log(tiny_m
 
 def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results(tiny_model, tmp_path):
     argv = [sys.executable, "-m", "afd_e2e", "run", "--profile", "tiny-cpu", "--model", str(tiny_model)]
-    argv += ["--case", "cpu-tp1", "--port-base", str(PORT_BASE + 40), "--out", str(tmp_path), "--gsm8k-dir", str(GSM8K)]
+    argv += [
+        "--case",
+        "cpu-tp1",
+        "--port-base",
+        str(PORT_BASE + 40),
+        "--out",
+        str(tmp_path),
+        "--gsm8k-dir",
+        str(GSM8K_DIR),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     runner = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     record = tmp_path / "run-record.json"

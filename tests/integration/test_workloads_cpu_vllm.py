@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,14 +20,12 @@ from afd_e2e.profile import load_profile
 from afd_e2e.runner.serving import serving
 from afd_e2e.workloads import lm_eval_reference
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
+from repo_paths import GSM8K_DIR, REPO
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
-REPO = Path(__file__).resolve().parents[2]
-# CI lays shared/ beside the clone; a checkout elsewhere points AFD_E2E_SHARED at it.
-GSM8K_DIR = Path(os.environ.get("AFD_E2E_SHARED", REPO.parent / "shared")) / "datasets" / "gsm8k"
 PORT_BASE = 19500  # this module's ports: 19500 (cpu-tp1), 19520 (cpu-tp2)
 PROFILE = load_profile("tiny-cpu")
 

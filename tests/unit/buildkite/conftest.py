@@ -10,16 +10,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
 from afd_e2e.cli import main
+from repo_paths import SHARED
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = (REPO / ".." / "shared").resolve()
 PORTS = range(21000, 21500)  # this suite's port range
 
 

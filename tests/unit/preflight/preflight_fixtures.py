@@ -5,19 +5,15 @@ A plain module (imported as ``preflight_fixtures``), so its name cannot collide 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from afd_e2e.gpu.readings import MachineReadings, load_readings
+from repo_paths import FIXTURES, SHARED
 
-REPO = Path(__file__).resolve().parents[3]
-# ../shared beside the repository (CI, /work/main); AFD_E2E_SHARED points elsewhere (e.g. from a git worktree).
-SHARED = Path(os.environ.get("AFD_E2E_SHARED") or REPO.parent / "shared")
 H200X2 = SHARED / "fixtures" / "gpu" / "h200x2"
-FIXTURES = REPO / "tests" / "fixtures"
 GPU_FIXTURES = FIXTURES / "gpu"
 TEST_PROFILE = FIXTURES / "profiles" / "h200x2-nvlink.yaml"
 MIB = 1024 * 1024

@@ -7,13 +7,14 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from preflight_fixtures import GPU_FIXTURES, H200X2, REPO, h200x2_readings
+from preflight_fixtures import GPU_FIXTURES, H200X2, h200x2_readings
 
 from afd_e2e.agent_tags import format_tags, hardware_tags, model_slug, tags_satisfy, unmet_tags
 from afd_e2e.cli import main
 from afd_e2e.gpu.inventory import build_inventory, cuda_version_text, version_tuple
 from afd_e2e.gpu.readings import load_readings
 from afd_e2e.profile import load_profile
+from repo_paths import REPO
 
 H200_TAGS = "gpu=nvidia-h200,gpus=2,gpu_memory_gib=140,interconnect=nvlink,nvidia_driver=580,cuda=13.0"
 

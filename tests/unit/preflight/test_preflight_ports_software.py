@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from preflight_fixtures import REPO, TEST_PROFILE
+from preflight_fixtures import TEST_PROFILE
 
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
@@ -15,6 +15,7 @@ from afd_e2e.preflight.ports import check_ports, plan_ports, port_ranges
 from afd_e2e.preflight.software import InstalledSoftware, check_software
 from afd_e2e.profile import load_profile
 from afd_e2e.system.ports import busy_ports
+from repo_paths import REPO
 
 PORT_BASE = 20700  # this suite's port range is 20500-20999
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from workload_paths import GSM8K_DIR
+
+from repo_paths import GSM8K_DIR
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from workload_paths import FIXTURES
 
 from afd_e2e.profile import BenchSpec
 from afd_e2e.workloads import bench
+from repo_paths import FIXTURES
 
 SPEC = BenchSpec(
     dataset="random",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from workload_paths import GSM8K_DIR
 
 from afd_e2e.errors import UsageError
 from afd_e2e.workloads.gsm8k import load_dataset, resolve_dataset_dir
+from repo_paths import GSM8K_DIR
 
 
 def test_real_staged_splits_load_in_file_order(gsm8k_data):

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from workload_paths import FIXTURES
 
 from afd_e2e.errors import UsageError
 from afd_e2e.workloads.gsm8k import Doc, build_questions, eos_text, stop_sequences
+from repo_paths import FIXTURES
 
 
 def _lm_eval_prompts(name: str) -> dict[int, tuple[str, str, dict]]:

@@ -6,11 +6,11 @@ import copy
 import json
 
 import pytest
-from workload_paths import FIXTURES
 
 from afd_e2e.profile import load_profile
 from afd_e2e.workloads.performance import compare_performance
 from afd_e2e.workloads.phases import compare
+from repo_paths import FIXTURES
 
 SEED = json.loads((FIXTURES / "seed_performance.json").read_text(encoding="utf-8"))
 # The seed PR's table, as printed: metric key -> (native, AFD, delta).

@@ -7,12 +7,12 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from workload_paths import GSM8K_DIR
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.workloads.phases import check_inputs, run_correctness, run_performance
+from repo_paths import GSM8K_DIR
 
 TINY = load_profile("tiny-cpu")
 
