@@ -1,0 +1,198 @@
+"""What a profile says: typed, frozen records of a model, its hardware, cases and workloads.
+
+Everything else (gates, plans, preflight, pipeline steps, reports) is derived from these records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from afd_e2e.errors import UsageError
+
+SCHEMA_VERSION = 1
+PHASES = ("smoke", "correctness", "performance")
+INTERCONNECTS = ("nvlink", "pcie")
+PLATFORMS = ("cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """What the checkpoint's config.json must declare (top level or under ``text_config``)."""
+
+    architectures: tuple[str, ...]
+    model_type: str
+    num_experts: int | None
+    num_experts_per_tok: int | None
+    min_size_gib: float
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    served_name: str
+    checkpoint: CheckpointSpec
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    gpus: int
+    min_memory_mib: int
+    interconnects: tuple[str, ...]
+    require_nvlink_between_roles: bool
+    min_driver: str | None
+    min_cuda: str | None
+    gpu_models: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SoftwareSpec:
+    vllm_version: str | None
+    afd_plugin: bool
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """Environment variables that must opt in before this profile may run."""
+
+    backend: str
+    large_model: bool
+    model_env: str
+    devices_env: str | None
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    executable: str
+    host: str
+    port_base: int
+    port_stride: int
+    serve_args: tuple[str, ...]
+    env_set: Mapping[str, str]
+    env_strip: tuple[str, ...]
+    ready_path: str
+    startup_timeout_s: float
+    teardown_grace_s: float
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One vLLM serve process's topology: a device group, DP and TP sizes, expert parallel."""
+
+    devices: str | None
+    dp: int
+    tp: int
+    ep: bool
+
+    @property
+    def ranks(self) -> int:
+        return self.dp * self.tp
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    id: str
+    kind: str  # "native" | "afd"
+    description: str
+    phases: tuple[str, ...]
+    native: RoleSpec | None
+    attention: RoleSpec | None
+    ffn: RoleSpec | None
+    connector: str | None
+    extra_args: tuple[str, ...]
+    env_set: Mapping[str, str]
+
+    @property
+    def label(self) -> str:
+        """Human label, e.g. ``native DP4/TP1/EP4`` or ``AFD 4A4F``."""
+        if self.kind == "afd":
+            assert self.attention and self.ffn
+            return f"AFD {self.attention.ranks}A{self.ffn.ranks}F"
+        assert self.native
+        ep = f"/EP{self.native.ranks}" if self.native.ep else ""
+        return f"native DP{self.native.dp}/TP{self.native.tp}{ep}"
+
+    def roles(self) -> dict[str, RoleSpec]:
+        if self.kind == "afd":
+            assert self.attention and self.ffn
+            return {"ffn": self.ffn, "attention": self.attention}
+        assert self.native
+        return {"server": self.native}
+
+
+@dataclass(frozen=True)
+class SmokeSpec:
+    prompt: str
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Gsm8kSpec:
+    questions: int
+    shots: int
+    max_tokens: int
+    concurrency: int
+    min_correct: int
+    dataset_env: str
+    accuracy_meaningful: bool
+
+
+@dataclass(frozen=True)
+class ParitySpec:
+    prompts: tuple[str, ...]
+    max_tokens: int
+    min_identical_share: float
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    dataset: str
+    input_len: int
+    output_len: int
+    num_prompts: int
+    request_rate: float
+    max_concurrency: int
+    temperature: float
+    seed: int
+    warmups: int
+    repetitions: int
+    parity_threshold_pct: float
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class ComparisonSpec:
+    id: str
+    baseline: str
+    candidate: str
+    measures: tuple[str, ...]  # subset of ("parity", "performance")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    source: str
+    platform: str
+    smoke_only: bool
+    model: ModelSpec
+    hardware: HardwareSpec
+    software: SoftwareSpec
+    agent_tags: Mapping[str, str]
+    gates: GateSpec
+    device_count: int
+    default_devices: tuple[int, ...]
+    device_groups: Mapping[str, tuple[int, int]]
+    engine: EngineSpec
+    cases: tuple[CaseSpec, ...]
+    smoke: SmokeSpec
+    gsm8k: Gsm8kSpec | None
+    parity: ParitySpec | None
+    bench: BenchSpec | None
+    comparisons: tuple[ComparisonSpec, ...]
+
+    def case(self, case_id: str) -> CaseSpec:
+        for case in self.cases:
+            if case.id == case_id:
+                return case
+        known = ", ".join(c.id for c in self.cases)
+        raise UsageError(f"profile {self.name} has no case {case_id!r}", f"use one of: {known}")

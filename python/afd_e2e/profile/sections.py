@@ -1,0 +1,267 @@
+"""Reading a profile document section by section into the records of ``profile.model``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from afd_e2e.profile.model import (
+    INTERCONNECTS,
+    PHASES,
+    PLATFORMS,
+    SCHEMA_VERSION,
+    BenchSpec,
+    CaseSpec,
+    CheckpointSpec,
+    ComparisonSpec,
+    EngineSpec,
+    GateSpec,
+    Gsm8kSpec,
+    HardwareSpec,
+    ModelSpec,
+    ParitySpec,
+    Profile,
+    RoleSpec,
+    SmokeSpec,
+    SoftwareSpec,
+)
+from afd_e2e.profile.reader import Reader
+from afd_e2e.profile.rules import check_cross_fields
+
+
+def _read_checkpoint(r: Reader) -> CheckpointSpec:
+    spec = CheckpointSpec(
+        architectures=r.str_list("architectures"),
+        model_type=r.get("model_type", str),
+        num_experts=r.get("num_experts", int, None),
+        num_experts_per_tok=r.get("num_experts_per_tok", int, None),
+        min_size_gib=r.get("min_size_gib", float, 0.0),
+    )
+    r.done()
+    return spec
+
+
+def _read_role(r: Reader, *, default_ep: bool) -> RoleSpec:
+    role = RoleSpec(
+        devices=r.get("devices", str, None),
+        dp=r.positive_int("dp"),
+        tp=r.positive_int("tp", 1),
+        ep=r.get("ep", bool, default_ep),
+    )
+    r.done()
+    return role
+
+
+def _read_case(r: Reader, case_id: str) -> CaseSpec:
+    kind = r.get("kind", str)
+    if kind not in ("native", "afd"):
+        r.fail(r.key("kind"), f"unknown case kind {kind!r}", "use native or afd")
+    phases = r.str_list("phases")
+    for phase in phases:
+        if phase not in PHASES:
+            r.fail(r.key("phases"), f"unknown phase {phase!r}", f"use some of: {', '.join(PHASES)}")
+    native = attention = ffn = None
+    connector = None
+    if kind == "native":
+        native = _read_role(r.child("topology"), default_ep=False)
+    else:
+        attention = _read_role(r.child("attention"), default_ep=True)
+        ffn = _read_role(r.child("ffn"), default_ep=True)
+        connector = r.get("connector", str, "P2pNcclAFDConnector")
+        if attention.tp != 1 or ffn.tp != 1:
+            r.fail(r.key("attention.tp"), "AFD XAYF runs both roles with TP=1", "set tp: 1 for attention and ffn")
+        x, y = attention.ranks, ffn.ranks
+        if x < y or x % y:
+            r.fail(
+                r.key("attention.dp"),
+                f"impossible AFD topology {x}A{y}F: the connector needs X >= Y and X % Y == 0",
+                "make the Attention DP a multiple of the FFN DP",
+            )
+    case = CaseSpec(
+        id=case_id,
+        kind=kind,
+        description=r.get("description", str, ""),
+        phases=phases,
+        native=native,
+        attention=attention,
+        ffn=ffn,
+        connector=connector,
+        extra_args=r.str_list("extra_args", []),
+        env_set=r.str_map("env", {}),
+    )
+    r.done()
+    return case
+
+
+def _read_bench(r: Reader) -> BenchSpec:
+    spec = BenchSpec(
+        dataset=r.get("dataset", str, "random"),
+        input_len=r.positive_int("input_len"),
+        output_len=r.positive_int("output_len"),
+        num_prompts=r.positive_int("num_prompts"),
+        request_rate=r.get("request_rate", float),
+        max_concurrency=r.positive_int("max_concurrency"),
+        temperature=r.get("temperature", float, 0.0),
+        seed=r.get("seed", int, 0),
+        warmups=r.positive_int("warmups", 1, minimum=0),
+        repetitions=r.positive_int("repetitions"),
+        parity_threshold_pct=r.get("parity_threshold_pct", float, 2.0),
+        timeout_s=r.get("timeout_s", float, 3600.0),
+    )
+    r.done()
+    return spec
+
+
+def _parse_slice(r: Reader, name: str, value: Any, count: int) -> tuple[int, int]:
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+        r.fail(r.key(name), f"must be [start, end] indices into the device list, got {value!r}", "write e.g. [0, 4]")
+    start, end = value
+    if not 0 <= start < end <= count:
+        r.fail(r.key(name), f"slice [{start}, {end}] does not fit {count} devices", f"use 0 <= start < end <= {count}")
+    return (start, end)
+
+
+def parse_profile(data: Any, source: str) -> Profile:
+    """Validate a profile document; raise UsageError naming the file, key and fix on the first problem."""
+    r = Reader(source, data, "")
+    schema = r.get("schema", int)
+    if schema != SCHEMA_VERSION:
+        r.fail("schema", f"unsupported profile schema {schema}", f"set schema: {SCHEMA_VERSION}")
+    name = r.get("name", str)
+    platform = r.get("platform", str)
+    if platform not in PLATFORMS:
+        r.fail("platform", f"unknown platform {platform!r}", f"use one of: {', '.join(PLATFORMS)}")
+
+    m = r.child("model")
+    model = ModelSpec(served_name=m.get("served_name", str), checkpoint=_read_checkpoint(m.child("checkpoint")))
+    m.done()
+
+    h = r.child("hardware")
+    hardware = HardwareSpec(
+        gpus=h.positive_int("gpus", minimum=0),
+        min_memory_mib=h.positive_int("min_memory_mib", 0, minimum=0),
+        interconnects=h.str_list("interconnects", list(INTERCONNECTS)),
+        require_nvlink_between_roles=h.get("require_nvlink_between_roles", bool, False),
+        min_driver=h.get("min_driver", str, None),
+        min_cuda=h.get("min_cuda", str, None),
+        gpu_models=h.str_list("gpu_models", []),
+    )
+    for ic in hardware.interconnects:
+        if ic not in INTERCONNECTS:
+            h.fail(h.key("interconnects"), f"unknown interconnect {ic!r}", f"use some of: {', '.join(INTERCONNECTS)}")
+    h.done()
+
+    s = r.child("software", {})
+    software = SoftwareSpec(vllm_version=s.get("vllm_version", str, None), afd_plugin=s.get("afd_plugin", bool, False))
+    s.done()
+
+    g = r.child("gates")
+    gates = GateSpec(
+        backend=g.get("backend", str),
+        large_model=g.get("large_model", bool, False),
+        model_env=g.get("model_env", str),
+        devices_env=g.get("devices_env", str, None),
+    )
+    g.done()
+
+    d = r.child("devices")
+    device_count = d.positive_int("count", minimum=0)
+    default_devices = tuple(d.get("default", list, []))
+    raw_groups = d.get("groups", dict, {})
+    groups = {str(k): _parse_slice(d, f"groups.{k}", v, device_count) for k, v in raw_groups.items()}
+    d.done()
+    if device_count != hardware.gpus:
+        r.fail("devices.count", f"{device_count} differs from hardware.gpus {hardware.gpus}", "make them equal")
+    if default_devices and len(default_devices) != device_count:
+        r.fail("devices.default", f"lists {len(default_devices)} devices, count is {device_count}", "list count ids")
+
+    e = r.child("engine")
+    env = e.child("env", {})
+    engine = EngineSpec(
+        executable=e.get("executable", str, "vllm"),
+        host=e.get("host", str, "127.0.0.1"),
+        port_base=e.positive_int("port_base", minimum=1024),
+        port_stride=e.positive_int("port_stride", 20, minimum=4),
+        serve_args=e.str_list("serve_args", []),
+        env_set=env.str_map("set", {}),
+        env_strip=env.str_list("strip", []),
+        ready_path=e.get("ready_path", str, "/v1/models"),
+        startup_timeout_s=e.get("startup_timeout_s", float, 1800.0),
+        teardown_grace_s=e.get("teardown_grace_s", float, 20.0),
+    )
+    env.done()
+    e.done()
+
+    c = r.child("cases")
+    cases = tuple(_read_case(c.child(str(case_id)), str(case_id)) for case_id in list(c.data))
+    c.done()
+    if not cases:
+        r.fail("cases", "no cases", "declare at least one case")
+
+    w = r.child("workloads")
+    sm = w.child("smoke", {"prompt": "The capital of France is", "max_tokens": 16})
+    smoke = SmokeSpec(prompt=sm.get("prompt", str), max_tokens=sm.positive_int("max_tokens"))
+    sm.done()
+    gsm8k = None
+    if (gr := w.child("gsm8k", None)) is not None:
+        gsm8k = Gsm8kSpec(
+            questions=gr.positive_int("questions"),
+            shots=gr.positive_int("shots", minimum=0),
+            max_tokens=gr.positive_int("max_tokens"),
+            concurrency=gr.positive_int("concurrency", 1),
+            min_correct=gr.positive_int("min_correct", minimum=0),
+            dataset_env=gr.get("dataset_env", str, "AFD_E2E_GSM8K_DIR"),
+            accuracy_meaningful=gr.get("accuracy_meaningful", bool, True),
+        )
+        if gsm8k.min_correct > gsm8k.questions:
+            gr.fail(gr.key("min_correct"), f"{gsm8k.min_correct} > questions {gsm8k.questions}", "lower min_correct")
+        gr.done()
+    parity = None
+    if (pr := w.child("parity", None)) is not None:
+        parity = ParitySpec(
+            prompts=pr.str_list("prompts"),
+            max_tokens=pr.positive_int("max_tokens"),
+            min_identical_share=pr.get("min_identical_share", float, 1.0),
+        )
+        pr.done()
+    bench = _read_bench(br) if (br := w.child("bench", None)) is not None else None
+    w.done()
+
+    comparisons = []
+    raw_cmp = r.get("comparisons", dict, {})
+    for cmp_id, body in raw_cmp.items():
+        cr = Reader(source, body, f"comparisons.{cmp_id}")
+        comparisons.append(
+            ComparisonSpec(
+                id=str(cmp_id),
+                baseline=cr.get("baseline", str),
+                candidate=cr.get("candidate", str),
+                measures=cr.str_list("measures"),
+            )
+        )
+        cr.done()
+
+    profile = Profile(
+        name=name,
+        description=r.get("description", str, ""),
+        source=source,
+        platform=platform,
+        smoke_only=r.get("smoke_only", bool, False),
+        model=model,
+        hardware=hardware,
+        software=software,
+        agent_tags=r.str_map("agent_tags", {}),
+        gates=gates,
+        device_count=device_count,
+        default_devices=default_devices,
+        device_groups=groups,
+        engine=engine,
+        cases=cases,
+        smoke=smoke,
+        gsm8k=gsm8k,
+        parity=parity,
+        bench=bench,
+        comparisons=tuple(comparisons),
+    )
+    r.done()
+    check_cross_fields(profile)
+    return profile
