@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.model import CasePlan, ComparisonPlan, ProcessPlan, RunPlan
 from afd_e2e.plan.routing_control import control_label, routing_controls
-from afd_e2e.plan.serve_argv import child_env, serve_argv
+from afd_e2e.plan.serve_argv import child_env, profiler_dir_env, removed_env, serve_argv
 from afd_e2e.profile import CaseSpec, Profile
 
 
@@ -31,14 +31,17 @@ def _case_processes(
         argv = serve_argv(
             profile, case, role_name, model_path, api_port, connector_ports[0] if connector_ports else None
         )
-        env = child_env(profile, case, role_devices)
+        env = child_env(profile, case, role_name, role_devices)
+        unset = [name for name in profile.engine.env_strip if name not in env]
+        unset += [name for name in removed_env(case, role_name) if name not in env and name not in unset]
         processes.append(
             ProcessPlan(
                 name=role_name,
                 role="native" if case.kind == "native" else role_name,
                 argv=tuple(argv),
                 env_set=env,
-                env_unset=tuple(name for name in profile.engine.env_strip if name not in env),
+                env_unset=tuple(unset),
+                out_dir_env=profiler_dir_env(case, role_name),
                 devices=role_devices,
                 api_port=api_port,
                 connector_ports=connector_ports if role_name == "ffn" else (),

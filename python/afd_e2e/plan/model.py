@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -19,6 +19,9 @@ class ProcessPlan:
     api_port: int
     connector_ports: tuple[int, ...]  # AFD rendezvous port and its per-subgroup ports; empty for native
     serves_api: bool  # the process whose API the workloads talk to
+    # Variables naming a folder inside the run's results folder, given relative to it (the profiler's trace
+    # folder); the runner makes them absolute, so the plan stays the same wherever a run writes.
+    out_dir_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def ports(self) -> tuple[int, ...]:

@@ -14,10 +14,15 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg)
 
 
+def _uses_out_dir(plan: RunPlan) -> bool:
+    return any(process.out_dir_env for case in plan.cases for process in case.processes)
+
+
 def render_text(plan: RunPlan) -> str:
     lines = [
         f"# profile {plan.profile} ({plan.platform}){'  SMOKE profile: accuracy not meaningful' if plan.smoke_only else ''}",
         f"# model {plan.model_path}",
+        *(["# OUT: the run's results folder (afd-e2e run --out)"] if _uses_out_dir(plan) else []),
         f"# devices {','.join(map(str, plan.devices)) or '(cpu)'}; {len(plan.cases)} cases, {plan.model_loads} model loads",
     ]
     for case in plan.cases:
@@ -30,6 +35,7 @@ def render_text(plan: RunPlan) -> str:
             lines.append(f"# {order}. {process.name} (devices {devices})")
             unset = " ".join(f"-u {shlex.quote(v)}" for v in process.env_unset)
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(process.env_set.items()))
+            env += "".join(f' {k}="$OUT"/{shlex.quote(v)}' for k, v in sorted(process.out_dir_env.items()))
             command = " ".join(_quote(a) for a in process.argv)
             background = " &" if order < len(case.processes) else ""
             lines.append(f"env {unset} {env} \\\n  setsid {command}{background}".replace("env  ", "env "))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from afd_e2e.errors import UsageError
-from afd_e2e.profile import CaseSpec, ComparisonSpec, Profile
+from afd_e2e.profile import ArgEdit, CaseSpec, ComparisonSpec, Profile
 
 STRATEGY_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
 STRATEGY = "afd_balanced"
@@ -35,7 +35,8 @@ def routing_controls(profile: Profile, selected: list[CaseSpec]) -> list[tuple[C
             id=f"{candidate.id}-{SUFFIX}",
             description=f"{candidate.id} with {STRATEGY_ENV}={STRATEGY}: benchmark-only control",
             phases=("performance",),
-            env_set={**candidate.env_set, STRATEGY_ENV: STRATEGY},
+            profiler=None,
+            edits=(*candidate.edits, ArgEdit(role=None, env_set={STRATEGY_ENV: STRATEGY})),
         )
         controls.append(
             (case, replace(comparison, id=f"{comparison.id}-{SUFFIX}", candidate=case.id, measures=("performance",)))

@@ -1,15 +1,16 @@
 """Where ``vllm serve`` argv and child environments are built, for native and AFD (XAYF) roles.
 
 Follows the upstream AFD runner: every role gets DP/TP sizes and expert parallel; AFD roles get an
-``--additional-config`` with the connector, rendezvous host/port and rank counts; Attention serves the API on the
-case's port, FFN on the next one.
+``--additional-config`` with the connector, rendezvous host/port and rank counts (DP x TP of each role); Attention
+serves the API on the case's port, FFN on the next one. Case options then add the CUDA-graph and DBO flags as the
+plugin's runner writes them, and the case's edits (its parent's first) remove and add flags and variables per role.
 """
 
 from __future__ import annotations
 
 import json
 
-from afd_e2e.profile import CaseSpec, Profile, RoleSpec
+from afd_e2e.profile import CaseSpec, GraphSpec, Profile, ProfilerSpec, RoleSpec
 
 # Set on every child: no hub access, no telemetry, unbuffered logs so progress lines arrive in time.
 OFFLINE_ENV = {
@@ -20,6 +21,19 @@ OFFLINE_ENV = {
     "PYTHONUNBUFFERED": "1",
 }
 AFD_ENV = {"VLLM_PLUGINS": "afd", "VLLM_USE_V2_MODEL_RUNNER": "0"}
+# The AFD plugin's per-role torch profiler (afd_plugin/compat/profiler.py): <prefix>_ENABLE, _WAIT, _WARMUP,
+# _ACTIVE, _REPEAT, _SKIP_FIRST and _DIR, where the tensorboard trace handler writes.
+PROFILER_PREFIX = {"attention": "AFD_GPU_ATTENTION_PROFILER", "ffn": "AFD_GPU_FFN_PROFILER"}
+# Flags a graph case sets itself; whatever the engine's serve_args say about them gives way.
+GRAPH_FLAGS = (
+    "--enforce-eager",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--max-cudagraph-capture-size",
+    "--cudagraph-capture-sizes",
+    "--compilation-config",
+)
+DBO_FLAGS = ("--enable-dbo", "--dbo-decode-token-threshold", "--dbo-prefill-token-threshold")
 
 
 def topology_args(role: RoleSpec) -> list[str]:
@@ -44,6 +58,54 @@ def afd_config(role: str, case: CaseSpec, host: str, port: int) -> str:
     return json.dumps(config, separators=(",", ":"))
 
 
+def graph_args(graph: GraphSpec) -> list[str]:
+    """FULL_DECODE_ONLY CUDA graphs at one capture size, which also bounds the sequences and tokens per step."""
+    size = graph.capture_size
+    return [
+        f"--max-num-seqs={size}",
+        f"--max-num-batched-tokens={size}",
+        f"--max-cudagraph-capture-size={size}",
+        f"--cudagraph-capture-sizes={size}",
+        "--compilation-config=" + json.dumps({"cudagraph_mode": "FULL_DECODE_ONLY"}, separators=(",", ":")),
+    ]
+
+
+def remove_flag(args: list[str], flag: str) -> list[str]:
+    """``args`` without ``flag``, whether written ``--flag=value``, ``--flag value`` or ``--flag`` alone."""
+    out: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            if not arg.startswith("-"):
+                continue
+        if arg == flag:
+            skip_value = True
+        elif not arg.startswith(flag + "="):
+            out.append(arg)
+    return out
+
+
+def profiler_env(role_name: str, spec: ProfilerSpec) -> dict[str, str]:
+    """The schedule variables of one AFD role's profiler (its folder is set by ``profiler_dir_env``)."""
+    prefix = PROFILER_PREFIX[role_name]
+    return {
+        f"{prefix}_ENABLE": "true",
+        f"{prefix}_WAIT": str(spec.wait),
+        f"{prefix}_WARMUP": str(spec.warmup),
+        f"{prefix}_ACTIVE": str(spec.active),
+        f"{prefix}_REPEAT": str(spec.repeat),
+        f"{prefix}_SKIP_FIRST": str(spec.skip_first),
+    }
+
+
+def profiler_dir_env(case: CaseSpec, role_name: str) -> dict[str, str]:
+    """``<prefix>_DIR`` as a folder relative to the run's results folder: ``profiles/<case>/<role>``."""
+    if case.profiler is None or role_name not in PROFILER_PREFIX:
+        return {}
+    return {f"{PROFILER_PREFIX[role_name]}_DIR": f"profiles/{case.id}/{role_name}"}
+
+
 def serve_argv(
     profile: Profile,
     case: CaseSpec,
@@ -63,12 +125,30 @@ def serve_argv(
     if case.kind == "afd":
         assert connector_port is not None
         argv += ["--additional-config", afd_config(role_name, case, engine.host, connector_port)]
-    argv += list(case.extra_args)
-    return argv
+    args = argv[3:]
+    if case.graph is not None:
+        for flag in GRAPH_FLAGS:
+            args = remove_flag(args, flag)
+        args += graph_args(case.graph)
+    if case.dbo is not None:
+        for flag in DBO_FLAGS:
+            args = remove_flag(args, flag)
+        args += [
+            "--enable-dbo",
+            f"--dbo-decode-token-threshold={case.dbo.decode_token_threshold}",
+            f"--dbo-prefill-token-threshold={case.dbo.prefill_token_threshold}",
+        ]
+    for edit in case.edits:
+        if edit.applies_to(role_name):
+            for flag in edit.remove_args:
+                args = remove_flag(args, flag)
+            args += edit.add_args
+    return argv[:3] + args
 
 
-def child_env(profile: Profile, case: CaseSpec, devices: tuple[int, ...]) -> dict[str, str]:
-    """Variables set on a child (on top of the agent's environment minus ``engine.env_strip``)."""
+def child_env(profile: Profile, case: CaseSpec, role_name: str, devices: tuple[int, ...]) -> dict[str, str]:
+    """Variables set on a child (on top of the agent's environment minus ``engine.env_strip``); a variable an
+    edit removes is neither set nor inherited (``ProcessPlan.env_unset``)."""
     env = dict(OFFLINE_ENV)
     env.update(profile.engine.env_set)
     if case.kind == "afd":
@@ -77,5 +157,22 @@ def child_env(profile: Profile, case: CaseSpec, devices: tuple[int, ...]) -> dic
         # Number GPUs as NVML and nvidia-smi do, so the ids preflight checked are the ids the children use.
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
-    env.update(case.env_set)
+    if case.profiler is not None and role_name in PROFILER_PREFIX:
+        env.update(profiler_env(role_name, case.profiler))
+    for edit in case.edits:
+        if edit.applies_to(role_name):
+            for name in edit.env_remove:
+                env.pop(name, None)
+            env.update(edit.env_set)
     return env
+
+
+def removed_env(case: CaseSpec, role_name: str) -> tuple[str, ...]:
+    """Variables the case's edits remove from one role and do not set again afterwards."""
+    removed: dict[str, None] = {}
+    for edit in case.edits:
+        if edit.applies_to(role_name):
+            removed.update(dict.fromkeys(edit.env_remove))
+            for name in edit.env_set:
+                removed.pop(name, None)
+    return tuple(removed)

@@ -6,12 +6,14 @@ Everything else (gates, plans, preflight, pipeline steps, reports) is derived fr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from afd_e2e.errors import UsageError
 
 SCHEMA_VERSION = 1
-PHASES = ("smoke", "correctness", "performance")
+PHASES = ("smoke", "correctness", "replay", "serving", "profiler", "performance")
+MEASURES = ("parity", "replay", "performance")
+ROLE_NAMES = ("server", "attention", "ffn")
 INTERCONNECTS = ("nvlink", "pcie")
 PLATFORMS = ("cuda", "cpu")
 
@@ -89,6 +91,52 @@ class RoleSpec:
 
 
 @dataclass(frozen=True)
+class ArgEdit:
+    """What a case changes in one role's (or every role's, ``role`` None) serve arguments and environment.
+
+    ``remove_args`` names flags (``--enforce-eager``, ``--max-model-len``): the flag goes with its value, whether
+    written ``--flag=value`` or ``--flag value``. Removals apply before additions.
+    """
+
+    role: str | None
+    add_args: tuple[str, ...] = ()
+    remove_args: tuple[str, ...] = ()
+    env_set: Mapping[str, str] = field(default_factory=dict)
+    env_remove: tuple[str, ...] = ()
+
+    def applies_to(self, role_name: str) -> bool:
+        return self.role is None or self.role == role_name
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """CUDA-graph decoding (``FULL_DECODE_ONLY``) captured at one size, which also bounds the batch."""
+
+    capture_size: int
+
+
+@dataclass(frozen=True)
+class DboSpec:
+    """Dual-batch overlap: ``--enable-dbo`` with its two token thresholds."""
+
+    decode_token_threshold: int
+    prefill_token_threshold: int
+
+
+@dataclass(frozen=True)
+class ProfilerSpec:
+    """The AFD plugin's per-role torch profiler schedule, and how much of its traces a run uploads."""
+
+    wait: int
+    warmup: int
+    active: int
+    repeat: int
+    skip_first: int
+    wait_s: float  # how long the profiler phase waits for every role's trace to appear
+    upload_limit_mib: float
+
+
+@dataclass(frozen=True)
 class CaseSpec:
     id: str
     kind: str  # "native" | "afd"
@@ -98,18 +146,37 @@ class CaseSpec:
     attention: RoleSpec | None
     ffn: RoleSpec | None
     connector: str | None
-    extra_args: tuple[str, ...]
-    env_set: Mapping[str, str]
+    edits: tuple[ArgEdit, ...] = ()  # the parent's edits first, then the variant's own
+    graph: GraphSpec | None = None
+    dbo: DboSpec | None = None
+    profiler: ProfilerSpec | None = None
+    extends: str | None = None  # the case this one is a variant of (already folded into the fields above)
 
     @property
     def label(self) -> str:
-        """Human label, e.g. ``native DP4/TP1/EP4`` or ``AFD 4A4F``."""
+        """Human label, e.g. ``native DP4/TP1/EP4``, ``AFD 4A4F`` or ``AFD 1A1F, CUDA graph 64, DBO``."""
         if self.kind == "afd":
             assert self.attention and self.ffn
-            return f"AFD {self.attention.ranks}A{self.ffn.ranks}F"
-        assert self.native
-        ep = f"/EP{self.native.ranks}" if self.native.ep else ""
-        return f"native DP{self.native.dp}/TP{self.native.tp}{ep}"
+            a, f = self.attention, self.ffn
+            tp = f" TP{a.tp}/TP{f.tp}" if a.tp > 1 or f.tp > 1 else ""
+            base = f"AFD {a.ranks}A{f.ranks}F{tp}"
+        else:
+            assert self.native
+            ep = f"/EP{self.native.ranks}" if self.native.ep else ""
+            base = f"native DP{self.native.dp}/TP{self.native.tp}{ep}"
+        return ", ".join([base, *self.features])
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The feature options this case turns on, in words."""
+        out = []
+        if self.graph:
+            out.append(f"CUDA graph {self.graph.capture_size}")
+        if self.dbo:
+            out.append("DBO")
+        if self.profiler:
+            out.append("profiler")
+        return tuple(out)
 
     def roles(self) -> dict[str, RoleSpec]:
         if self.kind == "afd":
@@ -160,11 +227,30 @@ class BenchSpec:
 
 
 @dataclass(frozen=True)
+class ReplaySpec:
+    """Rounds of ``batch`` concurrent requests (the parity prompts, cycled), enough to replay captured graphs."""
+
+    rounds: int
+    batch: int
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    """The OpenAI API checks: a completion, its usage counts, an unknown model rejected, concurrent requests."""
+
+    prompt: str
+    max_tokens: int
+    concurrency: int
+
+
+@dataclass(frozen=True)
 class ComparisonSpec:
+    """Any two cases side by side: native vs AFD, AFD eager vs AFD graph, AFD eager vs AFD with DBO."""
+
     id: str
     baseline: str
     candidate: str
-    measures: tuple[str, ...]  # subset of ("parity", "performance")
+    measures: tuple[str, ...]  # subset of MEASURES
 
 
 @dataclass(frozen=True)
@@ -189,6 +275,8 @@ class Profile:
     parity: ParitySpec | None
     bench: BenchSpec | None
     comparisons: tuple[ComparisonSpec, ...]
+    replay: ReplaySpec | None = None
+    serving: ServingSpec | None = None
 
     def case(self, case_id: str) -> CaseSpec:
         for case in self.cases:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from afd_e2e.errors import UsageError
-from afd_e2e.profile.model import Profile
+from afd_e2e.profile.model import MEASURES, CaseSpec, Profile
+
+MEASURE_PHASE = {"parity": "correctness", "replay": "replay", "performance": "performance"}
 
 
 def check_cross_fields(p: Profile) -> None:
@@ -46,7 +50,14 @@ def check_cross_fields(p: Profile) -> None:
                 fail(f"cases.{case.id}.phases", "correctness phase without workloads.gsm8k or parity", "add one")
             if phase == "performance" and p.bench is None:
                 fail(f"cases.{case.id}.phases", "performance phase without workloads.bench", "add workloads.bench")
+            if phase == "replay" and (p.replay is None or p.parity is None):
+                fail(f"cases.{case.id}.phases", "replay phase without workloads.replay and parity", "add both")
+            if phase == "serving" and p.serving is None:
+                fail(f"cases.{case.id}.phases", "serving phase without workloads.serving", "add workloads.serving")
+        _check_features(p, case, fail)
     for cmp in p.comparisons:
+        if cmp.baseline == cmp.candidate:
+            fail(f"comparisons.{cmp.id}", f"compares case {cmp.baseline} with itself", "name two different cases")
         for side in ("baseline", "candidate"):
             if getattr(cmp, side) not in case_ids:
                 fail(
@@ -55,9 +66,13 @@ def check_cross_fields(p: Profile) -> None:
                     f"use one of: {', '.join(sorted(case_ids))}",
                 )
         for measure in cmp.measures:
-            if measure not in ("parity", "performance"):
-                fail(f"comparisons.{cmp.id}.measures", f"unknown measure {measure!r}", "use parity and/or performance")
-            phase = "correctness" if measure == "parity" else "performance"
+            if measure not in MEASURES:
+                fail(
+                    f"comparisons.{cmp.id}.measures",
+                    f"unknown measure {measure!r}",
+                    f"use some of: {', '.join(MEASURES)}",
+                )
+            phase = MEASURE_PHASE[measure]
             for side in (cmp.baseline, cmp.candidate):
                 if phase not in p.case(side).phases:
                     fail(
@@ -67,3 +82,21 @@ def check_cross_fields(p: Profile) -> None:
                     )
         if "parity" in cmp.measures and p.parity is None:
             fail(f"comparisons.{cmp.id}", "parity measure without workloads.parity", "add workloads.parity")
+
+
+def _check_features(p: Profile, case: CaseSpec, fail: Callable[[str, str, str], None]) -> None:
+    """CUDA graphs, DBO and the profiler: where each can run, and that the phases can see them."""
+    key = f"cases.{case.id}"
+    for name, option in (("graph", case.graph), ("dbo", case.dbo), ("profiler", case.profiler)):
+        if option is not None and p.platform != "cuda":
+            fail(f"{key}.{name}", f"{name} needs platform cuda", f"remove {name} or use a cuda profile")
+    if case.profiler is not None and case.kind != "afd":
+        fail(f"{key}.profiler", "the per-role profiler is the AFD plugin's: AFD cases only", "remove profiler")
+    if (case.profiler is not None) != ("profiler" in case.phases):
+        fail(f"{key}.phases", "the profiler option and the profiler phase go together", "set both or neither")
+    if case.graph and "replay" in case.phases and p.replay and p.replay.batch > case.graph.capture_size:
+        fail(
+            "workloads.replay.batch",
+            f"{p.replay.batch} is above case {case.id}'s capture size {case.graph.capture_size}: no graph replays it",
+            f"set batch to at most {case.graph.capture_size}",
+        )

@@ -9,18 +9,24 @@ from afd_e2e.profile.model import (
     PHASES,
     PLATFORMS,
     SCHEMA_VERSION,
+    ArgEdit,
     BenchSpec,
     CaseSpec,
     CheckpointSpec,
     ComparisonSpec,
+    DboSpec,
     EngineSpec,
     GateSpec,
+    GraphSpec,
     Gsm8kSpec,
     HardwareSpec,
     ModelSpec,
     ParitySpec,
     Profile,
+    ProfilerSpec,
+    ReplaySpec,
     RoleSpec,
+    ServingSpec,
     SmokeSpec,
     SoftwareSpec,
 )
@@ -51,42 +57,164 @@ def _read_role(r: Reader, *, default_ep: bool) -> RoleSpec:
     return role
 
 
-def _read_case(r: Reader, case_id: str) -> CaseSpec:
-    kind = r.get("kind", str)
-    if kind not in ("native", "afd"):
-        r.fail(r.key("kind"), f"unknown case kind {kind!r}", "use native or afd")
-    phases = r.str_list("phases")
+def _read_edit(r: Reader, role: str | None) -> ArgEdit | None:
+    """One layer of argument/environment changes; None when the mapping changes nothing."""
+    edit = ArgEdit(
+        role=role,
+        add_args=r.str_list("add_args", []),
+        remove_args=r.str_list("remove_args", []),
+        env_set=r.str_map("env", {}),
+        env_remove=r.str_list("remove_env", []),
+    )
+    for flag in edit.remove_args:
+        if not flag.startswith("-") or "=" in flag:
+            r.fail(r.key("remove_args"), f"{flag!r} is not a flag name", "name the flag alone, e.g. --enforce-eager")
+    if not (edit.add_args or edit.remove_args or edit.env_set or edit.env_remove):
+        return None
+    return edit
+
+
+def _read_graph(r: Reader) -> GraphSpec:
+    spec = GraphSpec(capture_size=r.positive_int("capture_size"))
+    r.done()
+    return spec
+
+
+def _read_dbo(r: Reader) -> DboSpec:
+    spec = DboSpec(
+        decode_token_threshold=r.positive_int("decode_token_threshold", minimum=0),
+        prefill_token_threshold=r.positive_int("prefill_token_threshold", minimum=0),
+    )
+    r.done()
+    return spec
+
+
+def _read_profiler(r: Reader) -> ProfilerSpec:
+    # Defaults: the AFD plugin's own profiler test schedule (a trace after two steps), a 100 MiB upload cap.
+    spec = ProfilerSpec(
+        wait=r.positive_int("wait", 0, minimum=0),
+        warmup=r.positive_int("warmup", 1, minimum=0),
+        active=r.positive_int("active", 1),
+        repeat=r.positive_int("repeat", 1, minimum=0),
+        skip_first=r.positive_int("skip_first", 0, minimum=0),
+        wait_s=r.get("wait_s", float, 120.0),
+        upload_limit_mib=r.get("upload_limit_mib", float, 100.0),
+    )
+    r.done()
+    return spec
+
+
+def _option(r: Reader, name: str, read: Any, inherited: Any) -> Any:
+    """A case option: absent keeps the parent's, ``null`` turns it off, a mapping replaces it."""
+    if name not in r.data:
+        r.seen.add(name)
+        return inherited
+    value = r.get(name, (dict, type(None)))
+    return None if value is None else read(Reader(r.source, value, r.key(name)))
+
+
+def _variant_order(c: Reader) -> list[str]:
+    """Case ids with every parent before its variants; a missing parent or a cycle is a one-line error."""
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(case_id: str, chain: list[str]) -> None:
+        if state.get(case_id) == "done":
+            return
+        if state.get(case_id) == "visiting":
+            cycle = " -> ".join([*chain[chain.index(case_id) :], case_id])
+            c.fail(f"cases.{case_id}.extends", f"variants form a cycle: {cycle}", "make one of them a plain case")
+        state[case_id] = "visiting"
+        body = c.data[case_id]
+        parent = body.get("extends") if isinstance(body, dict) else None
+        if parent is not None:
+            if not isinstance(parent, str) or parent not in c.data:
+                c.fail(
+                    f"cases.{case_id}.extends",
+                    f"unknown case {parent!r}",
+                    f"extend one of: {', '.join(str(k) for k in c.data if k != case_id)}",
+                )
+            visit(parent, [*chain, case_id])
+        state[case_id] = "done"
+        order.append(case_id)
+
+    for case_id in c.data:
+        visit(case_id, [])
+    return order
+
+
+def _read_cases(c: Reader) -> tuple[CaseSpec, ...]:
+    """Every case, variants folded onto their parents, in the order the profile lists them."""
+    resolved: dict[str, CaseSpec] = {}
+    for case_id in _variant_order(c):
+        r = c.child(str(case_id))
+        parent_id = r.get("extends", str, None)
+        resolved[case_id] = _read_case(r, str(case_id), resolved[parent_id] if parent_id else None)
+    c.done()
+    return tuple(resolved[case_id] for case_id in c.data)
+
+
+def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
+    if parent is None:
+        kind = r.get("kind", str)
+        if kind not in ("native", "afd"):
+            r.fail(r.key("kind"), f"unknown case kind {kind!r}", "use native or afd")
+    else:
+        kind = parent.kind
+        if "kind" in r.data and r.data["kind"] != kind:
+            r.fail(r.key("kind"), f"a variant keeps the kind of {parent.id} ({kind})", "remove kind")
+        r.seen.add("kind")
+    phases = r.str_list("phases") if parent is None else r.str_list("phases", list(parent.phases))
     for phase in phases:
         if phase not in PHASES:
             r.fail(r.key("phases"), f"unknown phase {phase!r}", f"use some of: {', '.join(PHASES)}")
-    native = attention = ffn = None
-    connector = None
+    native = parent.native if parent else None
+    attention, ffn = (parent.attention, parent.ffn) if parent else (None, None)
+    connector = parent.connector if parent else None
     if kind == "native":
-        native = _read_role(r.child("topology"), default_ep=False)
+        if parent is None or "topology" in r.data:
+            native = _read_role(r.child("topology"), default_ep=False)
     else:
-        attention = _read_role(r.child("attention"), default_ep=True)
-        ffn = _read_role(r.child("ffn"), default_ep=True)
-        connector = r.get("connector", str, "P2pNcclAFDConnector")
-        if attention.tp != 1 or ffn.tp != 1:
-            r.fail(r.key("attention.tp"), "AFD XAYF runs both roles with TP=1", "set tp: 1 for attention and ffn")
+        if parent is None or "attention" in r.data:
+            attention = _read_role(r.child("attention"), default_ep=True)
+        if parent is None or "ffn" in r.data:
+            ffn = _read_role(r.child("ffn"), default_ep=True)
+        connector = r.get("connector", str, connector or "P2pNcclAFDConnector")
+        assert attention and ffn
         x, y = attention.ranks, ffn.ranks
         if x < y or x % y:
             r.fail(
                 r.key("attention.dp"),
                 f"impossible AFD topology {x}A{y}F: the connector needs X >= Y and X % Y == 0",
-                "make the Attention DP a multiple of the FFN DP",
+                "make the Attention ranks (dp * tp) a multiple of the FFN ranks",
             )
+    edits = list(parent.edits) if parent else []
+    if (own := _read_edit(r, None)) is not None:
+        edits.append(own)
+    role_names = ("server",) if kind == "native" else ("attention", "ffn")
+    if (roles := r.child("roles", None)) is not None:
+        for role_name in roles.data:
+            if role_name not in role_names:
+                roles.fail(roles.key(str(role_name)), f"no role {role_name!r} in a {kind} case", f"use {role_names}")
+            role_reader = roles.child(str(role_name))
+            if (edit := _read_edit(role_reader, str(role_name))) is not None:
+                edits.append(edit)
+            role_reader.done()
+        roles.done()
     case = CaseSpec(
         id=case_id,
         kind=kind,
-        description=r.get("description", str, ""),
+        description=r.get("description", str, parent.description if parent else ""),
         phases=phases,
         native=native,
         attention=attention,
         ffn=ffn,
         connector=connector,
-        extra_args=r.str_list("extra_args", []),
-        env_set=r.str_map("env", {}),
+        edits=tuple(edits),
+        graph=_option(r, "graph", _read_graph, parent.graph if parent else None),
+        dbo=_option(r, "dbo", _read_dbo, parent.dbo if parent else None),
+        profiler=_option(r, "profiler", _read_profiler, parent.profiler if parent else None),
+        extends=parent.id if parent else None,
     )
     r.done()
     return case
@@ -191,9 +319,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     env.done()
     e.done()
 
-    c = r.child("cases")
-    cases = tuple(_read_case(c.child(str(case_id)), str(case_id)) for case_id in list(c.data))
-    c.done()
+    cases = _read_cases(r.child("cases"))
     if not cases:
         r.fail("cases", "no cases", "declare at least one case")
 
@@ -224,6 +350,18 @@ def parse_profile(data: Any, source: str) -> Profile:
         )
         pr.done()
     bench = _read_bench(br) if (br := w.child("bench", None)) is not None else None
+    replay = None
+    if (rr := w.child("replay", None)) is not None:
+        replay = ReplaySpec(rounds=rr.positive_int("rounds", 3), batch=rr.positive_int("batch"))
+        rr.done()
+    serving = None
+    if (sr := w.child("serving", None)) is not None:
+        serving = ServingSpec(
+            prompt=sr.get("prompt", str, smoke.prompt),
+            max_tokens=sr.positive_int("max_tokens", smoke.max_tokens),
+            concurrency=sr.positive_int("concurrency", 4),
+        )
+        sr.done()
     w.done()
 
     comparisons = []
@@ -261,6 +399,8 @@ def parse_profile(data: Any, source: str) -> Profile:
         parity=parity,
         bench=bench,
         comparisons=tuple(comparisons),
+        replay=replay,
+        serving=serving,
     )
     r.done()
     check_cross_fields(profile)

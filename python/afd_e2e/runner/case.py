@@ -133,6 +133,7 @@ def _launch(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: l
             scratch=scratch,
             cache=ctx.layout.cache_dir,
             markers=marker_env(ctx.run_id, case.id, process.name),
+            out_dir=ctx.layout.out_dir,
         )
         try:
             server = launch(process.name, argv, env, log)

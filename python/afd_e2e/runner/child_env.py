@@ -15,10 +15,15 @@ def child_environment(
     scratch: Path,
     cache: Path,
     markers: Mapping[str, str],
+    out_dir: Path | None = None,
 ) -> dict[str, str]:
-    """``base`` minus the plan's stripped variables, plus its settings, the run-folder redirections and markers."""
+    """``base`` minus the plan's stripped variables, plus its settings (folders the plan names inside the results
+    folder made absolute under ``out_dir``), the run-folder redirections and markers."""
     env = {key: value for key, value in base.items() if key not in process.env_unset}
     env.update(process.env_set)
+    if process.out_dir_env:
+        assert out_dir is not None, f"{process.name} names folders in the results folder: pass out_dir"
+        env.update({key: str(out_dir / relative) for key, relative in process.out_dir_env.items()})
     env.update(
         {
             "TMPDIR": str(scratch),

@@ -45,6 +45,7 @@ def serving(case: CasePlan, work_dir: Path) -> Iterator[list[ServerProcess]]:
                 scratch=scratch,
                 cache=work_dir / ".cache",
                 markers=marker_env(run_id, case.id, process.name),
+                out_dir=work_dir,
             )
             argv = (resolve_executable(process.argv[0]), *process.argv[1:])
             servers.append(launch(process.name, argv, env, work_dir / f"{case.id}-{process.name}.log"))
