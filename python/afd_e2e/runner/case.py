@@ -174,6 +174,9 @@ def _run_phases(ctx: RunContext, case: CasePlan, results: dict[str, Any], server
     runners: dict[str, Callable[[], dict[str, Any]]] = {
         "smoke": partial(_smoke, ctx, case, results),
         "correctness": partial(_workload, ctx, case, results, "run_correctness"),
+        "replay": partial(_workload, ctx, case, results, "run_replay"),
+        "serving": partial(_workload, ctx, case, results, "run_serving"),
+        "profiler": partial(_workload, ctx, case, results, "run_profiler"),
         "performance": partial(_workload, ctx, case, results, "run_performance"),
     }
     api_log = _api_server(case, servers).log_path

@@ -26,7 +26,7 @@ def decide_verdict(data: dict[str, Any], *, cancelled: str | None = None, crashe
                 reasons.append(f"{case_id} {section}: skipped ({part.get('failure') or 'not run'})")
     failed_measures = False
     for comparison_id, comparison in data.get("comparisons", {}).items():
-        for measure in ("parity", "performance"):
+        for measure in ("parity", "replay", "performance"):
             section = comparison.get(measure) or {}
             status = section.get("status")
             if not status:

@@ -10,12 +10,13 @@ returns the runner's phase outcome ``{status, failure}``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from afd_e2e.profile import Profile
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance
+from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance, profiler_traces, replay, serving_checks
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 
 PROGRESS_EVERY_S = 10.0
@@ -126,6 +127,48 @@ def run_performance(ctx: Any) -> dict[str, Any]:
     return _outcome([section])
 
 
+def run_replay(ctx: Any) -> dict[str, Any]:
+    """Rounds of concurrent requests at the capture batch size (``workloads.replay``), token ids recorded."""
+    section = replay.run_replay(
+        ctx.profile.replay,
+        ctx.profile.parity,
+        base_url=ctx.case.base_url,
+        model=ctx.case.served_model_name,
+        publish=lambda result: _publisher(ctx, "replay")(asdict(result)),
+        progress=ctx.progress,
+        cancelled=ctx.cancelled,
+    )
+    return _outcome([asdict(section)])
+
+
+def run_serving(ctx: Any) -> dict[str, Any]:
+    """The OpenAI API checks (``workloads.serving``), each recorded as it finishes."""
+    section = serving_checks.run_serving_checks(
+        ctx.profile.serving, base_url=ctx.case.base_url, model=ctx.case.served_model_name, progress=ctx.progress
+    )
+    _publisher(ctx, "serving")(asdict(section))
+    return _outcome([asdict(section)])
+
+
+def run_profiler(ctx: Any) -> dict[str, Any]:
+    """Every AFD role's profiler trace under ``profiles/<case>/<role>/``, and which of them are uploaded."""
+    case = ctx.case
+    spec = ctx.profile.case(case.id).profiler
+    role_dirs = {p.role: folder for p in case.processes for folder in p.out_dir_env.values()}
+    section = profiler_traces.check_traces(
+        spec,
+        out_dir=ctx.out_dir,
+        role_dirs=role_dirs,
+        base_url=case.base_url,
+        model=case.served_model_name,
+        prompt=ctx.profile.smoke.prompt,
+        progress=ctx.progress,
+        cancelled=ctx.cancelled,
+    )
+    _publisher(ctx, "profiler")(asdict(section))
+    return _outcome([asdict(section)])
+
+
 def compare(profile: Profile, results_data: dict[str, Any]) -> dict[str, Any]:
     """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results."""
     plan, cases = results_data["plan"], results_data["cases"]
@@ -143,6 +186,10 @@ def compare(profile: Profile, results_data: dict[str, Any]) -> dict[str, Any]:
         if "parity" in cmp["measures"]:
             entry["parity"] = parity.compare_outputs(
                 profile.parity, base_id, base.get("parity_outputs"), cand_id, cand.get("parity_outputs")
+            )
+        if "replay" in cmp["measures"]:
+            entry["replay"] = replay.compare_replay(
+                profile.parity, base_id, base.get("replay"), cand_id, cand.get("replay")
             )
         if "performance" in cmp["measures"]:
             entry["performance"] = performance.compare_performance(

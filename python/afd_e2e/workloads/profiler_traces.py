@@ -1,0 +1,114 @@
+"""Profiler traces: each AFD role's torch profiler must write a non-empty trace; what is uploaded is capped.
+
+The case's roles write into ``profiles/<case>/<role>/`` of the results folder (``plan.serve_argv``). The phase sends
+a few requests so the profiler's schedule completes, then waits for every role's trace (the tensorboard trace
+handler writes a file when the active steps end) until its size holds still. Uploads take the newest traces first
+while they fit the profile's size limit; the rest stay on the agent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from afd_e2e.profile import ProfilerSpec
+from afd_e2e.workloads.completions import CompletionError, complete
+
+POLL_S = 1.0
+REQUESTS = 3  # as the plugin's own profiler test: enough steps for its two-step schedule, several times over
+
+
+@dataclass
+class TraceFile:
+    role: str
+    path: str  # relative to the results folder
+    size_bytes: int
+    uploaded: bool = False
+
+
+@dataclass
+class RoleTrace:
+    role: str
+    status: str  # passed | failed
+    detail: str
+
+
+@dataclass
+class ProfilerResult:
+    status: str
+    failure: str | None
+    upload_limit_mib: float
+    roles: list[RoleTrace] = field(default_factory=list)
+    traces: list[TraceFile] = field(default_factory=list)
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+
+
+def _settled(folder: Path, cancelled: threading.Event, deadline: float) -> list[Path]:
+    """Non-empty files whose sizes held still for one poll; empty when none appeared before the deadline."""
+    previous: dict[Path, int] = {}
+    while True:
+        current = {p: p.stat().st_size for p in _files(folder)}
+        ready = [p for p, size in current.items() if size > 0 and previous.get(p) == size]
+        if ready and len(ready) == len([s for s in current.values() if s > 0]):
+            return ready
+        if time.monotonic() >= deadline or cancelled.is_set():
+            return ready
+        previous = current
+        time.sleep(POLL_S)
+
+
+def choose_uploads(traces: list[TraceFile], mtimes: dict[str, float], limit_mib: float) -> None:
+    """Mark the newest traces uploaded while their total stays within ``limit_mib``."""
+    budget = limit_mib * 1024 * 1024
+    for trace in sorted(traces, key=lambda t: mtimes[t.path], reverse=True):
+        if trace.size_bytes <= budget:
+            trace.uploaded = True
+            budget -= trace.size_bytes
+
+
+def check_traces(
+    spec: ProfilerSpec,
+    *,
+    out_dir: Path,
+    role_dirs: dict[str, str],
+    base_url: str,
+    model: str,
+    prompt: str,
+    progress: Callable[[str], None],
+    cancelled: threading.Event,
+) -> ProfilerResult:
+    """Drive the profiler's schedule, then judge each role's folder (``role_dirs``: role -> relative folder)."""
+    result = ProfilerResult(status="running", failure=None, upload_limit_mib=spec.upload_limit_mib)
+    for number in range(1, REQUESTS + 1):
+        try:
+            complete(base_url, model, prompt, max_tokens=8)
+        except CompletionError as exc:
+            result.status, result.failure = "failed", f"request {number} failed: {exc}"
+            return result
+    deadline = time.monotonic() + spec.wait_s
+    mtimes: dict[str, float] = {}
+    for role, relative in role_dirs.items():
+        files = _settled(out_dir / relative, cancelled, deadline)
+        if files:
+            size = sum(p.stat().st_size for p in files)
+            result.roles.append(RoleTrace(role, "passed", f"{len(files)} trace file(s), {size} bytes in {relative}"))
+        else:
+            found = ", ".join(str(p.relative_to(out_dir)) for p in _files(out_dir / relative)) or "nothing"
+            detail = f"no non-empty trace from the {role} role in {relative} within {spec.wait_s:.0f} s (found {found})"
+            result.roles.append(RoleTrace(role, "failed", detail))
+        for path in files:
+            rel = str(path.relative_to(out_dir))
+            mtimes[rel] = path.stat().st_mtime
+            result.traces.append(TraceFile(role, rel, path.stat().st_size))
+        progress(f"profiler: {role}: {result.roles[-1].detail}")
+    choose_uploads(result.traces, mtimes, spec.upload_limit_mib)
+    failed = [r for r in result.roles if r.status == "failed"]
+    result.status = "cancelled" if cancelled.is_set() else "failed" if failed else "passed"
+    result.failure = "cancelled" if cancelled.is_set() else "; ".join(r.detail for r in failed) or None
+    return result
