@@ -18,6 +18,7 @@ from urllib.parse import quote
 from afd_e2e import __version__
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, preformatted
+from afd_e2e.report.features import features_section
 from afd_e2e.report.status import ICONS, Outcome, outcome, run_is_partial
 
 MAX_BYTES = 1024 * 1024
@@ -457,6 +458,7 @@ def _sections(results: dict, plots: Mapping[str, str], artifacts: Sequence[str])
         _Section(_headline(results), True),
         _Section(_preflight(results), True),
         _Section(_correctness(results), True),
+        _Section(features_section(results), True),
     ]
     for comparison_id, comparison in (results.get("comparisons") or {}).items():
         if comparison.get("performance"):

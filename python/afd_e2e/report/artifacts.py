@@ -6,6 +6,7 @@ in the folder (``plots/performance.png``) and ``artifact://`` links in the annot
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 ARTIFACT_GLOBS = (
@@ -19,9 +20,21 @@ ARTIFACT_GLOBS = (
 )
 
 
+def profiler_traces(out_dir: Path) -> list[str]:
+    """The profiler traces a run chose to upload (newest first within the profile's size cap), that still exist."""
+    try:
+        cases = json.loads((out_dir / "results.json").read_text(encoding="utf-8")).get("cases") or {}
+    except (OSError, ValueError):
+        return []
+    chosen = [t["path"] for c in cases.values() for t in (c.get("profiler") or {}).get("traces") or [] if t["uploaded"]]
+    return [path for path in chosen if (out_dir / path).is_file()]
+
+
 def matching_globs(out_dir: Path) -> list[str]:
-    """The globs that match at least one file, since an upload of a glob matching nothing is an agent error."""
-    return [pattern for pattern in ARTIFACT_GLOBS if any(p.is_file() for p in out_dir.glob(pattern))]
+    """The globs that match at least one file (an upload of a glob matching nothing is an agent error), then the
+    profiler traces chosen for upload, each by its path."""
+    globs = [pattern for pattern in ARTIFACT_GLOBS if any(p.is_file() for p in out_dir.glob(pattern))]
+    return globs + profiler_traces(out_dir)
 
 
 def list_artifacts(out_dir: Path) -> list[str]:
@@ -31,4 +44,4 @@ def list_artifacts(out_dir: Path) -> list[str]:
         if pattern.startswith("annotation"):
             continue
         files += sorted(str(p.relative_to(out_dir)) for p in out_dir.glob(pattern) if p.is_file())
-    return files
+    return files + profiler_traces(out_dir)

@@ -118,6 +118,8 @@ def _add_case(builder: _Builder, suite: str, case: dict) -> None:
     if gsm8k := case.get("gsm8k"):
         _add_gsm8k(builder, suite, gsm8k, log_tail)
 
+    _add_features(builder, suite, case, log_tail)
+
     if performance := case.get("performance"):
         reps = [_repetition_line(rep) for rep in performance.get("repetitions") or []]
         builder.add(
@@ -135,6 +137,22 @@ def _add_case(builder: _Builder, suite: str, case: dict) -> None:
 
     for check in case.get("hygiene") or []:
         builder.add(suite, f"hygiene {check.get('check')}", check.get("status"), message=check.get("detail"))
+
+
+def _add_features(builder: _Builder, suite: str, case: dict, log_tail: str) -> None:
+    """Graph replay, each serving check and each role's profiler trace: a testcase apiece."""
+    if replay := case.get("replay"):
+        summary = f"{replay.get('answered')} of {replay.get('rounds')} x {replay.get('batch')} requests answered"
+        builder.add(
+            suite, "graph replay", replay.get("status"), message=replay.get("failure") or summary, stdout=summary
+        )
+    for check in (case.get("serving") or {}).get("checks") or []:
+        builder.add(suite, f"serving {check.get('check')}", check.get("status"), message=check.get("detail"))
+    if profiler := case.get("profiler"):
+        if not profiler.get("roles"):
+            builder.add(suite, "profiler", profiler.get("status"), message=profiler.get("failure"), output=log_tail)
+        for role in profiler.get("roles") or []:
+            builder.add(suite, f"profiler trace {role.get('role')}", role.get("status"), message=role.get("detail"))
 
 
 def _add_gsm8k(builder: _Builder, suite: str, gsm8k: dict, log_tail: str) -> None:
@@ -176,6 +194,13 @@ def _add_comparison(builder: _Builder, suite: str, comparison: dict) -> None:
             f"share {parity.get('share')} (at least {parity.get('min_share')} needed)"
         )
         builder.add(suite, "parity", parity.get("status"), message=message, stdout="\n".join(lines))
+
+    if replay := comparison.get("replay"):
+        message = replay.get("failure") or (
+            f"{replay.get('identical')}/{replay.get('total')} replayed requests identical, "
+            f"share {replay.get('share')} (at least {replay.get('min_share')} needed)"
+        )
+        builder.add(suite, "graph replay parity", replay.get("status"), message=message)
 
     performance = comparison.get("performance")
     if not performance:

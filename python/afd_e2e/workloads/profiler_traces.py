@@ -84,13 +84,24 @@ def check_traces(
     cancelled: threading.Event,
 ) -> ProfilerResult:
     """Drive the profiler's schedule, then judge each role's folder (``role_dirs``: role -> relative folder)."""
-    result = ProfilerResult(status="running", failure=None, upload_limit_mib=spec.upload_limit_mib)
     for number in range(1, REQUESTS + 1):
         try:
             complete(base_url, model, prompt, max_tokens=8)
         except CompletionError as exc:
-            result.status, result.failure = "failed", f"request {number} failed: {exc}"
-            return result
+            return ProfilerResult("failed", f"request {number} failed: {exc}", spec.upload_limit_mib)
+    return judge_traces(spec, out_dir=out_dir, role_dirs=role_dirs, progress=progress, cancelled=cancelled)
+
+
+def judge_traces(
+    spec: ProfilerSpec,
+    *,
+    out_dir: Path,
+    role_dirs: dict[str, str],
+    progress: Callable[[str], None],
+    cancelled: threading.Event,
+) -> ProfilerResult:
+    """Each role passes with at least one settled, non-empty trace file; the uploads are chosen across roles."""
+    result = ProfilerResult(status="running", failure=None, upload_limit_mib=spec.upload_limit_mib)
     deadline = time.monotonic() + spec.wait_s
     mtimes: dict[str, float] = {}
     for role, relative in role_dirs.items():
