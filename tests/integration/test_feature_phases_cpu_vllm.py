@@ -1,0 +1,91 @@
+"""The serving checks and the replay phase against the real vLLM on the CPU (tiny-cpu's cpu-tp1 case).
+
+One server: the checks pass as a client would see them; they fail for a real cause (asking for a name the server
+does not serve); replay rounds are answered and pair up with themselves, and a divergent side fails the parity rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from afd_e2e.plan import build_plan
+from afd_e2e.profile import ReplaySpec, ServingSpec, load_profile
+from afd_e2e.runner.serving import serving
+from afd_e2e.workloads import replay
+from afd_e2e.workloads.phases import run_replay, run_serving
+from repo_paths import REPO
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
+]
+PORT_BASE = 19800  # this module's port: 19800 (cpu-tp1)
+PROFILE = dataclasses.replace(
+    load_profile("tiny-cpu"),
+    serving=ServingSpec(prompt="The capital of France is", max_tokens=6, concurrency=4),
+    replay=ReplaySpec(rounds=2, batch=4),
+)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    from afd_e2e.tiny_model import build_tiny_model
+
+    model = build_tiny_model(REPO / ".tiny-model")
+    work = tmp_path_factory.mktemp("features-cpu")
+    case = build_plan(PROFILE, model_path=str(model), case_ids=["cpu-tp1"], port_base=PORT_BASE).cases[0]
+    lines: list[str] = []
+
+    def ctx(plan_case) -> SimpleNamespace:
+        return SimpleNamespace(
+            profile=PROFILE,
+            case=plan_case,
+            case_results={},
+            out_dir=work / "out",
+            progress=lines.append,
+            cancelled=threading.Event(),
+            flush=lambda: None,
+        )
+
+    right, wrong = ctx(case), ctx(dataclasses.replace(case, served_model_name="tiny-cpu-renamed"))
+    with serving(case, work):
+        outcomes = {"serving": run_serving(right), "replay": run_replay(right), "wrong name": run_serving(wrong)}
+    return SimpleNamespace(right=right.case_results, wrong=wrong.case_results, outcomes=outcomes, lines=lines)
+
+
+def test_serving_checks_pass_on_the_real_engine(measured):
+    checks = {c["check"]: c for c in measured.right["serving"]["checks"]}
+    assert list(checks) == ["completion", "usage", "unknown_model", "concurrent"]
+    assert all(c["status"] == "passed" for c in checks.values()), checks
+    assert "= total" in checks["usage"]["detail"] and "matching the token ids" in checks["usage"]["detail"]
+    assert "rejected with HTTP 404" in checks["unknown_model"]["detail"]
+    assert checks["concurrent"]["detail"] == "4 concurrent requests all answered"
+    assert measured.outcomes["serving"] == {"status": "passed", "failure": None}
+
+
+def test_serving_checks_fail_for_a_served_name_mismatch(measured):
+    checks = {c["check"]: c["status"] for c in measured.wrong["serving"]["checks"]}
+    assert checks == {"completion": "failed", "usage": "failed", "unknown_model": "passed", "concurrent": "failed"}
+    outcome = measured.outcomes["wrong name"]
+    assert outcome["status"] == "failed" and "completion: HTTP 404" in outcome["failure"]
+
+
+def test_replay_rounds_are_answered_and_compared_by_the_parity_rule(measured):
+    section = measured.right["replay"]
+    assert measured.outcomes["replay"]["status"] == "passed"
+    assert (section["rounds"], section["batch"], section["answered"], len(section["outputs"])) == (2, 4, 8, 8)
+    same = replay.compare_replay(PROFILE.parity, "a", section, "b", section)
+    assert same["status"] == "passed" and same["identical"] == same["total"] == 8
+    diverged = {**section, "outputs": [dict(o) for o in section["outputs"]]}
+    diverged["outputs"][5]["token_ids"] = [*diverged["outputs"][5]["token_ids"][:2], -1]
+    exact = dataclasses.replace(PROFILE.parity, min_identical_share=1.0)
+    assert replay.compare_replay(exact, "a", section, "b", section)["status"] == "passed"
+    worse = replay.compare_replay(exact, "a", section, "b", diverged)
+    assert worse["status"] == "failed" and worse["identical"] == 7 and "7/8 identical" in worse["failure"]
+    assert next(p for p in worse["prompts"] if not p["identical"])["first_diff_token"] == 2
