@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import threading
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
