@@ -33,7 +33,11 @@ def _replay_rows(results: dict) -> list[str]:
         rows.append(
             f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(who)} | {_cell(replay.get('status'), detail)} |"
         )
-    return ["| Comparison | Cases | Graph replay parity |", "| --- | --- | --- |", *rows] if rows else []
+    return (
+        ["| Comparison | Cases | Replay parity (rounds at the capture batch) |", "| --- | --- | --- |", *rows]
+        if rows
+        else []
+    )
 
 
 def _serving_rows(results: dict) -> list[str]:

@@ -200,7 +200,7 @@ def _add_comparison(builder: _Builder, suite: str, comparison: dict) -> None:
             f"{replay.get('identical')}/{replay.get('total')} replayed requests identical, "
             f"share {replay.get('share')} (at least {replay.get('min_share')} needed)"
         )
-        builder.add(suite, "graph replay parity", replay.get("status"), message=message)
+        builder.add(suite, "replay parity", replay.get("status"), message=message)
 
     performance = comparison.get("performance")
     if not performance:

@@ -1,0 +1,54 @@
+"""Replay, serving checks and profiler traces in the report: a JUnit testcase each, a features table in the
+annotation with trace links, and only the traces chosen under the upload cap among the artifacts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from afd_e2e.report import render_all
+from afd_e2e.report.artifacts import matching_globs
+from afd_e2e.report.junit import build_testcases
+from afd_e2e.workloads.profiler_traces import ProfilerResult, RoleTrace, TraceFile
+from afd_e2e.workloads.serving_checks import ServingCheck, ServingResult
+
+
+def with_features(results: dict, out: Path) -> dict:
+    case = next(iter(results["cases"].values()))
+    case["serving"] = asdict(
+        ServingResult(
+            "failed",
+            "unknown_model: model 'afd-e2e-no-such-model' answered HTTP 200, expected a 4xx rejection",
+            [
+                ServingCheck("completion", "passed", "'Paris' (finish_reason length)"),
+                ServingCheck("unknown_model", "failed", "model 'afd-e2e-no-such-model' answered HTTP 200"),
+            ],
+        )
+    )
+    traces = [TraceFile("attention", "profiles/c/attention/new.pt.trace.json", 10, uploaded=True)]
+    traces.append(TraceFile("attention", "profiles/c/attention/old.pt.trace.json", 10))
+    for trace in traces:
+        (out / trace.path).parent.mkdir(parents=True, exist_ok=True)
+        (out / trace.path).write_text("{}")
+    roles = [
+        RoleTrace("attention", "passed", "2 trace file(s)"),
+        RoleTrace("ffn", "failed", "no trace from the ffn role"),
+    ]
+    case["profiler"] = asdict(ProfilerResult("failed", "no trace from the ffn role", 1.0, roles, traces))
+    return results
+
+
+def test_features_render_as_testcases_links_and_capped_uploads(tiny_results: dict, tmp_path: Path) -> None:
+    results = with_features(tiny_results, tmp_path)
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    names = {item.case.name: item.case for item in build_testcases(results)}
+    assert not names["serving completion"].failures and names["serving unknown_model"].failures
+    assert not names["profiler trace attention"].failures
+    assert "no trace from the ffn role" in names["profiler trace ffn"].failures[0]["message"]
+    render_all(tmp_path)
+    annotation = (tmp_path / "annotation.md").read_text()
+    assert '<a href="artifact://profiles/c/attention/new.pt.trace.json">' in annotation
+    assert "over the 1.0 MiB upload cap" in annotation and "answered HTTP 200" in annotation
+    uploads = matching_globs(tmp_path)
+    assert "profiles/c/attention/new.pt.trace.json" in uploads and not any("old" in u for u in uploads)
