@@ -81,8 +81,9 @@ def test_replay_rounds_are_answered_and_compared_by_the_parity_rule(measured):
     assert (section["rounds"], section["batch"], section["answered"], len(section["outputs"])) == (2, 4, 8, 8)
     same = replay.compare_replay(PROFILE.parity, "a", section, "b", section)
     assert same["status"] == "passed" and same["identical"] == same["total"] == 8
-    diverged = {**section, "outputs": [dict(o) for o in section["outputs"]]}
-    diverged["outputs"][5]["token_ids"] = [*diverged["outputs"][5]["token_ids"][:2], -1]
+    diverged = {**section, "outputs": [{**o, "output": dict(o["output"])} for o in section["outputs"]]}
+    changed = diverged["outputs"][5]["output"]
+    changed["token_ids"] = [*changed["token_ids"][:2], -1]
     exact = dataclasses.replace(PROFILE.parity, min_identical_share=1.0)
     assert replay.compare_replay(exact, "a", section, "b", section)["status"] == "passed"
     worse = replay.compare_replay(exact, "a", section, "b", diverged)

@@ -10,27 +10,23 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from afd_e2e.profile import ParitySpec, ReplaySpec
 from afd_e2e.workloads import parity
-from afd_e2e.workloads.completions import CompletionError, complete
 
 
 @dataclass
 class ReplayOutput:
     round: int
     index: int  # position in the round's batch
-    prompt: str
-    text: str | None = None
-    token_ids: list[int] | None = None
-    error: str | None = None
+    output: dict[str, Any]  # the request's parity output, collected exactly as the correctness phase does
 
     @property
     def key(self) -> str:
         """What pairs this request with the other case's: round, position and prompt."""
-        return f"round {self.round} #{self.index}: {self.prompt}"
+        return f"round {self.round} #{self.index}: {self.output['prompt']}"
 
 
 @dataclass
@@ -44,14 +40,16 @@ class ReplayResult:
 
 
 def _one(base_url: str, model: str, spec: ParitySpec, number: int, index: int, prompt: str) -> ReplayOutput:
-    entry = ReplayOutput(round=number, index=index, prompt=prompt)
-    try:
-        answer = complete(base_url, model, prompt, max_tokens=spec.max_tokens, return_token_ids=True)
-    except CompletionError as exc:
-        entry.error = str(exc)
-    else:
-        entry.text, entry.token_ids = answer.text, list(answer.token_ids or ())
-    return entry
+    """One request through parity's own collection (a one-prompt spec), so both phases record the same fields."""
+    outputs = parity.collect_outputs(
+        replace(spec, prompts=(prompt,)),
+        base_url=base_url,
+        model=model,
+        publish=lambda _: None,
+        progress=lambda _: None,
+        cancelled=threading.Event(),
+    )
+    return ReplayOutput(round=number, index=index, output=outputs[0])
 
 
 def run_replay(
@@ -75,10 +73,10 @@ def run_replay(
                 return result
             futures = [pool.submit(_one, base_url, model, prompts, number, i, p) for i, p in enumerate(batch)]
             result.outputs += [f.result() for f in futures]
-            result.answered = sum(o.error is None for o in result.outputs)
+            result.answered = sum(o.output["error"] is None for o in result.outputs)
             publish(result)
             progress(f"replay: round {number}/{spec.rounds}, {spec.batch} concurrent requests")
-    errors = [o.error for o in result.outputs if o.error]
+    errors = [o.output["error"] for o in result.outputs if o.output["error"]]
     if errors:
         result.status = "failed"
         result.failure = f"{len(errors)} of {len(result.outputs)} replay requests failed; {errors[0]}"
@@ -98,7 +96,7 @@ def compare_replay(
     """The ``replay`` block of a comparison: the profile's parity rule over every paired request."""
     sides = [[ReplayOutput(**o) for o in (section or {}).get("outputs") or []] for section in (baseline, candidate)]
     keys = list(dict.fromkeys(o.key for side in sides for o in side))
-    as_parity = [[{**asdict(o), "prompt": o.key} for o in side] or None for side in sides]
+    as_parity = [[{**o.output, "prompt": o.key} for o in side] or None for side in sides]
     return parity.compare_outputs(
         replace(spec, prompts=tuple(keys)), baseline_id, as_parity[0], candidate_id, as_parity[1]
     )
