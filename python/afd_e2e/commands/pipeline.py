@@ -14,7 +14,13 @@ from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents_api import API_URL, TIMEOUT_S, TOKEN_ENV, agents_lookup
 from afd_e2e.pipeline.build_env import BuildEnv
 from afd_e2e.pipeline.decide import decide
-from afd_e2e.pipeline.generate import DEFAULT_PLUGIN, GpuStepSettings, ProfileDecision, build_pipeline
+from afd_e2e.pipeline.generate import (
+    DEFAULT_PLUGIN,
+    GpuStepSettings,
+    ProfileDecision,
+    build_pipeline,
+    check_distinct,
+)
 from afd_e2e.pipeline.steps import render
 from afd_e2e.profile import load_profile
 
@@ -59,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     lookup = agents_lookup(
         os.environ, token_env=args.agents_token_env, base_url=args.agents_api_url, timeout_s=args.agents_api_timeout
     )
+    profiles = [(reference, load_profile(reference)) for reference in args.profile]
+    check_distinct(profiles)
     decisions = []
-    for reference in args.profile:
-        profile = load_profile(reference)
+    for reference, profile in profiles:
         decision = decide(env, profile, lookup, allowed_teams=tuple(args.allowed_teams))
         print(f"afd-e2e pipeline: {profile.name}: {decision.action} ({decision.build})", file=sys.stderr)
         for line in decision.reasons + decision.warnings:

@@ -8,11 +8,11 @@ only the GPU step targets the profile's agent tags.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from afd_e2e import __version__
+from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, Decision
 from afd_e2e.pipeline.steps import BlockStep, CommandStep, GroupStep, Pipeline, SelectField, SelectOption
 from afd_e2e.profile import Profile
@@ -20,6 +20,7 @@ from afd_e2e.profile import Profile
 PLUGIN_REPOSITORY = "vllm-project/afd-e2e"  # github.com/vllm-project/afd-e2e-buildkite-plugin
 DEFAULT_PLUGIN = f"{PLUGIN_REPOSITORY}#v{__version__}"
 OUT_DIR = "afd-e2e-out"  # the plugin's out-dir default (plugin.yml)
+ANNOTATION_ENV = "AFD_E2E_ANNOTATION"  # an annotation step's body
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,27 @@ class ProfileDecision:
 
 
 def build_pipeline(decisions: Sequence[ProfileDecision], settings: GpuStepSettings) -> Pipeline:
+    check_distinct([(item.reference, item.profile) for item in decisions])
     return Pipeline(tuple(profile_group(item, settings) for item in decisions))
+
+
+def check_distinct(profiles: Sequence[tuple[str, Profile]]) -> None:
+    """Each profile once (given by name or path): Buildkite rejects an upload whose step keys repeat."""
+    seen: dict[str, tuple[str, Profile]] = {}
+    for reference, profile in profiles:
+        slug = step_slug(profile.name)
+        if slug not in seen:
+            seen[slug] = (reference, profile)
+            continue
+        earlier_reference, earlier = seen[slug]
+        if earlier.name == profile.name:
+            raise UsageError(
+                f"profile {profile.name} is given twice ({earlier_reference!r} and {reference!r})",
+                "give each profile once",
+            )
+        raise UsageError(
+            f"profiles {earlier.name!r} and {profile.name!r} share the step key afd-e2e-{slug}", "rename one of them"
+        )
 
 
 def profile_group(item: ProfileDecision, settings: GpuStepSettings) -> GroupStep:
@@ -62,9 +83,14 @@ def profile_group(item: ProfileDecision, settings: GpuStepSettings) -> GroupStep
 
 
 def annotation_step(slug: str, style: str, label: str, body: str) -> CommandStep:
-    """A light job whose only work is to put ``body`` on the build page."""
-    argv = ["buildkite-agent", "annotate", "--style", style, "--context", f"afd-e2e-{slug}-{style}", body]
-    return CommandStep(label=label, key=f"afd-e2e-{slug}-{style}", command=shlex.join(argv))
+    """A light job whose only work is to put ``body`` on the build page.
+
+    The body (branch names, agent names, gate values: text no one here wrote) travels as a literal ``env`` value and
+    reaches ``buildkite-agent annotate`` on stdin, so the command itself is a constant that no value can break out of.
+    """
+    key = f"afd-e2e-{slug}-{style}"
+    command = f"printenv {ANNOTATION_ENV} | buildkite-agent annotate --style {style} --context {key}"
+    return CommandStep(label=label, key=key, command=command, env={ANNOTATION_ENV: body})
 
 
 def approval_step(slug: str, profile: Profile, decision: Decision) -> BlockStep:
