@@ -3,8 +3,9 @@
 #
 # Options arrive as BUILDKITE_PLUGIN_AFD_E2E_<OPTION> (OPTION upper-cased, "-" -> "_"; lists as _0, _1, ...;
 # booleans as true/false). When check_gates finds the profile's opt-in gates closed it exports AFD_E2E_SKIPPED
-# (the reason): the later hooks then do nothing and the job passes, with an info annotation saying why, instead of
-# a GPU job that fails later.
+# (the reason) with AFD_E2E_SKIPPED_JOB (this job's id): the later hooks then do nothing and the job passes, with an
+# info annotation saying why, instead of a GPU job that fails later. A flag the job inherited (step, pipeline or
+# agent environment) is never trusted: the environment hook forgets it, and a flag of another job is ignored.
 
 AFD_E2E_OPTION_PREFIX=BUILDKITE_PLUGIN_AFD_E2E_
 # plugin.yml's configuration properties, in env var form (a test keeps the two lists equal).
@@ -98,8 +99,21 @@ selected_cases() {
   plugin_list CASES
 }
 
+# forget_inherited_skip: the environment hook's first act; only this job's own gate check may skip it.
+forget_inherited_skip() {
+  if [[ -n "${AFD_E2E_SKIPPED+set}${AFD_E2E_SKIPPED_JOB+set}" ]]; then
+    warn "ignoring the inherited AFD_E2E_SKIPPED=${AFD_E2E_SKIPPED:-}: only this job's gate check may skip it"
+  fi
+  unset AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB
+}
+
+# gates_closed: this job's gate check found the gates closed (a flag set for another job does not count).
 gates_closed() {
-  [[ -n "${AFD_E2E_SKIPPED:-}" ]]
+  [[ -n "${AFD_E2E_SKIPPED:-}" ]] || return 1
+  if [[ -z "${BUILDKITE_JOB_ID:-}" || "${AFD_E2E_SKIPPED_JOB:-}" != "$BUILDKITE_JOB_ID" ]]; then
+    warn "ignoring AFD_E2E_SKIPPED: it was not set by this job's gate check"
+    return 1
+  fi
 }
 
 # profile_in_checkout: the profile option is a .yaml path, which exists only once the repository is checked out
@@ -119,7 +133,8 @@ check_gates() {
     0) ;;
     1)
       AFD_E2E_SKIPPED="the opt-in gates of profile $(plugin_option PROFILE) are closed on ${BUILDKITE_AGENT_NAME:-this agent}"
-      export AFD_E2E_SKIPPED
+      AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
+      export AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB
       annotate info gates "$(where) did not run: its opt-in gates are closed.$(fenced "$output")"
       ;;
     *)

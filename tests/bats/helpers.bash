@@ -13,7 +13,7 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 # (tests/stubs/record-call) and only the profile option set.
 setup() {
   local name var
-  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
+  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
     unset "$var"
   done
   STUB_BIN="$BATS_TEST_TMPDIR/bin"
@@ -37,7 +37,13 @@ hook() {
 # what it exported for them.
 source_hook() {
   # shellcheck disable=SC2016 # expanded by the inner shell
-  bash -c 'trap '\''echo "AFD_E2E_SKIPPED=${AFD_E2E_SKIPPED-<unset>}"; echo "PATH=$PATH"'\'' EXIT; source "$1"' _ "$(hook "$1")"
+  bash -c 'trap '\''echo "AFD_E2E_SKIPPED=${AFD_E2E_SKIPPED-<unset>}"; echo "AFD_E2E_SKIPPED_JOB=${AFD_E2E_SKIPPED_JOB-<unset>}"; echo "PATH=$PATH"'\'' EXIT; source "$1"' _ "$(hook "$1")"
+}
+
+# skipped_by_this_job: the state this job's environment hook leaves when the profile's gates are closed.
+skipped_by_this_job() {
+  export AFD_E2E_SKIPPED="the opt-in gates of profile qwen3.5-122b-a10b are closed on gpu-agent-1"
+  export AFD_E2E_SKIPPED_JOB="$BUILDKITE_JOB_ID"
 }
 
 # calls: the recorded calls, one per line ("afd-e2e gates --profile ...").
