@@ -10,7 +10,9 @@
 AFD_E2E_OPTION_PREFIX=BUILDKITE_PLUGIN_AFD_E2E_
 # plugin.yml's configuration properties, in env var form (a test keeps the two lists equal).
 AFD_E2E_OPTIONS=(PROFILE CASES CASES_META_DATA DEVICES MODEL GSM8K_DIR OUT_DIR PORT_BASE VENV CLEANUP_TIMEOUT REPORT_TIMEOUT
-  PUBLISH TEST_ENGINE_TOKEN_ENV)
+  CANCEL_GRACE_PERIOD PUBLISH TEST_ENGINE_TOKEN_ENV)
+# After a cancel: what the agent needs, of its grace period, to end the job once pre-exit is done.
+AFD_E2E_CANCEL_RESERVE_MS=1000
 
 die() {
   echo "afd-e2e plugin: error: $*" >&2
@@ -50,7 +52,7 @@ check_options() {
     [[ " ${AFD_E2E_OPTIONS[*]} " == *" $name "* ]] ||
       die "unknown option ${var#"$AFD_E2E_OPTION_PREFIX"}; fix: use the options in plugin.yml"
   done
-  for name in PORT_BASE CLEANUP_TIMEOUT REPORT_TIMEOUT; do
+  for name in PORT_BASE CLEANUP_TIMEOUT REPORT_TIMEOUT CANCEL_GRACE_PERIOD; do
     value="$(plugin_option "$name")"
     [[ -z "$value" || "$value" =~ ^[0-9]+$ ]] || die "option $name=$value is not a whole number; fix: give an integer"
   done
@@ -177,11 +179,58 @@ print_gpus() {
   nvidia-smi topo -m || warn "nvidia-smi topo -m exited $?"
 }
 
-# bounded SECONDS COMMAND...: run COMMAND, killed after SECONDS (and 10 s more if it ignores SIGTERM).
+# bounded MS KILL_AFTER COMMAND...: run COMMAND, killed after MS milliseconds (and KILL_AFTER seconds more if it
+# ignores SIGTERM).
 bounded() {
-  local seconds=$1 status=0
-  shift
-  timeout --kill-after=10 "$seconds" "$@" || status=$?
-  [[ $status -ne 124 && $status -ne 137 ]] || warn "$* ran out of its ${seconds} s"
+  local limit status=0 kill_after=$2
+  limit="$(seconds "$1")"
+  shift 2
+  timeout --kill-after="$kill_after" "$limit" "$@" || status=$?
+  [[ $status -ne 124 && $status -ne 137 ]] || warn "$* ran out of its ${limit} s"
   return "$status"
+}
+
+now_ms() {
+  date +%s%3N
+}
+
+# seconds MS: milliseconds (at least 0) as the seconds timeout(1) takes ("7.250").
+seconds() {
+  local ms=$(($1 > 0 ? $1 : 0))
+  printf '%d.%03d' $((ms / 1000)) $((ms % 1000))
+}
+
+job_cancelled() {
+  [[ "${BUILDKITE_JOB_CANCELLED:-}" == true ]]
+}
+
+# cancel_mark: where the command hook notes when the job was cancelled (milliseconds since the epoch).
+cancel_mark() {
+  printf '%s/afd-e2e-cancelled-%s' "${TMPDIR:-/tmp}" "${BUILDKITE_JOB_ID:-local}"
+}
+
+# run_noting_cancel COMMAND...: run COMMAND; on SIGTERM/SIGINT (a cancel) note the moment for pre-exit's budget,
+# pass the signal on and wait for COMMAND's own teardown. Returns COMMAND's exit status.
+run_noting_cancel() {
+  local pid status=0
+  "$@" &
+  pid=$!
+  trap 'now_ms >"$(cancel_mark)"; kill -TERM "$pid" 2>/dev/null || true' TERM INT
+  while true; do
+    status=0
+    wait "$pid" || status=$?
+    kill -0 "$pid" 2>/dev/null || break # a trapped signal interrupted wait: COMMAND is still tearing down
+  done
+  trap - TERM INT
+  return "$status"
+}
+
+# cancel_deadline_ms: when the agent will SIGKILL this cancelled job: the grace period (the cancel-grace-period
+# option, else the agent's BUILDKITE_CANCEL_GRACE_PERIOD, else Buildkite's 10 s) from the moment of the cancel (noted
+# by the command hook; unknown: now), less what the agent needs to end the job.
+cancel_deadline_ms() {
+  local grace cancelled_at
+  grace="$(plugin_option CANCEL_GRACE_PERIOD "${BUILDKITE_CANCEL_GRACE_PERIOD:-10}")"
+  cancelled_at="$(cat "$(cancel_mark)" 2>/dev/null || now_ms)"
+  printf '%d' $((cancelled_at + grace * 1000 - AFD_E2E_CANCEL_RESERVE_MS))
 }

@@ -12,6 +12,10 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 # Every test starts in an empty build directory with buildkite-agent, nvidia-smi and afd-e2e stubbed
 # (tests/stubs/record-call) and only the profile option set.
 setup() {
+  setup_stubs
+}
+
+setup_stubs() {
   local name var
   for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
     unset "$var"
