@@ -45,7 +45,7 @@ plugin_list() {
 # check_options: fail on a missing profile, a misspelt option or a malformed value, before anything runs.
 check_options() {
   local var name value
-  [[ -n "$(plugin_option PROFILE)" ]] || die "the profile option is missing; fix: set profile: <name> under the plugin"
+  [[ -n "$(profiles)" ]] || die "the profile option is missing; fix: set profile: <name> under the plugin"
   for var in $(compgen -v "$AFD_E2E_OPTION_PREFIX"); do
     name="${var#"$AFD_E2E_OPTION_PREFIX"}"
     [[ ! "$name" =~ ^(.+)_[0-9]+$ ]] || name="${BASH_REMATCH[1]}"
@@ -75,9 +75,33 @@ use_venv() {
   esac
 }
 
+# profiles: the profile option's items, one per line (a list: the GPU step of a profile set's agent pool, which runs
+# them one after another, each in its own folder below out-dir).
+profiles() {
+  plugin_list PROFILE
+}
+
+several_profiles() {
+  (($(profiles | wc -l) > 1))
+}
+
+# use_profile P: the profile the functions below act on (AFD_E2E_PROFILE), with its afd-e2e arguments.
+use_profile() {
+  AFD_E2E_PROFILE="$1"
+  target_args
+}
+
+# profile_slug P: P as the generator spells it in a profile set's case choices and folder names (step_slug).
+profile_slug() {
+  local slug
+  slug="$(printf '%s' "$1" | sed -E 's/[^A-Za-z0-9_-]+/-/g; s/^-+//; s/-+$//')"
+  slug="${slug:0:60}"
+  printf '%s' "${slug:-profile}"
+}
+
 # target_args: set AFD_E2E_TARGET to the --profile/--devices/--model arguments every afd-e2e command takes.
 target_args() {
-  AFD_E2E_TARGET=(--profile "$(plugin_option PROFILE)")
+  AFD_E2E_TARGET=(--profile "$AFD_E2E_PROFILE")
   [[ -z "$(plugin_option DEVICES)" ]] || AFD_E2E_TARGET+=(--devices "$(plugin_option DEVICES)")
   [[ -z "$(plugin_option MODEL)" ]] || AFD_E2E_TARGET+=(--model "$(plugin_option MODEL)")
 }
@@ -86,27 +110,55 @@ out_dir() {
   plugin_option OUT_DIR afd-e2e-out
 }
 
-# selected_cases: the case ids to run, one per line: the block step's choice when cases-meta-data names one,
-# else the cases option, else nothing (all the profile's cases).
+# run_dir: where the current profile's run writes: out-dir, or its own folder below it when there are several.
+run_dir() {
+  if several_profiles; then
+    printf '%s/%s' "$(out_dir)" "$(profile_slug "$AFD_E2E_PROFILE")"
+  else
+    out_dir
+  fi
+}
+
+# selected_cases: the current profile's case ids to run, one per line: the block step's choice when cases-meta-data
+# names one, else the cases option, else nothing (all the profile's cases). An item is a case id, or, in a profile
+# set, "<profile slug>/<case id>" (items of other profiles are not this one's). Returns 3 when a choice was made and
+# none of it is this profile's: the profile is not run.
 selected_cases() {
-  local key chosen
+  local key chosen="" item prefix found=0
   key="$(plugin_option CASES_META_DATA)"
   if [[ -n "$key" ]]; then
     chosen="$(buildkite-agent meta-data get "$key" --default "")" || return 1
-    if [[ -n "$chosen" ]]; then
-      printf '%s\n' "$chosen"
-      return 0
-    fi
   fi
-  plugin_list CASES
+  [[ -n "$chosen" ]] || chosen="$(plugin_list CASES)"
+  [[ -n "$chosen" ]] || return 0
+  prefix="$(profile_slug "$AFD_E2E_PROFILE")/"
+  while IFS= read -r item; do
+    if [[ -n "$item" && "$item" != */* ]]; then
+      printf '%s\n' "$item"
+      found=1
+    elif [[ "$item" == "$prefix"* ]]; then
+      printf '%s\n' "${item#"$prefix"}"
+      found=1
+    fi
+  done <<<"$chosen"
+  ((found)) || return 3
 }
 
 # forget_inherited_skip: the environment hook's first act; only this job's own gate check may skip it.
 forget_inherited_skip() {
-  if [[ -n "${AFD_E2E_SKIPPED+set}${AFD_E2E_SKIPPED_JOB+set}" ]]; then
+  if [[ -n "${AFD_E2E_SKIPPED+set}${AFD_E2E_SKIPPED_JOB+set}${AFD_E2E_CLOSED+set}" ]]; then
     warn "ignoring the inherited AFD_E2E_SKIPPED=${AFD_E2E_SKIPPED:-}: only this job's gate check may skip it"
   fi
-  unset AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB
+  unset AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB AFD_E2E_CLOSED
+}
+
+# open_profiles: the profiles whose gates this job's gate checks did not find closed, one per line.
+open_profiles() {
+  local profile closed=""
+  [[ -z "${BUILDKITE_JOB_ID:-}" || "${AFD_E2E_SKIPPED_JOB:-}" != "$BUILDKITE_JOB_ID" ]] || closed="${AFD_E2E_CLOSED:-}"
+  while IFS= read -r profile; do
+    [[ $'\n'"$closed" == *$'\n'"$profile"$'\n'* ]] || printf '%s\n' "$profile"
+  done < <(profiles)
 }
 
 # gates_closed: this job's gate check found the gates closed (a flag set for another job does not count).
@@ -118,14 +170,15 @@ gates_closed() {
   fi
 }
 
-# profile_in_checkout: the profile option is a .yaml path, which exists only once the repository is checked out
+# profile_in_checkout: the current profile is a .yaml path, which exists only once the repository is checked out
 # (after the environment hook): its gates are checked in pre-command instead.
 profile_in_checkout() {
-  [[ "$(plugin_option PROFILE)" == *.yaml || "$(plugin_option PROFILE)" == *.yml ]]
+  [[ "$AFD_E2E_PROFILE" == *.yaml || "$AFD_E2E_PROFILE" == *.yml ]]
 }
 
-# check_gates: afd-e2e gates for the target. Closed gates export AFD_E2E_SKIPPED and annotate why (info);
-# malformed gates, or no afd-e2e, annotate an error and return afd-e2e's exit status.
+# check_gates: afd-e2e gates for the current profile. Closed gates add it to AFD_E2E_CLOSED (exported with this
+# job's id) and annotate why (info); when every profile is closed, AFD_E2E_SKIPPED says why the job runs nothing.
+# Malformed gates, or no afd-e2e, annotate an error and return afd-e2e's exit status.
 check_gates() {
   local output status=0
   echo "--- :lock: afd-e2e gates ${AFD_E2E_TARGET[*]}"
@@ -134,9 +187,13 @@ check_gates() {
   case "$status" in
     0) ;;
     1)
-      AFD_E2E_SKIPPED="the opt-in gates of profile $(plugin_option PROFILE) are closed on ${BUILDKITE_AGENT_NAME:-this agent}"
+      AFD_E2E_CLOSED="${AFD_E2E_CLOSED:-}${AFD_E2E_PROFILE}"$'\n'
       AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
-      export AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB
+      export AFD_E2E_CLOSED AFD_E2E_SKIPPED_JOB
+      if [[ -z "$(open_profiles)" ]]; then
+        AFD_E2E_SKIPPED="the opt-in gates of profile $(profiles | paste -sd, - | sed 's/,/, /g') are closed on ${BUILDKITE_AGENT_NAME:-this agent}"
+        export AFD_E2E_SKIPPED
+      fi
       annotate info gates "$(where) did not run: its opt-in gates are closed.$(fenced "$output")"
       ;;
     *)
@@ -164,7 +221,7 @@ fenced() {
 
 # where: "profile P on agent A", for annotations.
 where() {
-  printf '**afd-e2e %s** on %s' "$(plugin_option PROFILE)" "${BUILDKITE_AGENT_NAME:-this agent}"
+  printf '**afd-e2e %s** on %s' "$AFD_E2E_PROFILE" "${BUILDKITE_AGENT_NAME:-this agent}"
 }
 
 # print_gpus: the agent's GPUs and their topology, first in the job log.

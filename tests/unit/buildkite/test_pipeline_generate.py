@@ -8,11 +8,10 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
-from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, Decision
+from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, Decision, ProfileDecision
 from afd_e2e.pipeline.generate import (
     DEFAULT_PLUGIN,
     GpuStepSettings,
-    ProfileDecision,
     build_pipeline,
     step_slug,
 )
