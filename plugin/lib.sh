@@ -257,8 +257,9 @@ seconds() {
   printf '%d.%03d' $((ms / 1000)) $((ms % 1000))
 }
 
+# job_cancelled: the agent says so, or the command hook received its SIGTERM (a cancel, a timeout, an agent stop).
 job_cancelled() {
-  [[ "${BUILDKITE_JOB_CANCELLED:-}" == true ]]
+  [[ "${BUILDKITE_JOB_CANCELLED:-}" == true || -e "$(cancel_mark)" ]]
 }
 
 # cancel_mark: where the command hook notes when the job was cancelled (milliseconds since the epoch).

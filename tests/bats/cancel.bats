@@ -26,7 +26,7 @@ WRAPPER
   chmod +x "$STUB_BIN/afd-e2e"
   mkdir "$BATS_TEST_TMPDIR/recorded"
   ln -s "$REPO_ROOT/tests/stubs/record-call" "$BATS_TEST_TMPDIR/recorded/afd-e2e"
-  export PORT_BASE SERVERS_FILE="$BATS_TEST_TMPDIR/servers" TMPDIR="$BATS_TEST_TMPDIR"
+  export PORT_BASE SERVERS_FILE="$BATS_TEST_TMPDIR/servers"
   export BUILDKITE_CANCEL_GRACE_PERIOD=10
 }
 
@@ -118,4 +118,14 @@ assert_clean_before_the_grace_ends() {
   assert_clean_before_the_grace_ends
   assert_output --regexp "the job was cancelled: [0-3]\.[0-9]{3} s left of the grace period"
   assert_output --partial "no afd-e2e-out/results.json, nothing to report"
+}
+
+@test "a SIGTERM the agent did not call a cancel (a timeout, an agent stop) gets the same budget" {
+  export TEARDOWN_S=0
+  start_job
+  cancel
+  unset BUILDKITE_JOB_CANCELLED
+  run "$(hook pre-exit)"
+  assert_clean_before_the_grace_ends
+  assert_output --partial "the job was cancelled"
 }

@@ -17,7 +17,7 @@ setup() {
 
 setup_stubs() {
   local name var
-  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
+  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB AFD_E2E_CLOSED BUILDKITE_JOB_CANCELLED BUILDKITE_CANCEL_GRACE_PERIOD BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
     unset "$var"
   done
   STUB_BIN="$BATS_TEST_TMPDIR/bin"
@@ -28,7 +28,7 @@ setup_stubs() {
   export PATH="$STUB_BIN:/usr/bin:/bin"  # only the stubs and the system: no afd-e2e from a developer's env
   export STUB_CALLS="$BATS_TEST_TMPDIR/calls.log"
   : >"$STUB_CALLS"
-  export BUILDKITE_JOB_ID=job-1 BUILDKITE_AGENT_NAME=gpu-agent-1
+  export BUILDKITE_JOB_ID=job-1 BUILDKITE_AGENT_NAME=gpu-agent-1 TMPDIR="$BATS_TEST_TMPDIR"
   export BUILDKITE_PLUGIN_AFD_E2E_PROFILE=qwen3.5-122b-a10b
   cd "$BATS_TEST_TMPDIR" || return
 }

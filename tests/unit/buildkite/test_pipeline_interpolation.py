@@ -173,6 +173,11 @@ def test_hostile_names_in_a_block_and_a_warning(generate, hostile_profile, tmp_p
     assert gpu["label"] == f"afd-e2e {hostile}"
     assert gpu["plugins"][0]["vllm-project/afd-e2e#v0.1.0"]["profile"] == profile
 
+    gpu_agent_runner = FakeAgent(tmp_path / "gpu")
+    assert set(gpu_agent_runner.run_plugin(gpu, REPO).values()) == {0}
+    assert f"afd-e2e run --profile {profile} --out afd-e2e-out" in gpu_agent_runner.calls()
+    assert not list(gpu_agent_runner.build_dir.iterdir()), "a hook ran something it should not"
+
     warned, _ = generate({**variables, "BUILDKITE_AGENTS_API_TOKEN": "bad"}, [], profile, status=401)
     ((call, body),) = run_annotations(tmp_path, warned)
     assert f"**afd-e2e {hostile}**" in body
