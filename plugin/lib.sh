@@ -292,3 +292,81 @@ cancel_deadline_ms() {
   cancelled_at="$(cat "$(cancel_mark)" 2>/dev/null || now_ms)"
   printf '%d' $((cancelled_at + grace * 1000 - AFD_E2E_CANCEL_RESERVE_MS))
 }
+
+# run_profiles: afd-e2e run for each open profile, with the cases chosen for it, into its run_dir. Returns the first
+# failing run's exit status (0 when every run passes); after a cancel no further profile starts.
+run_profiles() {
+  local profile cases chosen status verdict=0 case_id
+  local -a listed args
+  mapfile -t listed < <(open_profiles)
+  for profile in "${listed[@]}"; do
+    use_profile "$profile"
+    chosen=0
+    cases="$(selected_cases)" || chosen=$?
+    if [[ $chosen -eq 3 ]]; then
+      echo "afd-e2e: ${profile}: none of its cases was chosen in the block step, not run"
+      continue
+    fi
+    [[ $chosen -eq 0 ]] || return "$chosen"
+
+    args=(run "${AFD_E2E_TARGET[@]}" --out "$(run_dir)")
+    [[ -z "$(plugin_option PORT_BASE)" ]] || args+=(--port-base "$(plugin_option PORT_BASE)")
+    [[ -z "$(plugin_option GSM8K_DIR)" ]] || args+=(--gsm8k-dir "$(plugin_option GSM8K_DIR)")
+    while IFS= read -r case_id; do
+      [[ -z "$case_id" ]] || args+=(--case "$case_id")
+    done <<<"$cases"
+
+    echo "--- :test_tube: afd-e2e ${args[*]}"
+    status=0
+    run_noting_cancel afd-e2e "${args[@]}" || status=$?
+    [[ $verdict -ne 0 ]] || verdict=$status
+    [[ ! -e "$(cancel_mark)" ]] || break
+  done
+  return "$verdict"
+}
+
+# clean_up_runs DEADLINE_MS KILL_AFTER: afd-e2e cleanup of each open profile's run_dir, bounded by cleanup-timeout,
+# or (DEADLINE_MS set: a cancelled job) by an equal share of what is left until DEADLINE_MS. Failures are annotated.
+clean_up_runs() {
+  local deadline_ms=$1 kill_after=$2 i limit_ms
+  local -a listed cleanup
+  mapfile -t listed < <(open_profiles)
+  for ((i = 0; i < ${#listed[@]}; i++)); do
+    use_profile "${listed[i]}"
+    cleanup=(afd-e2e cleanup --out "$(run_dir)")
+    limit_ms=$(($(plugin_option CLEANUP_TIMEOUT 120) * 1000))
+    if [[ -n "$deadline_ms" ]]; then
+      limit_ms=$(((deadline_ms - $(now_ms)) / (${#listed[@]} - i)))
+      cleanup+=(--within "$(seconds $((limit_ms > 1100 ? limit_ms - 1000 : 100)))")
+      limit_ms=$((limit_ms - 500))
+    fi
+    bounded "$limit_ms" "$kill_after" "${cleanup[@]}" ||
+      annotate warning cleanup "$(where): \`afd-e2e cleanup\` failed or ran out of time; check the agent for leftover processes, ports or GPU memory."
+  done
+}
+
+# report_runs DEADLINE_MS KILL_AFTER: afd-e2e report (and publish) of each open profile's results, bounded by
+# report-timeout, or (DEADLINE_MS set) by what is left until it, and only when at least 2 s are left (a report cut
+# short uploads nothing useful). Never fails.
+report_runs() {
+  local deadline_ms=$1 kill_after=$2 profile out limit_ms
+  local -a listed args
+  mapfile -t listed < <(open_profiles)
+  for profile in "${listed[@]}"; do
+    use_profile "$profile"
+    out="$(run_dir)"
+    limit_ms=$(($(plugin_option REPORT_TIMEOUT 300) * 1000))
+    [[ -z "$deadline_ms" ]] || limit_ms=$((deadline_ms - 500 - $(now_ms)))
+    if [[ ! -f "$out/results.json" ]]; then
+      echo "afd-e2e: no ${out}/results.json, nothing to report"
+    elif [[ -n "$deadline_ms" ]] && ((limit_ms < 2000)); then
+      echo "afd-e2e: no time left in the cancel grace period for the report; render it later with afd-e2e report ${out}"
+    else
+      args=(report "$out")
+      [[ "$(plugin_option PUBLISH true)" == false ]] || args+=(--publish)
+      [[ -z "$(plugin_option TEST_ENGINE_TOKEN_ENV)" ]] || args+=(--test-engine-token-env "$(plugin_option TEST_ENGINE_TOKEN_ENV)")
+      echo "--- :memo: afd-e2e ${args[*]}"
+      bounded "$limit_ms" "$kill_after" afd-e2e "${args[@]}" || warn "the report was not fully published"
+    fi
+  done
+}
