@@ -113,7 +113,7 @@ def load_profile_path(name: str):
 
 
 @pytest.fixture
-def generate(pipeline_cli, agents_api):
+def generate(pipeline_cli, agents_api, valid_pipeline):
     """``afd-e2e pipeline`` in a bootstrap job holding secrets, uploaded as the README's bootstrap step does."""
     (flags,) = {tuple(f) for w, f in bootstrap_uploads().items() if w.startswith("README.md")}
 
@@ -125,6 +125,7 @@ def generate(pipeline_cli, agents_api):
         uploaded, expanded = upload(out, environ, no_interpolation="--no-interpolation" in flags)
         assert expanded == []
         assert uploaded == yaml.safe_load(out)  # every string arrives as generated
+        valid_pipeline(uploaded)
         assert SECRET not in out
         return uploaded, out
 
