@@ -304,7 +304,7 @@ run_profiles() {
     chosen=0
     cases="$(selected_cases)" || chosen=$?
     if [[ $chosen -eq 3 ]]; then
-      echo "afd-e2e: ${profile}: none of its cases was chosen in the block step, not run"
+      annotate info "not-chosen-$(profile_slug "$profile")" "$(where): none of its cases was chosen in the block step, not run."
       continue
     fi
     [[ $chosen -eq 0 ]] || return "$chosen"
