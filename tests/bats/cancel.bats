@@ -90,9 +90,9 @@ assert_clean_before_the_grace_ends() {
   assert_clean_before_the_grace_ends
   assert_success
   assert_output --regexp "the job was cancelled: [0-9]\.[0-9]{3} s left of the grace period"
-  assert_output --partial "cleanup leftovers: warn - ended 1 processes of run"
+  assert_output --partial "cleanup leftovers: warned - ended 1 processes of run"
   assert_output --partial "some needed SIGKILL"
-  assert_output --partial "cleanup ports: pass - free: $PORT_BASE"
+  assert_output --partial "cleanup ports: passed - free: $PORT_BASE"
   assert_equal "$(calls)" "afd-e2e report afd-e2e-out --publish"
   [[ ! -e "$TMPDIR/afd-e2e-cancelled-job-1" ]]
 }
@@ -105,7 +105,7 @@ assert_clean_before_the_grace_ends() {
   run "$(hook pre-exit)"
   assert_clean_before_the_grace_ends
   assert_success
-  assert_output --partial "cleanup ports: pass"
+  assert_output --partial "cleanup ports: passed"
   assert_output --partial "no time left in the cancel grace period for the report; render it later with afd-e2e report afd-e2e-out"
   assert_equal "$(calls)" ""
 }

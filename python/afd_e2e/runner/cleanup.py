@@ -13,6 +13,8 @@ from pathlib import Path
 
 import psutil
 
+from afd_e2e.results.model import CheckRecord
+from afd_e2e.results.status import Status
 from afd_e2e.runner.case import CANCEL_GRACE_S
 from afd_e2e.runner.hygiene import (
     GPU_SETTLE_S,
@@ -43,25 +45,25 @@ class _Budget:
         return max(0.0, min(default_s, (self.deadline - time.monotonic()) * share))
 
 
-def _stop_runner(run: RunRecord, grace_s: float) -> dict[str, str]:
+def _stop_runner(run: RunRecord, grace_s: float) -> CheckRecord:
     runner = run.runner_process()
     if runner is None:
-        return record("runner", "pass", "the runner has exited")
+        return record("runner", Status.PASSED, "the runner has exited")
     runner.terminate()
     _, alive = psutil.wait_procs([runner], timeout=grace_s)
     if alive:
         runner.kill()
-        return record("runner", "warn", f"runner pid {runner.pid} ignored SIGTERM for {grace_s:.1f} s: killed")
-    return record("runner", "warn", f"runner pid {runner.pid} was still running: stopped with SIGTERM")
+        return record("runner", Status.WARNED, f"runner pid {runner.pid} ignored SIGTERM for {grace_s:.1f} s: killed")
+    return record("runner", Status.WARNED, f"runner pid {runner.pid} was still running: stopped with SIGTERM")
 
 
-def clean_up(out_dir: Path, within_s: float | None = None) -> list[dict[str, str]]:
-    """Stop and remove a run's leftovers (within ``within_s`` seconds when given); return check records (``fail``
+def clean_up(out_dir: Path, within_s: float | None = None) -> list[CheckRecord]:
+    """Stop and remove a run's leftovers (within ``within_s`` seconds when given); return check records (``failed``
     means the machine is still not clean)."""
     budget = _Budget(within_s)
     run = RunRecord.load(out_dir)
     if run is None:
-        return [record("run", "pass", f"no run record in {out_dir}: nothing to clean")]
+        return [record("run", Status.PASSED, f"no run record in {out_dir}: nothing to clean")]
     find = partial(find_marked, run.run_id)
     checks = [_stop_runner(run, budget.wait(RUNNER_GRACE_S, 0.3))]
     leftovers = find()
@@ -70,7 +72,7 @@ def clean_up(out_dir: Path, within_s: float | None = None) -> list[dict[str, str
         names = ", ".join(m.describe() for m in leftovers)
         how = "some needed SIGKILL" if outcome.forced else "all stopped on SIGTERM"
         checks.append(
-            record("leftovers", "warn", f"ended {len(leftovers)} processes of run {run.run_id} ({how}): {names}")
+            record("leftovers", Status.WARNED, f"ended {len(leftovers)} processes of run {run.run_id} ({how}): {names}")
         )
     checks += [
         check_processes(find),
