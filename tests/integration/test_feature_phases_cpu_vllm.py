@@ -6,6 +6,7 @@ does not serve); replay rounds are answered and pair up with themselves, and a d
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.util
 import threading
@@ -15,8 +16,11 @@ import pytest
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import ReplaySpec, ServingSpec, load_profile
+from afd_e2e.results.model import CaseResults
+from afd_e2e.results.status import Status
 from afd_e2e.runner.serving import serving
 from afd_e2e.workloads import replay
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.phases import run_replay, run_serving
 from repo_paths import REPO
 
@@ -41,15 +45,16 @@ def measured(tmp_path_factory):
     case = build_plan(PROFILE, model_path=str(model), case_ids=["cpu-tp1"], port_base=PORT_BASE).cases[0]
     lines: list[str] = []
 
-    def ctx(plan_case) -> SimpleNamespace:
-        return SimpleNamespace(
+    def ctx(plan_case) -> PhaseContext:
+        return PhaseContext(
             profile=PROFILE,
             case=plan_case,
-            case_results={},
+            case_results=CaseResults(plan_case.id, plan_case.label, plan_case.kind),
             out_dir=work / "out",
             progress=lines.append,
             cancelled=threading.Event(),
             flush=lambda: None,
+            gsm8k_dir=None,
         )
 
     right, wrong = ctx(case), ctx(dataclasses.replace(case, served_model_name="tiny-cpu-renamed"))
@@ -59,33 +64,33 @@ def measured(tmp_path_factory):
 
 
 def test_serving_checks_pass_on_the_real_engine(measured):
-    checks = {c["check"]: c for c in measured.right["serving"]["checks"]}
+    checks = {c.check: c for c in measured.right.serving.checks}
     assert list(checks) == ["completion", "usage", "unknown_model", "concurrent"]
-    assert all(c["status"] == "passed" for c in checks.values()), checks
-    assert "= total" in checks["usage"]["detail"] and "matching the token ids" in checks["usage"]["detail"]
-    assert "rejected with HTTP 404" in checks["unknown_model"]["detail"]
-    assert checks["concurrent"]["detail"] == "4 concurrent requests all answered"
-    assert measured.outcomes["serving"] == {"status": "passed", "failure": None}
+    assert all(c.status is Status.PASSED for c in checks.values()), checks
+    assert "= total" in checks["usage"].detail and "matching the token ids" in checks["usage"].detail
+    assert "rejected with HTTP 404" in checks["unknown_model"].detail
+    assert checks["concurrent"].detail == "4 concurrent requests all answered"
+    assert measured.outcomes["serving"] == PhaseOutcome(Status.PASSED)
 
 
 def test_serving_checks_fail_for_a_served_name_mismatch(measured):
-    checks = {c["check"]: c["status"] for c in measured.wrong["serving"]["checks"]}
+    checks = {c.check: c.status for c in measured.wrong.serving.checks}
     assert checks == {"completion": "failed", "usage": "failed", "unknown_model": "passed", "concurrent": "failed"}
     outcome = measured.outcomes["wrong name"]
-    assert outcome["status"] == "failed" and "completion: HTTP 404" in outcome["failure"]
+    assert outcome.status is Status.FAILED and "completion: HTTP 404" in outcome.failure
 
 
 def test_replay_rounds_are_answered_and_compared_by_the_parity_rule(measured):
-    section = measured.right["replay"]
-    assert measured.outcomes["replay"]["status"] == "passed"
-    assert (section["rounds"], section["batch"], section["answered"], len(section["outputs"])) == (2, 4, 8, 8)
+    section = measured.right.replay
+    assert measured.outcomes["replay"].status is Status.PASSED
+    assert (section.rounds, section.batch, section.answered, len(section.requests)) == (2, 4, 8, 8)
     same = replay.compare_replay(PROFILE.parity, "a", section, "b", section)
-    assert same["status"] == "passed" and same["identical"] == same["total"] == 8
-    diverged = {**section, "outputs": [{**o, "output": dict(o["output"])} for o in section["outputs"]]}
-    changed = diverged["outputs"][5]["output"]
-    changed["token_ids"] = [*changed["token_ids"][:2], -1]
+    assert same.status is Status.PASSED and same.identical == same.total == 8
+    diverged = copy.deepcopy(section)
+    changed = diverged.requests[5].output
+    changed.token_ids = [*changed.token_ids[:2], -1]
     exact = dataclasses.replace(PROFILE.parity, min_identical_share=1.0)
-    assert replay.compare_replay(exact, "a", section, "b", section)["status"] == "passed"
+    assert replay.compare_replay(exact, "a", section, "b", section).status is Status.PASSED
     worse = replay.compare_replay(exact, "a", section, "b", diverged)
-    assert worse["status"] == "failed" and worse["identical"] == 7 and "7/8 identical" in worse["failure"]
-    assert next(p for p in worse["prompts"] if not p["identical"])["first_diff_token"] == 2
+    assert worse.status is Status.FAILED and worse.identical == 7 and "7/8 identical" in worse.failure
+    assert next(p for p in worse.prompts if not p.identical).first_diff_token == 2

@@ -6,8 +6,10 @@ in the folder (``plots/performance.png``) and ``artifact://`` links in the annot
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from afd_e2e.errors import UsageError
+from afd_e2e.results.store import load_results
 
 ARTIFACT_GLOBS = (
     "results.json",
@@ -23,10 +25,10 @@ ARTIFACT_GLOBS = (
 def profiler_traces(out_dir: Path) -> list[str]:
     """The profiler traces a run chose to upload (newest first within the profile's size cap), that still exist."""
     try:
-        cases = json.loads((out_dir / "results.json").read_text(encoding="utf-8")).get("cases") or {}
-    except (OSError, ValueError):
+        cases = load_results(out_dir).cases.values()
+    except UsageError:
         return []
-    chosen = [t["path"] for c in cases.values() for t in (c.get("profiler") or {}).get("traces") or [] if t["uploaded"]]
+    chosen = [t.path for case in cases if case.profiler for t in case.profiler.traces if t.uploaded]
     return [path for path in chosen if (out_dir / path).is_file()]
 
 

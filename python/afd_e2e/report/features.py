@@ -1,4 +1,4 @@
-"""The annotation's feature section: graph replay parity per comparison, serving checks and profiler traces per case.
+"""The annotation's feature section: replay parity per comparison, serving checks and profiler traces per case.
 
 Only what the run recorded appears; a run without these phases renders nothing here.
 """
@@ -8,13 +8,15 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from afd_e2e.report.escape import markdown_text
-from afd_e2e.report.status import ICONS, outcome
+from afd_e2e.report.status import icon
+from afd_e2e.results.model import ProfilerResult, RunResults
+from afd_e2e.results.status import Status
 
 MIB = 1024 * 1024
 
 
-def _cell(status: str | None, detail: str = "") -> str:
-    text = f"{ICONS[outcome(status)]} {markdown_text(status or 'not started')}"
+def _cell(status: Status | None, detail: str | None = None) -> str:
+    text = f"{icon(status)} {markdown_text(status or 'not started')}"
     return f"{text}: {markdown_text(detail, 160)}" if detail else text
 
 
@@ -22,62 +24,60 @@ def _link(path: str, text: str) -> str:
     return f'<a href="artifact://{quote(path, safe="/._-")}">{markdown_text(text)}</a>'
 
 
-def _replay_rows(results: dict) -> list[str]:
+def _replay_rows(results: RunResults) -> list[str]:
     rows = []
-    for comparison_id, comparison in (results.get("comparisons") or {}).items():
-        replay = comparison.get("replay")
-        if not replay:
+    for comparison_id, comparison in results.comparisons.items():
+        if (replay := comparison.replay) is None:
             continue
-        detail = replay.get("failure") or f"{replay.get('identical')}/{replay.get('total')} replayed requests identical"
-        who = f"{comparison.get('baseline_label')} vs {comparison.get('candidate_label')}"
+        detail = replay.failure or f"{replay.identical}/{replay.total} replayed requests identical"
+        cases = f"{comparison.baseline_label} vs {comparison.candidate_label}"
         rows.append(
-            f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(who)} | {_cell(replay.get('status'), detail)} |"
+            f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(cases)} | {_cell(replay.status, detail)} |"
         )
-    return (
-        ["| Comparison | Cases | Replay parity (rounds at the capture batch) |", "| --- | --- | --- |", *rows]
-        if rows
-        else []
-    )
+    header = ["| Comparison | Cases | Replay parity (rounds at the capture batch) |", "| --- | --- | --- |"]
+    return [*header, *rows] if rows else []
 
 
-def _serving_rows(results: dict) -> list[str]:
-    rows = []
-    for case_id, case in (results.get("cases") or {}).items():
-        for check in (case.get("serving") or {}).get("checks") or []:
-            rows.append(
-                f"| <code>{markdown_text(case_id)}</code> | {markdown_text(check.get('check'))} | "
-                f"{_cell(check.get('status'), check.get('detail') or '')} |"
-            )
+def _serving_rows(results: RunResults) -> list[str]:
+    rows = [
+        f"| <code>{markdown_text(case_id)}</code> | {markdown_text(check.check)} | {_cell(check.status, check.detail)} |"
+        for case_id, case in results.cases.items()
+        for check in (case.serving.checks if case.serving else [])
+    ]
     return ["| Case | Serving check | Result |", "| --- | --- | --- |", *rows] if rows else []
 
 
-def _profiler_rows(results: dict) -> list[str]:
+def _trace_files(profiler: ProfilerResult, role: str) -> list[str]:
+    return [
+        _link(t.path, f"{t.path.rsplit('/', 1)[-1]} ({t.size_bytes / MIB:.1f} MiB)")
+        if t.uploaded
+        else f"{markdown_text(t.path)} (over the {profiler.upload_limit_mib} MiB upload cap, kept on the agent)"
+        for t in profiler.traces
+        if t.role == role
+    ]
+
+
+def _profiler_rows(results: RunResults) -> list[str]:
     rows = []
-    for case_id, case in (results.get("cases") or {}).items():
-        profiler = case.get("profiler")
-        if not profiler:
+    for case_id, case in results.cases.items():
+        if (profiler := case.profiler) is None:
             continue
-        traces = profiler.get("traces") or []
-        for role in profiler.get("roles") or [
-            {"role": "-", "status": profiler.get("status"), "detail": profiler.get("failure")}
-        ]:
-            links = [
-                _link(t["path"], f"{t['path'].rsplit('/', 1)[-1]} ({t['size_bytes'] / MIB:.1f} MiB)")
-                if t.get("uploaded")
-                else f"{markdown_text(t['path'])} (over the {profiler.get('upload_limit_mib')} MiB upload cap, kept on the agent)"
-                for t in traces
-                if t.get("role") == role.get("role")
-            ]
+        if not profiler.roles:
             rows.append(
-                f"| <code>{markdown_text(case_id)}</code> | {markdown_text(role.get('role'))} | "
-                f"{_cell(role.get('status'), '' if links else role.get('detail') or '')} | {'<br>'.join(links) or '-'} |"
+                f"| <code>{markdown_text(case_id)}</code> | - | {_cell(profiler.status, profiler.failure)} | - |"
+            )
+        for role in profiler.roles:
+            files = _trace_files(profiler, role.role)
+            rows.append(
+                f"| <code>{markdown_text(case_id)}</code> | {markdown_text(role.role)} | "
+                f"{_cell(role.status, None if files else role.detail)} | {'<br>'.join(files) or '-'} |"
             )
     return ["| Case | Role | Trace | Files |", "| --- | --- | --- | --- |", *rows] if rows else []
 
 
-def features_section(results: dict) -> str:
+def features_section(results: RunResults) -> str:
     """Markdown for the annotation, '' when the run has no replay, serving or profiler results."""
-    parts = [table for table in (_replay_rows(results), _serving_rows(results), _profiler_rows(results)) if table]
-    if not parts:
+    tables = [table for table in (_replay_rows(results), _serving_rows(results), _profiler_rows(results)) if table]
+    if not tables:
         return ""
-    return "### Features\n\n" + "\n\n".join("\n".join(table) for table in parts) + "\n"
+    return "### Features\n\n" + "\n\n".join("\n".join(table) for table in tables) + "\n"

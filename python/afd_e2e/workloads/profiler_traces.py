@@ -11,38 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from afd_e2e.profile import ProfilerSpec
+from afd_e2e.results.model import ProfilerResult, RoleTrace, TraceFile
+from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import CompletionError, complete
 
 POLL_S = 1.0
 REQUESTS = 3  # as the plugin's own profiler test: enough steps for its two-step schedule, several times over
-
-
-@dataclass
-class TraceFile:
-    role: str
-    path: str  # relative to the results folder
-    size_bytes: int
-    uploaded: bool = False
-
-
-@dataclass
-class RoleTrace:
-    role: str
-    status: str  # passed | failed
-    detail: str
-
-
-@dataclass
-class ProfilerResult:
-    status: str
-    failure: str | None
-    upload_limit_mib: float
-    roles: list[RoleTrace] = field(default_factory=list)
-    traces: list[TraceFile] = field(default_factory=list)
 
 
 def _files(folder: Path) -> list[Path]:
@@ -88,7 +65,7 @@ def check_traces(
         try:
             complete(base_url, model, prompt, max_tokens=8)
         except CompletionError as exc:
-            return ProfilerResult("failed", f"request {number} failed: {exc}", spec.upload_limit_mib)
+            return ProfilerResult(Status.FAILED, f"request {number} failed: {exc}", spec.upload_limit_mib)
     return judge_traces(spec, out_dir=out_dir, role_dirs=role_dirs, progress=progress, cancelled=cancelled)
 
 
@@ -101,25 +78,27 @@ def judge_traces(
     cancelled: threading.Event,
 ) -> ProfilerResult:
     """Each role passes with at least one settled, non-empty trace file; the uploads are chosen across roles."""
-    result = ProfilerResult(status="running", failure=None, upload_limit_mib=spec.upload_limit_mib)
+    result = ProfilerResult(status=Status.RUNNING, failure=None, upload_limit_mib=spec.upload_limit_mib)
     deadline = time.monotonic() + spec.wait_s
     mtimes: dict[str, float] = {}
     for role, relative in role_dirs.items():
         files = _settled(out_dir / relative, cancelled, deadline)
         if files:
             size = sum(p.stat().st_size for p in files)
-            result.roles.append(RoleTrace(role, "passed", f"{len(files)} trace file(s), {size} bytes in {relative}"))
+            result.roles.append(
+                RoleTrace(role, Status.PASSED, f"{len(files)} trace file(s), {size} bytes in {relative}")
+            )
         else:
             found = ", ".join(str(p.relative_to(out_dir)) for p in _files(out_dir / relative)) or "nothing"
             detail = f"no non-empty trace from the {role} role in {relative} within {spec.wait_s:.0f} s (found {found})"
-            result.roles.append(RoleTrace(role, "failed", detail))
+            result.roles.append(RoleTrace(role, Status.FAILED, detail))
         for path in files:
             rel = str(path.relative_to(out_dir))
             mtimes[rel] = path.stat().st_mtime
             result.traces.append(TraceFile(role, rel, path.stat().st_size))
         progress(f"profiler: {role}: {result.roles[-1].detail}")
     choose_uploads(result.traces, mtimes, spec.upload_limit_mib)
-    failed = [r for r in result.roles if r.status == "failed"]
-    result.status = "cancelled" if cancelled.is_set() else "failed" if failed else "passed"
+    failed = [r for r in result.roles if r.status is Status.FAILED]
+    result.status = Status.CANCELLED if cancelled.is_set() else Status.FAILED if failed else Status.PASSED
     result.failure = "cancelled" if cancelled.is_set() else "; ".join(r.detail for r in failed) or None
     return result

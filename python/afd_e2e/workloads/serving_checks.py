@@ -9,29 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import requests
 
 from afd_e2e.profile import ServingSpec
+from afd_e2e.results.model import ServingCheck, ServingResult
+from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import REQUEST_TIMEOUT_S
 
 UNKNOWN_MODEL = "afd-e2e-no-such-model"
-
-
-@dataclass
-class ServingCheck:
-    check: str  # completion, usage, unknown_model, concurrent
-    status: str  # passed | failed
-    detail: str
-
-
-@dataclass
-class ServingResult:
-    status: str
-    failure: str | None
-    checks: list[ServingCheck] = field(default_factory=list)
 
 
 class _Problem(Exception):
@@ -115,14 +102,14 @@ def run_serving_checks(
         "temperature": 0.0,
         "return_token_ids": True,
     }
-    result = ServingResult(status="running", failure=None)
+    result = ServingResult(status=Status.RUNNING)
     body: dict[str, Any] | None = None
 
     def record(name: str, check: Callable[[], str]) -> None:
         try:
-            result.checks.append(ServingCheck(name, "passed", check()))
+            result.checks.append(ServingCheck(name, Status.PASSED, check()))
         except _Problem as exc:
-            result.checks.append(ServingCheck(name, "failed", str(exc)))
+            result.checks.append(ServingCheck(name, Status.FAILED, str(exc)))
         progress(f"serving: {name} {result.checks[-1].status}: {result.checks[-1].detail}")
 
     def completion() -> str:
@@ -139,7 +126,7 @@ def run_serving_checks(
     record("usage", usage)
     record("unknown_model", lambda: _check_unknown_model(base_url, spec))
     record("concurrent", lambda: _check_concurrent(base_url, payload, spec.concurrency))
-    failed = [c for c in result.checks if c.status == "failed"]
-    result.status = "failed" if failed else "passed"
+    failed = [c for c in result.checks if c.status is Status.FAILED]
+    result.status = Status.FAILED if failed else Status.PASSED
     result.failure = "; ".join(f"{c.check}: {c.detail}" for c in failed) or None
     return result

@@ -3,45 +3,40 @@ annotation with trace links, and only the traces chosen under the upload cap amo
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 from afd_e2e.report import render_all
 from afd_e2e.report.artifacts import matching_globs
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.workloads.profiler_traces import ProfilerResult, RoleTrace, TraceFile
-from afd_e2e.workloads.serving_checks import ServingCheck, ServingResult
+from afd_e2e.results.model import ProfilerResult, RoleTrace, RunResults, ServingCheck, ServingResult, TraceFile
+from afd_e2e.results.status import Status
+from afd_e2e.results.store import ResultsStore
+from results_docs import typed
+
+FAILED, PASSED = Status.FAILED, Status.PASSED
 
 
-def with_features(results: dict, out: Path) -> dict:
-    case = next(iter(results["cases"].values()))
-    case["serving"] = asdict(
-        ServingResult(
-            "failed",
-            "unknown_model: model 'afd-e2e-no-such-model' answered HTTP 200, expected a 4xx rejection",
-            [
-                ServingCheck("completion", "passed", "'Paris' (finish_reason length)"),
-                ServingCheck("unknown_model", "failed", "model 'afd-e2e-no-such-model' answered HTTP 200"),
-            ],
-        )
+def with_features(results: RunResults, out: Path) -> RunResults:
+    case = next(iter(results.cases.values()))
+    unknown = ServingCheck("unknown_model", FAILED, "model 'afd-e2e-no-such-model' answered HTTP 200")
+    case.serving = ServingResult(
+        FAILED, f"unknown_model: {unknown.detail}", [ServingCheck("completion", PASSED, "ok"), unknown]
     )
-    traces = [TraceFile("attention", "profiles/c/attention/new.pt.trace.json", 10, uploaded=True)]
-    traces.append(TraceFile("attention", "profiles/c/attention/old.pt.trace.json", 10))
+    traces = [
+        TraceFile("attention", "profiles/c/attention/new.pt.trace.json", 10, uploaded=True),
+        TraceFile("attention", "profiles/c/attention/old.pt.trace.json", 10),
+    ]
     for trace in traces:
         (out / trace.path).parent.mkdir(parents=True, exist_ok=True)
         (out / trace.path).write_text("{}")
-    roles = [
-        RoleTrace("attention", "passed", "2 trace file(s)"),
-        RoleTrace("ffn", "failed", "no trace from the ffn role"),
-    ]
-    case["profiler"] = asdict(ProfilerResult("failed", "no trace from the ffn role", 1.0, roles, traces))
+    roles = [RoleTrace("attention", PASSED, "2 trace file(s)"), RoleTrace("ffn", FAILED, "no trace from the ffn role")]
+    case.profiler = ProfilerResult(FAILED, "no trace from the ffn role", 1.0, roles, traces)
     return results
 
 
 def test_features_render_as_testcases_links_and_capped_uploads(tiny_results: dict, tmp_path: Path) -> None:
-    results = with_features(tiny_results, tmp_path)
-    (tmp_path / "results.json").write_text(json.dumps(results))
+    results = with_features(typed(tiny_results), tmp_path)
+    ResultsStore(tmp_path, results)
     names = {item.case.name: item.case for item in build_testcases(results)}
     assert not names["serving completion"].failures and names["serving unknown_model"].failures
     assert not names["profiler trace attention"].failures
