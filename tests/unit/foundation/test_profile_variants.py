@@ -237,3 +237,13 @@ def test_profiler_traces_fail_naming_the_missing_role_and_cap_uploads_newest_fir
         ).status
         == "passed"
     )
+
+
+def test_the_cpu_variant_profile_inherits_all_but_what_it_names():
+    profile = load_profile(str(FIXTURES / "profiles/tiny-cpu-features.yaml"))
+    tp1, tp2 = profile.case("cpu-tp1"), profile.case("cpu-tp2")
+    assert tp2.extends == "cpu-tp1" and tp2.kind == tp1.kind == "native"
+    assert (tp2.native.tp, tp2.phases) == (2, ("smoke", "correctness", "replay"))
+    plan = build_plan(profile, model_path="/m")
+    assert plan.case("cpu-tp2").processes[0].env_set["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
+    assert plan.case("cpu-tp1").processes[0].env_set["VLLM_CPU_OMP_THREADS_BIND"] == "auto"

@@ -11,7 +11,7 @@ from afd_e2e.report.junit import build_testcases
 from afd_e2e.results.model import ProfilerResult, RoleTrace, RunResults, ServingCheck, ServingResult, TraceFile
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore
-from results_docs import typed
+from results_docs import load_fixture, typed
 
 FAILED, PASSED = Status.FAILED, Status.PASSED
 
@@ -47,3 +47,20 @@ def test_features_render_as_testcases_links_and_capped_uploads(tiny_results: dic
     assert "over the 1.0 MiB upload cap" in annotation and "answered HTTP 200" in annotation
     uploads = matching_globs(tmp_path)
     assert "profiles/c/attention/new.pt.trace.json" in uploads and not any("old" in u for u in uploads)
+
+
+def test_a_real_cpu_run_with_replay_and_serving_renders_them(tmp_path: Path) -> None:
+    results = typed(load_fixture("tiny-cpu-features"))
+    assert results.comparisons["tp1-vs-tp2"].replay.status is PASSED
+    names = [item.case.name for item in build_testcases(results)]
+    assert [n for n in names if n.startswith("serving ")] == [
+        "serving completion",
+        "serving usage",
+        "serving unknown_model",
+        "serving concurrent",
+    ]
+    assert names.count("replay") == 2 and names.count("replay parity") == 1
+    ResultsStore(tmp_path, results)
+    render_all(tmp_path)
+    annotation = (tmp_path / "annotation.md").read_text()
+    assert "8/8 replayed requests identical" in annotation and "rejected with HTTP 404" in annotation
