@@ -4,14 +4,16 @@
 this build left out), then per build, concurrently: ``.../builds/{number}/artifacts``, the finished
 ``results.json`` of the matching job (this step's key when known, else the one whose profile matches), downloaded
 through the shared client (the storage redirect is followed without the token) and cached on the agent by build
-id, so the next night asks only for new builds. Every problem with one build is a skip with its reason; only a
-problem listing the builds is an error.
+id, so the next night asks only for new builds. Each request is bounded in time by the client, the builds asked
+for by the window, and all of them together by ``BUDGET_S``. Every problem with one build is a skip with its
+reason; only a problem listing the builds is an error.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +29,8 @@ FINISHED_STATES = ("passed", "failed", "canceled")
 WORKERS = 8
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 MAX_CANDIDATE_JOBS = 4  # results.json files downloaded per build when no step key says which
+MAX_ARTIFACT_PAGES = 10  # 1000 artifacts per build
+BUDGET_S = 120.0  # for all builds together: the report that runs the trend has its own time limit
 CANDIDATES_PER_WINDOW = 2  # builds asked for per run in the window: room for skips
 
 
@@ -43,6 +47,7 @@ class BuildkiteHistory:
         step_key: str | None = None,
         cache_dir: Path | None = None,
         workers: int = WORKERS,
+        budget_s: float = BUDGET_S,
     ) -> None:
         self.rest = rest
         self.organization = organization
@@ -53,6 +58,8 @@ class BuildkiteHistory:
         self.step_key = step_key or None
         self.cache_dir = cache_dir
         self.workers = max(1, workers)
+        self.budget_s = budget_s
+        self._deadline = 0.0
         self.description = f"builds of {organization}/{pipeline} on {branch}"
 
     def _pipeline_path(self) -> str:
@@ -71,6 +78,7 @@ class BuildkiteHistory:
         return builds[:count]
 
     def fetch(self, limit: int) -> list[Fetched]:
+        self._deadline = time.monotonic() + self.budget_s
         builds = self.list_builds(limit * CANDIDATES_PER_WINDOW)
         if self.workers == 1:
             return [self._fetch_build(build) for build in builds]
@@ -90,6 +98,8 @@ class BuildkiteHistory:
         cached = self._cached(build)
         if cached is not None:
             return Fetched(ref, cached)
+        if time.monotonic() > self._deadline:
+            return Fetched(ref, None, f"not fetched: the trend's {self.budget_s:g} s budget ran out", "not fetched")
         try:
             results = self._download_results(build)
         except BuildkiteRestError as exc:
@@ -103,7 +113,11 @@ class BuildkiteHistory:
         """The matching job's results document, or why there is none."""
         artifacts = [
             artifact
-            for page in self.rest.pages(f"{self._pipeline_path()}/builds/{build.get('number')}/artifacts?per_page=100")
+            for page in self.rest.pages(
+                f"{self._pipeline_path()}/builds/{build.get('number')}/artifacts?per_page=100",
+                noun="artifacts",
+                max_pages=MAX_ARTIFACT_PAGES,
+            )
             for artifact in page
             if artifact.get("filename") == RESULTS_FILE or str(artifact.get("path", "")).endswith(f"/{RESULTS_FILE}")
         ]
