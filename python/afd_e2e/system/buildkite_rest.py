@@ -111,9 +111,6 @@ class BuildkiteRest:
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
 
-    def get_json(self, path: str) -> Any:
-        return _json(self._request(self.url(path), authorized=True), self.what)
-
     def pages(self, path: str, *, noun: str = "items", max_pages: int | None = None) -> Iterator[list[Any]]:
         """Each page's JSON list of ``noun`` (objects), following ``Link: <...>; rel="next"`` on the API's own origin only."""
         url: str | None = self.url(path)

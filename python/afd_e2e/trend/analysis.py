@@ -65,10 +65,6 @@ class Call:
     started: BuildRef | None  # the first build that moved (regression or improvement only)
     moved_nights: int  # nights in the moved stretch, tonight included
 
-    @property
-    def flagged(self) -> bool:
-        return self.status == REGRESSION
-
 
 def _change_point(values: Sequence[float], threshold_pct: float) -> tuple[int, Band, int] | None:
     """(index, band before it, direction) of the earliest night from which all later values moved one way."""

@@ -1,4 +1,5 @@
-"""``trend/junit.xml``: one testcase per regression check (case and metric), suite ``afd-e2e.<profile>.trend``.
+"""``trend/junit.xml``: one testcase per regression check, named by case and metric only (a stable name for Test
+Engine's history), suite ``afd-e2e.<profile>.trend``.
 
 A regression fails its testcase only when the profile says ``on_regression: fail``; with the default ``warn`` it
 passes and says so in its output (the annotation carries the warning). Too little history is a skipped testcase.
@@ -35,7 +36,7 @@ def testcases(report: TrendReport) -> list[TestCase]:
     cases = []
     for row in report.calls:
         line = _line(report, row)
-        case = TestCase(xml_text(f"{row.case_id} {row.metric.key} vs last {row.history} runs"), classname=classname)
+        case = TestCase(xml_text(f"{row.case_id} {row.metric.key}"), classname=classname)
         case.stdout = xml_text(line)
         if row.status == REGRESSION and report.fails:
             case.add_failure_info(message=xml_text(line), output=xml_text(line))

@@ -105,7 +105,8 @@ def render_section(report: TrendReport, plots: Mapping[str, str]) -> str:
         f"{markdown_text(report.source)}: profile <code>{markdown_text(report.identity.profile)}</code> revision "
         f"<code>{markdown_text(report.identity.revision)}</code> on {markdown_text(report.identity.hardware)}. "
         f"A value moved when it lies beyond the history's median ± (3 × robust spread + {spec.threshold_pct:g}%); "
-        "the build named is the first of the nights that moved together.",
+        "the build named is the first of the nights that moved together, and the change is tonight against the "
+        "median before it (the whole window when nothing moved).",
         "",
         "<table><tr><th>case</th><th>metric</th><th>history median ± spread</th><th>tonight</th><th>change</th>"
         "<th>call</th><th>since</th></tr>",

@@ -61,11 +61,11 @@ def test_pages_on_the_api_origin_are_followed_within_the_bound(canned_server):
 def test_rate_limits_are_retried_a_bounded_number_of_times(canned_server):
     api = canned_server()
     limited = (429, {"message": "slow down"}, {"RateLimit-Remaining": "0", "RateLimit-Reset": "0"})
-    api.answers["/v2/x"] = [limited, (200, {"ok": True}, {})]
-    assert client(api).get_json("x") == {"ok": True}
+    api.answers["/v2/x"] = [limited, (200, [{"ok": True}], {})]
+    assert list(client(api).pages("x")) == [[{"ok": True}]]
     api.answers["/v2/y"] = [limited]
     with pytest.raises(BuildkiteRestError, match="kept answering HTTP 429"):
-        client(api).get_json("y")
+        list(client(api).pages("y"))
     assert len([path for path, _ in api.requests if path == "/v2/y"]) == 3
 
 
@@ -73,7 +73,7 @@ def test_errors_name_the_scope_and_never_the_token(canned_server):
     api = canned_server()
     api.serve("/v2/x", {"message": "no"}, 401)
     with pytest.raises(BuildkiteRestError) as caught:
-        client(api).get_json("x")
+        list(client(api).pages("x"))
     assert (
         str(caught.value)
         == "the builds API refused the token (HTTP 401); fix: use an API access token with the read_builds scope"
@@ -91,5 +91,5 @@ def test_a_slow_api_is_cut_off_at_the_timeout():
         rest = BuildkiteRest(TOKEN, base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v2", timeout_s=0.3)
         started = time.monotonic()
         with pytest.raises(BuildkiteRestError, match=r"did not answer within 0\.3 s"):
-            rest.get_json("x")
+            list(rest.pages("x"))
         assert time.monotonic() - started < 2

@@ -46,7 +46,7 @@ def test_a_folder_history_gives_the_section_plot_and_passing_junit_with_warn(his
     assert (history.tonight / "trend" / "tp1-vs-tp2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     cases = junit_cases(history.tonight)
     assert len(cases) == 18
-    slow = cases["cpu-tp2 mean_ttft_ms vs last 14 runs"]
+    slow = cases["cpu-tp2 mean_ttft_ms"]
     assert slow.find("failure") is None
     assert "regression" in slow.find("system-out").text and "since #116" in slow.find("system-out").text
     attached = attach(history.tonight, "# report\n", "success", max_bytes=MAX_BYTES)
@@ -60,7 +60,7 @@ def test_on_regression_fail_fails_the_testcases_and_the_command(history, tmp_pat
     cases = junit_cases(history.tonight)
     failed = sorted(name for name, case in cases.items() if case.find("failure") is not None)
     assert failed == sorted(
-        f"cpu-tp2 {key} vs last 14 runs"
+        f"cpu-tp2 {key}"
         for key in (
             "request_throughput",
             "output_throughput",
