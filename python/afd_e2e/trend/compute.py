@@ -69,7 +69,8 @@ def compute_trend(
     results: Mapping[str, Any], tonight_build: BuildRef, fetched: list[Fetched], spec: TrendSpec, source: str
 ) -> TrendReport:
     tonight = run_point(results, tonight_build)
-    screened = screen(fetched, identity(results), spec.window)
+    earlier = [f for f in fetched if tonight_build.number is None or f.build.number != tonight_build.number]
+    screened = screen(earlier, identity(results), spec.window)
     calls = []
     for case_id in _case_order(results):
         for key in METRICS:
