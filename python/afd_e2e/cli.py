@@ -21,6 +21,7 @@ COMMANDS = (
     "report",
     "trend",
     "cleanup",
+    "schema",
     "pipeline",
     "agent-tags",
     "tiny-model",

@@ -13,9 +13,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from afd_e2e.results.status import Status
     from afd_e2e.runner.cleanup import clean_up
 
     checks = clean_up(args.out)
     for check in checks:
-        print(f"cleanup {check['check']}: {check['status']} - {check['detail']}")
-    return 1 if any(check["status"] == "fail" for check in checks) else 0
+        print(f"cleanup {check.check}: {check.status} - {check.detail}")
+    return 1 if any(check.status is Status.FAILED for check in checks) else 0

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psutil
 
+from afd_e2e.results.model import CheckRecord
+from afd_e2e.results.status import Status
 from afd_e2e.runner.case import CANCEL_GRACE_S
 from afd_e2e.runner.hygiene import check_gpu_memory, check_ports, check_processes, record, remove_leftover_files
 from afd_e2e.runner.markers import find_marked
@@ -21,23 +23,25 @@ from afd_e2e.runner.teardown import terminate
 RUNNER_GRACE_S = CANCEL_GRACE_S + 5.0  # its teardown grace plus time to write results
 
 
-def _stop_runner(run: RunRecord) -> dict[str, str]:
+def _stop_runner(run: RunRecord) -> CheckRecord:
     runner = run.runner_process()
     if runner is None:
-        return record("runner", "pass", "the runner has exited")
+        return record("runner", Status.PASSED, "the runner has exited")
     runner.terminate()
     _, alive = psutil.wait_procs([runner], timeout=RUNNER_GRACE_S)
     if alive:
         runner.kill()
-        return record("runner", "warn", f"runner pid {runner.pid} ignored SIGTERM for {RUNNER_GRACE_S:.0f} s: killed")
-    return record("runner", "warn", f"runner pid {runner.pid} was still running: stopped with SIGTERM")
+        return record(
+            "runner", Status.WARNED, f"runner pid {runner.pid} ignored SIGTERM for {RUNNER_GRACE_S:.0f} s: killed"
+        )
+    return record("runner", Status.WARNED, f"runner pid {runner.pid} was still running: stopped with SIGTERM")
 
 
-def clean_up(out_dir: Path) -> list[dict[str, str]]:
-    """Stop and remove a run's leftovers; return check records (``fail`` means the machine is still not clean)."""
+def clean_up(out_dir: Path) -> list[CheckRecord]:
+    """Stop and remove a run's leftovers; return check records (``failed`` means the machine is still not clean)."""
     run = RunRecord.load(out_dir)
     if run is None:
-        return [record("run", "pass", f"no run record in {out_dir}: nothing to clean")]
+        return [record("run", Status.PASSED, f"no run record in {out_dir}: nothing to clean")]
     find = partial(find_marked, run.run_id)
     checks = [_stop_runner(run)]
     leftovers = find()
@@ -46,7 +50,7 @@ def clean_up(out_dir: Path) -> list[dict[str, str]]:
         names = ", ".join(m.describe() for m in leftovers)
         how = "some needed SIGKILL" if outcome.forced else "all stopped on SIGTERM"
         checks.append(
-            record("leftovers", "warn", f"ended {len(leftovers)} processes of run {run.run_id} ({how}): {names}")
+            record("leftovers", Status.WARNED, f"ended {len(leftovers)} processes of run {run.run_id} ({how}): {names}")
         )
     checks += [
         check_processes(find),
