@@ -26,6 +26,7 @@ from afd_e2e.system.buildkite_rest import BuildkiteRest  # noqa: E402
 from afd_e2e.trend.buildkite import BuildkiteHistory  # noqa: E402
 from afd_e2e.trend.compute import TrendReport, compute_trend  # noqa: E402
 from afd_e2e.trend.history import build_ref  # noqa: E402
+from afd_e2e.trend.record import BuildRef  # noqa: E402
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite, serve_history  # noqa: E402
 from fixtures.trend.make_history import make_history  # noqa: E402
 
@@ -50,7 +51,9 @@ def fetch_and_analyse(
     )
     spec = TrendSpec(window=builds)
     started = time.perf_counter()
-    report = compute_trend(results, build_ref(results, "tonight"), source.fetch(builds), spec, source.description)
+    report = compute_trend(
+        results, build_ref(results, BuildRef("tonight")), source.fetch(builds), spec, source.description
+    )
     return time.perf_counter() - started, len(server.requests), report
 
 

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from afd_e2e.results import RESULTS_FILE
 from afd_e2e.system.buildkite_rest import BuildkiteRest, BuildkiteRestError
-from afd_e2e.trend.history import Fetched
+from afd_e2e.trend.history import Fetched, parsed
 from afd_e2e.trend.record import BuildRef
 
 FINISHED_STATES = ("passed", "failed", "canceled")
@@ -95,9 +95,10 @@ class BuildkiteHistory:
         )
         if build.get("state") == "canceled":
             return Fetched(ref, None, "the build was canceled", "cancelled")
+        source = f"build #{build.get('number')} {RESULTS_FILE}"
         cached = self._cached(build)
         if cached is not None:
-            return Fetched(ref, cached)
+            return parsed(ref, cached, source)
         if time.monotonic() > self._deadline:
             return Fetched(ref, None, f"not fetched: the trend's {self.budget_s:g} s budget ran out", "not fetched")
         try:
@@ -107,7 +108,7 @@ class BuildkiteHistory:
         if isinstance(results, str):
             return Fetched(ref, None, results)
         self._store(build, results)
-        return Fetched(ref, results)
+        return parsed(ref, results, source)
 
     def _download_results(self, build: Mapping[str, Any]) -> dict[str, Any] | str:
         """The matching job's results document, or why there is none."""

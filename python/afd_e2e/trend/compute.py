@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from afd_e2e.profile.model import TrendSpec
+from afd_e2e.results import RunResults
 from afd_e2e.trend.analysis import REGRESSION, Call, call
 from afd_e2e.trend.history import Fetched, Skipped, screen
 from afd_e2e.trend.record import METRICS, BuildRef, Identity, RunPoint, identity, metric, run_point
@@ -44,29 +43,27 @@ class TrendReport:
         return bool(self.regressions) and self.spec.on_regression == "fail"
 
 
-def _comparisons(results: Mapping[str, Any]) -> list[ComparisonSeries]:
-    labels = {
-        case.get("id"): case.get("label") or case.get("id") for case in (results.get("plan") or {}).get("cases") or []
-    }
+def _comparisons(results: RunResults) -> list[ComparisonSeries]:
+    labels = {case.id: case.label for case in results.plan.cases}
     return [
         ComparisonSeries(
-            id=str(c.get("id")),
-            baseline=str(c.get("baseline")),
-            candidate=str(c.get("candidate")),
-            baseline_label=str(labels.get(c.get("baseline"), c.get("baseline"))),
-            candidate_label=str(labels.get(c.get("candidate"), c.get("candidate"))),
+            id=c.id,
+            baseline=c.baseline,
+            candidate=c.candidate,
+            baseline_label=labels.get(c.baseline, c.baseline),
+            candidate_label=labels.get(c.candidate, c.candidate),
         )
-        for c in (results.get("plan") or {}).get("comparisons") or []
+        for c in results.plan.comparisons
     ]
 
 
-def _case_order(results: Mapping[str, Any]) -> list[str]:
-    planned = [str(case.get("id")) for case in (results.get("plan") or {}).get("cases") or []]
-    return planned + [case_id for case_id in results.get("cases") or {} if case_id not in planned]
+def _case_order(results: RunResults) -> list[str]:
+    planned = [case.id for case in results.plan.cases]
+    return planned + [case_id for case_id in results.cases if case_id not in planned]
 
 
 def compute_trend(
-    results: Mapping[str, Any], tonight_build: BuildRef, fetched: list[Fetched], spec: TrendSpec, source: str
+    results: RunResults, tonight_build: BuildRef, fetched: list[Fetched], spec: TrendSpec, source: str
 ) -> TrendReport:
     tonight = run_point(results, tonight_build)
     earlier = [f for f in fetched if tonight_build.number is None or f.build.number != tonight_build.number]
@@ -80,7 +77,7 @@ def compute_trend(
                 continue
             calls.append(call(case_id, metric(key), history, (tonight_build, value), spec.threshold_pct))
     return TrendReport(
-        profile=str(results.get("profile")),
+        profile=results.profile,
         identity=tonight.identity,
         source=source,
         spec=spec,

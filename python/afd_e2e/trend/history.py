@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from afd_e2e.errors import UsageError
-from afd_e2e.results import RESULTS_FILE, SCHEMA
+from afd_e2e.results import RESULTS_FILE, SCHEMA, RunResults, Status
+from afd_e2e.results.store import results_from_json
 from afd_e2e.trend.record import BuildRef, Identity, RunPoint, run_point
 
 
@@ -26,9 +26,21 @@ class Fetched:
     """One earlier run as a source found it: its results document, or why it has none (``skip``)."""
 
     build: BuildRef
-    results: Mapping[str, Any] | None
+    results: RunResults | None
     skip: str | None = None
     skip_kind: str = "no results"
+
+
+def parsed(build: BuildRef, data: Any, source: str) -> Fetched:
+    """A fetched results document read through the results model; another schema or shape is a skip."""
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != SCHEMA:
+        return Fetched(build, None, f"schema {schema!r}, this afd-e2e reads {SCHEMA}", "schema")
+    try:
+        results = results_from_json(data, source)
+    except UsageError as exc:
+        return Fetched(build, None, exc.problem, "unreadable")
+    return Fetched(build_ref(results, build), results)
 
 
 @dataclass(frozen=True)
@@ -46,17 +58,18 @@ class HistorySource(Protocol):
         ...
 
 
-def build_ref(results: Mapping[str, Any], fallback_label: str) -> BuildRef:
-    """The build a results document names (``build`` record of the results), else a label such as a folder name."""
-    build = results.get("build") or {}
-    number = build.get("number")
-    number = int(number) if isinstance(number, (int, str)) and str(number).isdigit() else None
+def build_ref(results: RunResults, known: BuildRef) -> BuildRef:
+    """The build the results' own build record names, else what the source knows (a folder name, Buildkite's
+    build object), completed from each other."""
+    build = results.build
+    if build is None or build.build_number is None:
+        return dataclasses.replace(known, created_at=known.created_at or results.started_at)
     return BuildRef(
-        label=f"#{number}" if number is not None else fallback_label,
-        number=number,
-        url=build.get("url") or None,
-        commit=build.get("commit") or None,
-        created_at=results.get("started_at") or None,
+        label=f"#{build.build_number}",
+        number=build.build_number,
+        url=build.build_url or known.url,
+        commit=build.commit or known.commit,
+        created_at=known.created_at or results.started_at,
     )
 
 
@@ -83,13 +96,10 @@ class FolderHistory:
         if not path.is_file():
             return Fetched(by_name, None, f"no {RESULTS_FILE}")
         try:
-            results = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            return Fetched(by_name, None, f"{RESULTS_FILE} is not readable JSON ({type(exc).__name__})")
-        if not isinstance(results, dict):
-            return Fetched(by_name, None, f"{RESULTS_FILE} is not a JSON object")
-        ref = build_ref(results, folder.name)
-        return Fetched(ref if ref.number is not None else dataclasses.replace(ref, number=by_name.number), results)
+            return Fetched(by_name, None, f"{RESULTS_FILE} is not readable JSON ({type(exc).__name__})", "unreadable")
+        return parsed(by_name, data, str(path))
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,8 @@ def screen(fetched: list[Fetched], tonight: Identity, window: int) -> Screened:
             break
         reason = _skip_reason(run)
         if reason is None:
-            point = run_point(run.results or {}, run.build)
+            assert run.results is not None
+            point = run_point(run.results, run.build)
             differences = point.identity.differences(tonight)
             if not differences:
                 points.append(point)
@@ -127,11 +138,8 @@ def _identity_kind(theirs: Identity, tonight: Identity) -> str:
 def _skip_reason(run: Fetched) -> tuple[str, str] | None:
     if run.results is None:
         return (run.skip_kind, run.skip or "no results")
-    schema = run.results.get("schema")
-    if schema != SCHEMA:
-        return ("schema", f"schema {schema!r}, this afd-e2e reads {SCHEMA}")
-    if run.results.get("status") == "cancelled":
+    if run.results.status is Status.CANCELLED:
         return ("cancelled", "the run was cancelled")
-    if run.results.get("status") == "running":
-        return ("cancelled", "the run never finished (status running)")
+    if run.results.status.unfinished:
+        return ("cancelled", f"the run never finished (status {run.results.status})")
     return None

@@ -13,7 +13,10 @@ import json
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from afd_e2e.results import RunResults, Status
+from afd_e2e.results.codec import to_json
+from afd_e2e.results.model import CaseResults
 
 # The bench metrics followed, then the case-level ones; ``True`` when higher is better.
 BENCH_METRICS = {
@@ -90,77 +93,64 @@ _VOLATILE_PROCESS_KEYS = ("api_port", "connector_ports", "devices")
 _VOLATILE_CASE_KEYS = ("base_url", "ready_url")
 
 
-def profile_revision(results: Mapping[str, Any]) -> str:
+def profile_revision(results: RunResults) -> str:
     """A short digest of the plan without the model path, ports, URLs and device ids."""
-    plan = results.get("plan") or {}
-    model_path = plan.get("model_path") or ""
+    plan = to_json(results.plan)
     cases = []
-    for case in plan.get("cases") or []:
-        ports = set()
-        processes = []
-        for process in case.get("processes") or []:
-            ports |= {str(process.get("api_port"))} | {str(p) for p in process.get("connector_ports") or ()}
-            processes.append({k: v for k, v in process.items() if k not in _VOLATILE_PROCESS_KEYS})
-        for process in processes:
-            process["argv"] = [
-                "<model>" if arg == model_path else "<port>" if arg in ports else arg
-                for arg in process.get("argv") or []
-            ]
+    for case_plan, case in zip(results.plan.cases, plan["cases"], strict=True):
+        ports = {str(port) for port in case_plan.ports}
+        processes = [
+            {
+                **{k: v for k, v in process.items() if k not in _VOLATILE_PROCESS_KEYS},
+                "argv": [
+                    "<model>" if arg == results.plan.model_path else "<port>" if arg in ports else arg
+                    for arg in process["argv"]
+                ],
+            }
+            for process in case["processes"]
+        ]
         cases.append({**{k: v for k, v in case.items() if k not in _VOLATILE_CASE_KEYS}, "processes": processes})
-    digest_input = json.dumps({"cases": cases, "comparisons": plan.get("comparisons")}, sort_keys=True, default=str)
+    digest_input = json.dumps({"cases": cases, "comparisons": plan["comparisons"]}, sort_keys=True)
     return hashlib.sha256(digest_input.encode()).hexdigest()[:10]
 
 
-def hardware_identity(results: Mapping[str, Any]) -> str:
-    """``8x NVIDIA H200, driver 580`` (the driver's major version), or ``cpu`` for CPU runs."""
-    environment = results.get("environment") or {}
-    gpus = environment.get("gpus") or []
+def hardware_identity(results: RunResults) -> str:
+    """``8x NVIDIA H200, driver 580`` (the driver's major version), or the platform (``cpu``) without GPUs."""
+    gpus = results.environment.gpus
     if not gpus:
-        return str(results.get("platform") or "cpu")
-    names = sorted({str(gpu.get("name")) for gpu in gpus})
-    driver = str(environment.get("driver") or "unknown").split(".")[0]
+        return results.platform
+    names = sorted({gpu.name for gpu in gpus})
+    driver = (results.environment.driver or "unknown").split(".")[0]
     return f"{len(gpus)}x {' + '.join(names)}, driver {driver}"
 
 
-def identity(results: Mapping[str, Any]) -> Identity:
-    return Identity(str(results.get("profile")), profile_revision(results), hardware_identity(results))
+def identity(results: RunResults) -> Identity:
+    return Identity(results.profile, profile_revision(results), hardware_identity(results))
 
 
-def _bench_means(case: Mapping[str, Any]) -> dict[str, float]:
-    """Each bench metric's mean over the case's passed repetitions."""
+def case_values(case: CaseResults) -> dict[str, float]:
+    """The trend metrics one case recorded: each bench metric's mean over the passed repetitions, GSM8K strict
+    match, ready time and teardown (a metric the case did not reach is absent)."""
+    values = {}
     repetitions = [
-        rep for rep in (case.get("performance") or {}).get("repetitions") or [] if rep.get("status") == "passed"
+        rep for rep in (case.performance.repetitions if case.performance else []) if rep.status is Status.PASSED
     ]
-    means = {}
     for key in BENCH_METRICS:
-        values = [v for rep in repetitions if (v := _number((rep.get("metrics") or {}).get(key))) is not None]
-        if values:
-            means[key] = statistics.fmean(values)
-    return means
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def case_values(case: Mapping[str, Any]) -> dict[str, float]:
-    """The trend metrics one case recorded (a metric it did not reach is absent)."""
-    values = _bench_means(case)
-    gsm8k = case.get("gsm8k") or {}
-    total = _number(gsm8k.get("total"))
-    if gsm8k.get("status") in ("passed", "failed") and total:
-        values["gsm8k_strict_match"] = (_number(gsm8k.get("correct")) or 0.0) / total
-    timings = case.get("timings") or {}
-    for key, field in (("ready_s", "launch_to_ready_s"), ("teardown_s", "teardown_s")):
-        if (value := _number(timings.get(field))) is not None:
-            values[key] = value
+        measured = [rep.metrics[key] for rep in repetitions if key in rep.metrics]
+        if measured:
+            values[key] = statistics.fmean(measured)
+    gsm8k = case.gsm8k
+    if gsm8k is not None and gsm8k.status in (Status.PASSED, Status.FAILED) and gsm8k.total:
+        values["gsm8k_strict_match"] = gsm8k.correct / gsm8k.total
+    if case.timings.launch_to_ready_s is not None:
+        values["ready_s"] = case.timings.launch_to_ready_s
+    if case.timings.teardown_s is not None:
+        values["teardown_s"] = case.timings.teardown_s
     return values
 
 
-def run_point(results: Mapping[str, Any], build: BuildRef) -> RunPoint:
+def run_point(results: RunResults, build: BuildRef) -> RunPoint:
     values = {
-        (case_id, key): value
-        for case_id, case in (results.get("cases") or {}).items()
-        for key, value in case_values(case).items()
+        (case_id, key): value for case_id, case in results.cases.items() for key, value in case_values(case).items()
     }
     return RunPoint(build=build, identity=identity(results), values=values)

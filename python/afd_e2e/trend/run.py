@@ -15,7 +15,7 @@ from pathlib import Path
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import TrendSpec, load_profile
-from afd_e2e.results import load_results
+from afd_e2e.results import RunResults, load_results
 from afd_e2e.system.buildkite_rest import API_URL, BuildkiteRest, BuildkiteRestError
 from afd_e2e.trend.buildkite import WORKERS, BuildkiteHistory
 from afd_e2e.trend.compute import TrendReport, compute_trend
@@ -62,7 +62,7 @@ def _cache_dir(options: TrendOptions, environ: Mapping[str, str]) -> Path:
     return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "afd-e2e" / "trend"
 
 
-def history_source(options: TrendOptions, results: Mapping[str, object], environ: Mapping[str, str]) -> HistorySource:
+def history_source(options: TrendOptions, results: RunResults, environ: Mapping[str, str]) -> HistorySource:
     if options.source != BUILDKITE:
         return FolderHistory(Path(options.source))
     token_env = options.token_env or environ.get(TOKEN_ENV_ENV) or DEFAULT_TOKEN_ENV
@@ -76,7 +76,7 @@ def history_source(options: TrendOptions, results: Mapping[str, object], environ
         organization=_env(environ, "BUILDKITE_ORGANIZATION_SLUG", inside),
         pipeline=_env(environ, "BUILDKITE_PIPELINE_SLUG", inside),
         branch=_env(environ, "BUILDKITE_BRANCH", inside),
-        profile=str(results.get("profile")),
+        profile=results.profile,
         this_build=int(number) if number.isdigit() else None,
         step_key=environ.get("BUILDKITE_STEP_KEY") or None,
         cache_dir=_cache_dir(options, environ)
@@ -86,10 +86,10 @@ def history_source(options: TrendOptions, results: Mapping[str, object], environ
     )
 
 
-def _spec(options: TrendOptions, results: Mapping[str, object]) -> TrendSpec:
+def _spec(options: TrendOptions, results: RunResults) -> TrendSpec:
     """The profile's ``trend:`` settings (defaults when the profile cannot be found here), window overridden."""
     try:
-        spec = load_profile(options.profile or str(results.get("profile"))).trend
+        spec = load_profile(options.profile or results.profile).trend
     except UsageError:
         if options.profile:
             raise
@@ -101,8 +101,8 @@ def _spec(options: TrendOptions, results: Mapping[str, object]) -> TrendSpec:
     return spec
 
 
-def _tonight(results: Mapping[str, object], environ: Mapping[str, str]) -> BuildRef:
-    ref = build_ref(results, "tonight")
+def _tonight(results: RunResults, environ: Mapping[str, str]) -> BuildRef:
+    ref = build_ref(results, BuildRef("tonight"))
     number = environ.get("BUILDKITE_BUILD_NUMBER", "")
     if ref.number is None and number.isdigit():
         return BuildRef(

@@ -38,7 +38,7 @@ def test_without_a_step_key_the_results_of_this_profile_are_taken():
         server.add(1, "passed", OTHER_PROFILE)
         server.add(2, "passed", TINY)
         fetched = {f.build.number: f for f in history(server).fetch(3)}
-    assert fetched[2].results["profile"] == "tiny-cpu"
+    assert fetched[2].results.profile == "tiny-cpu"
     assert fetched[1].skip == "no results.json of profile tiny-cpu (found tiny-gpu-1a1f)"
 
 
