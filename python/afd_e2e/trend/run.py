@@ -62,7 +62,9 @@ def _cache_dir(options: TrendOptions, environ: Mapping[str, str]) -> Path:
     return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "afd-e2e" / "trend"
 
 
-def history_source(options: TrendOptions, results: RunResults, environ: Mapping[str, str]) -> HistorySource:
+def history_source(
+    options: TrendOptions, results: RunResults, tonight: BuildRef, environ: Mapping[str, str]
+) -> HistorySource:
     if options.source != BUILDKITE:
         return FolderHistory(Path(options.source))
     token_env = options.token_env or environ.get(TOKEN_ENV_ENV) or DEFAULT_TOKEN_ENV
@@ -70,14 +72,13 @@ def history_source(options: TrendOptions, results: RunResults, environ: Mapping[
         environ, token_env, "give the job a Buildkite API access token with read_builds and read_artifacts scopes"
     )
     inside = "run inside a Buildkite job, or use --history DIR"
-    number = environ.get("BUILDKITE_BUILD_NUMBER", "")
     return BuildkiteHistory(
         BuildkiteRest(token, base_url=options.api_url, what="the builds API", scopes="read_builds and read_artifacts"),
         organization=_env(environ, "BUILDKITE_ORGANIZATION_SLUG", inside),
         pipeline=_env(environ, "BUILDKITE_PIPELINE_SLUG", inside),
         branch=_env(environ, "BUILDKITE_BRANCH", inside),
         profile=results.profile,
-        this_build=int(number) if number.isdigit() else None,
+        this_build=tonight.number,
         step_key=environ.get("BUILDKITE_STEP_KEY") or None,
         cache_dir=_cache_dir(options, environ)
         / environ.get("BUILDKITE_ORGANIZATION_SLUG", "")
@@ -116,7 +117,8 @@ def run_trend(
 ) -> tuple[TrendReport, TrendFiles]:
     results = load_results(out_dir)
     spec = _spec(options, results)
-    source = history_source(options, results, environ)
+    tonight = _tonight(results, environ)
+    source = history_source(options, results, tonight, environ)
     try:
         fetched = source.fetch(spec.window)
     except BuildkiteRestError as exc:
@@ -124,5 +126,5 @@ def run_trend(
             f"cannot list the earlier builds: {exc}",
             "check the token's scopes and the BUILDKITE_* variables, or use --history DIR",
         ) from None
-    report = compute_trend(results, _tonight(results, environ), fetched, spec, source.description)
+    report = compute_trend(results, tonight, fetched, spec, source.description)
     return report, write_trend(report, out_dir)
