@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from stand_ins import SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
+from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
 
 from afd_e2e.cli import main
 from afd_e2e.results.model import CheckRecord
@@ -106,3 +106,23 @@ def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
 def test_the_cleanup_command_reports_each_check_and_exits_zero_when_clean(tmp_path, capsys):
     assert main(["cleanup", "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"cleanup run: passed - no run record in {tmp_path}: nothing to clean\n"
+
+
+def test_within_a_budget_a_server_ignoring_sigterm_is_killed_before_the_deadline(tmp_path, run_id, spawn):
+    """A cancelled job's grace period: the waits shrink so the SIGKILL and the checks fit the seconds left."""
+    port = UNIT_PORT_BASE + 43
+    layout = RunLayout.for_run(tmp_path, run_id)
+    record = RunRecord.start(
+        layout, run_id, stand_in_plan(stand_in_case("c", SLEEPER, port=port)), GpuSnapshot(unavailable="no NVML"), set()
+    )
+    stubborn = spawn(IGNORES_SIGTERM, case_id="c")
+    record.add_process("c", "server", stubborn.pid)
+    wait_for_log(stubborn.log_path, "ignoring SIGTERM")
+
+    started = time.monotonic()
+    checks = clean_up(tmp_path, within_s=2.0)
+
+    assert time.monotonic() - started < 2.0
+    assert statuses(checks)["processes"] == "passed"
+    assert "some needed SIGKILL" in checks[1].detail
+    assert stubborn.popen.wait(timeout=1) == -signal.SIGKILL
