@@ -141,3 +141,13 @@ def test_the_profile_trend_section_is_validated(tmp_path):
         load_profile(str(profile_with(tmp_path, "  on_regression: stop\n")))
     with pytest.raises(UsageError, match=r"trend.windw"):
         load_profile(str(profile_with(tmp_path, "  windw: 3\n")))
+
+
+def test_the_report_runs_no_trend_for_a_run_that_did_not_finish(history, monkeypatch, capsys):
+    results = json.loads((history.tonight / "results.json").read_text())
+    results["status"] = "cancelled"
+    (history.tonight / "results.json").write_text(json.dumps(results))
+    monkeypatch.setenv("AFD_E2E_TREND", str(history.folder))
+    assert main(["report", str(history.tonight)]) == 0
+    assert "trend skipped: the run did not finish (status cancelled)" in capsys.readouterr().err
+    assert not (history.tonight / "trend").exists()
