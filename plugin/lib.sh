@@ -117,7 +117,7 @@ check_gates() {
   printf '%s\n' "$output"
   case "$status" in
     0) ;;
-    1)
+    3) # afd-e2e's exit status for "not run: gates closed" (README: exit statuses)
       AFD_E2E_SKIPPED="the opt-in gates of profile $(plugin_option PROFILE) are closed on ${BUILDKITE_AGENT_NAME:-this agent}"
       export AFD_E2E_SKIPPED
       annotate info gates "$(where) did not run: its opt-in gates are closed.$(fenced "$output")"

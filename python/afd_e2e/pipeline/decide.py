@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from afd_e2e.errors import UsageError
 from afd_e2e.gates import BACKEND_ENV, CLOSED, INVALID, LARGE_MODEL_ENV, evaluate_gates
 from afd_e2e.pipeline.agents import NONE, UNKNOWN, AgentsLookup
 from afd_e2e.pipeline.build_env import BuildEnv
@@ -43,7 +42,7 @@ class Decision:
 def decide(env: BuildEnv, profile: Profile, agents: AgentsLookup, *, allowed_teams: tuple[str, ...] = ()) -> Decision:
     gates = evaluate_gates(profile, env.variables, require_model_dir=False)
     if gates.status == INVALID:
-        raise UsageError(f"profile {profile.name}: {'; '.join(gates.reasons)}", "correct the opt-in variables")
+        raise gates.usage_error(f"profile {profile.name}")
     build = env.describe()
     if gates.status == CLOSED:
         return Decision(EXPLAIN, build, gates.reasons)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from afd_e2e.preflight.software import InstalledSoftware
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
@@ -37,6 +40,7 @@ class PreflightReport:
     devices: tuple[int, ...]
     checks: tuple[Check, ...]
     hardware: dict[str, Any] | None  # the inventory (GPUs, link matrix), None without NVML
+    software: InstalledSoftware | None = None  # both interpreters and what vLLM's reported
 
     @property
     def fits(self) -> bool:
@@ -56,4 +60,5 @@ class PreflightReport:
             "fits": self.fits,
             "checks": [asdict(check) for check in self.checks],
             "hardware": self.hardware,
+            "software": self.software.to_dict() if self.software is not None else None,
         }

@@ -16,7 +16,7 @@ from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.ports import check_ports, plan_ports
-from afd_e2e.preflight.software import check_software, read_installed
+from afd_e2e.preflight.software import check_software, control_env, read_installed
 from afd_e2e.profile import Profile
 from afd_e2e.system.pids import describe_pid
 from afd_e2e.system.ports import busy_ports
@@ -51,15 +51,17 @@ def run_preflight(
     read_hardware: Callable[[], MachineReadings] = read_machine,
 ) -> PreflightReport:
     inventory, why_none = read_inventory(profile, read_hardware)
+    installed = read_installed(profile.engine.executable, routing_env=control_env(plan))
     checks = [
         *hardware_checks(profile, plan, inventory, why_none),
         *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
         *check_checkpoint(profile.model.checkpoint, model_path, profile.gates.model_env, plan),
-        *check_software(profile, plan, read_installed(profile.engine.executable)),
+        *check_software(profile, plan, installed),
     ]
     return PreflightReport(
         profile=profile.name,
         devices=plan.devices,
         checks=tuple(checks),
         hardware=inventory.to_dict() if inventory is not None else None,
+        software=installed,
     )

@@ -58,7 +58,7 @@ def test_gates_exit_codes(capsys, monkeypatch, tmp_path):
     for name in ("AFD_E2E_BACKEND", "AFD_E2E_LARGE_MODEL", "AFD_GPU_E2E_MODEL", "AFD_E2E_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     code, out, _ = run(capsys, "gates", "--profile", "qwen3.5-122b-a10b")
-    assert code == 1 and "closed" in out
+    assert code == 3 and "closed" in out
     monkeypatch.setenv("AFD_E2E_BACKEND", "gpu")
     monkeypatch.setenv("AFD_E2E_LARGE_MODEL", "1")
     monkeypatch.setenv("AFD_GPU_E2E_MODEL", str(tmp_path))
