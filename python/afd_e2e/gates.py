@@ -10,15 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from afd_e2e.errors import UsageError
+from afd_e2e.errors import EXIT_BAD_INPUT, EXIT_GATES_CLOSED, EXIT_PASSED, UsageError
 from afd_e2e.profile import Profile
 
 BACKEND_ENV = "AFD_E2E_BACKEND"
 LARGE_MODEL_ENV = "AFD_E2E_LARGE_MODEL"
 
 OPEN, CLOSED, INVALID = "open", "closed", "invalid"
-# Exit statuses of `afd-e2e gates` and `afd-e2e run` (README: exit statuses): 2 bad input, 3 not run (gates closed).
-EXIT_BAD_INPUT, EXIT_GATES_CLOSED = 2, 3
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class GateDecision:
 
     @property
     def exit_code(self) -> int:
-        return {OPEN: 0, CLOSED: EXIT_GATES_CLOSED, INVALID: EXIT_BAD_INPUT}[self.status]
+        return {OPEN: EXIT_PASSED, CLOSED: EXIT_GATES_CLOSED, INVALID: EXIT_BAD_INPUT}[self.status]
 
     def usage_error(self, context: str) -> UsageError:
         """The malformed gates as one UsageError (problems and fixes each joined once)."""

@@ -14,16 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from afd_e2e.commands.common import add_profile_args, check_out_dir, check_port_base
-from afd_e2e.errors import UsageError
-from afd_e2e.gates import BACKEND_ENV, EXIT_GATES_CLOSED, INVALID, evaluate_gates
+from afd_e2e.errors import EXIT_FAILED, EXIT_GATES_CLOSED, EXIT_PASSED, UsageError
+from afd_e2e.gates import BACKEND_ENV, INVALID, evaluate_gates
 from afd_e2e.plan import RunPlan, build_plan
 from afd_e2e.plan.routing_control import strategy_refusal
 from afd_e2e.preflight.checkpoint import check_checkpoint
 from afd_e2e.preflight.checks import FAIL
 from afd_e2e.preflight.software import control_env, read_installed
 from afd_e2e.profile import Profile, load_profile
-
-EXIT_PASSED, EXIT_FAILED = 0, 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from afd_e2e.errors import EXIT_FAILED, EXIT_PASSED
+
 if TYPE_CHECKING:
     from afd_e2e.preflight.software import InstalledSoftware
 
@@ -48,7 +50,7 @@ class PreflightReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.fits else 1
+        return EXIT_PASSED if self.fits else EXIT_FAILED
 
     def count(self, status: str) -> int:
         return sum(1 for check in self.checks if check.status == status)

@@ -95,7 +95,7 @@ def test_broken_yaml_is_one_line(tmp_path):
 
 
 def test_a_missing_profile_path_is_no_such_file_not_an_unknown_profile(tmp_path):
-    with pytest.raises(UsageError, match="missing.yml: no such file"):
+    with pytest.raises(UsageError, match=r"missing\.yml: no such file"):
         load_profile(str(tmp_path / "missing.yml"))
     with pytest.raises(UsageError, match="unknown profile 'nope'"):
         load_profile("nope")

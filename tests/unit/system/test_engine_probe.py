@@ -94,3 +94,24 @@ def test_a_probe_that_hangs_or_breaks_is_bounded_and_says_why(tmp_path, monkeypa
         probe_engine(str(script(tmp_path / "vllm2", f"#!{broken}\n")))
     with pytest.raises(ProbeFailed, match="cannot run /nowhere/python"):
         probe_engine(str(script(tmp_path / "vllm3", "#!/nowhere/python\n")))
+
+
+@needs_vllm
+def test_run_skips_the_forced_routing_control_the_real_vllm_cannot_run_before_any_load(capsys):
+    from afd_e2e.commands.run import without_unrunnable_control
+    from afd_e2e.plan import build_plan
+    from afd_e2e.profile import load_profile
+
+    profile = load_profile("tiny-gpu-1a1f")
+    rebuild = {"model_path": "/models/tiny-dsv2", "devices": (0, 1), "case_ids": (), "port_base": None}
+    plan = build_plan(profile, **rebuild, forced_routing_control=True)
+    assert any(case.control for case in plan.cases)
+
+    kept = without_unrunnable_control(profile, plan, rebuild)
+
+    assert not any(case.control for case in kept.cases) and not any(c.control for c in kept.comparisons)
+    [reason] = kept.skipped_controls
+    assert reason.startswith("forced-routing control skipped: VLLM_MOE_ROUTING_SIMULATION_STRATEGY=afd_balanced")
+    assert "it knows uniform_random, normal_routing" in reason and "(fix: " in reason
+    assert capsys.readouterr().err == f"afd-e2e run: {reason}\n"
+    assert json.loads(json.dumps(kept.to_dict()))["skipped_controls"] == [reason]  # results.json plan records it
