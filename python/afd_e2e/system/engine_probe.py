@@ -38,23 +38,38 @@ class EngineSoftware:
     routing_error: str | None = None
 
 
+def _exec_target(lines: list[str]) -> list[str]:
+    """The interpreter named by a shell wrapper's exec line: pip's trampoline for long paths (its second line) or
+    a hand-written wrapper such as ``exec "/usr/bin/python3" -m vllm.entrypoints.cli.main "$@"``."""
+    for line in lines[1:]:
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        if len(words) > 1 and words[0] == "exec":
+            return words[1:2]
+    return []
+
+
 def interpreter_of(executable: str) -> str:
-    """The Python a console script runs under: its shebang, pip's ``/bin/sh`` trampoline for long paths included."""
+    """The Python a console script runs under: its shebang, or the ``exec`` line of a shell wrapper."""
     try:
         with open(executable, "rb") as handle:
-            head = handle.read(1024).decode("utf-8", "replace").splitlines()
+            head = handle.read(4096).decode("utf-8", "replace").splitlines()
     except OSError as exc:
         raise ProbeFailed(f"cannot read {executable}: {exc.strerror}") from exc
     if not head or not head[0].startswith("#!"):
         raise ProbeFailed(f"{executable} has no #! line naming its Python")
     words = shlex.split(head[0][2:])
-    if words and Path(words[0]).name in ("sh", "bash") and len(head) > 1 and head[1].startswith("'''exec'"):
-        words = shlex.split(head[1][len("'''exec'") :])[:1]  # '''exec' "/long/path/python" "$0" "$@"
-    elif words and Path(words[0]).name == "env":
+    if words and Path(words[0]).name == "env":
         words = [w for w in words[1:] if not w.startswith("-")][:1]
         words = [shutil.which(words[0]) or words[0]] if words else []
+    if words and Path(words[0]).name in ("sh", "bash", "dash"):
+        words = _exec_target(head)
+        if words and os.sep not in words[0]:
+            words = [shutil.which(words[0]) or words[0]]
     if not words:
-        raise ProbeFailed(f"{executable}: cannot read the interpreter from {head[0]!r}")
+        raise ProbeFailed(f"{executable}: cannot read the Python it runs from {head[0]!r} and its exec line")
     return words[0]
 
 

@@ -77,6 +77,10 @@ def test_shebang_forms(tmp_path):
     assert interpreter_of(str(env_form)) == shutil.which("python3")
     long_path = script(tmp_path / "b", "#!/bin/sh\n'''exec' \"/very long/venv/bin/python\" \"$0\" \"$@\"\n' '''\n")
     assert interpreter_of(str(long_path)) == "/very long/venv/bin/python"
+    kit = script(tmp_path / "kit", '#!/bin/sh\n# vllm console script\nexec "/usr/bin/python3" -m vllm.main "$@"\n')
+    assert interpreter_of(str(kit)) == "/usr/bin/python3"  # the GPU kit's wrapper (../shared/gpu-vllm/setup.sh)
+    with pytest.raises(ProbeFailed, match="cannot read the Python it runs"):
+        interpreter_of(str(script(tmp_path / "d", "#!/bin/sh\necho no exec here\n")))
     with pytest.raises(ProbeFailed, match="has no #! line"):
         interpreter_of(str(script(tmp_path / "c", "\x7fELF")))
     with pytest.raises(ProbeFailed, match="cannot read"):
