@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from afd_e2e.commands.common import add_profile_args, check_out_dir, check_port_base
@@ -51,21 +50,21 @@ def check_checkpoint_inputs(profile: Profile, plan: RunPlan) -> None:
             raise UsageError(f"{check.name}: {check.measured}", check.fix)
 
 
-def without_unrunnable_control(profile: Profile, plan: RunPlan, rebuild: dict) -> RunPlan:
-    """The forced-routing control is skipped, with the reason, when the vLLM to be launched lacks its strategy."""
+def without_unrunnable_control(profile: Profile, plan: RunPlan, rebuild: dict) -> tuple[RunPlan, str | None]:
+    """The plan without its forced-routing control, and why, when the vLLM to be launched lacks the strategy
+    (vLLM would only raise in the FFN engine's first forward, after the model loaded); else the plan as it is."""
     env = control_env(plan)
     if env is None:
-        return plan
+        return plan, None
     installed = read_installed(profile.engine.executable, routing_env=env)
     refusal = strategy_refusal(installed.routing_strategies, installed.problem, installed.vllm)
     if refusal is None:
-        return plan
-    reason = f"forced-routing control skipped: {refusal}"
-    print(f"afd-e2e run: {reason}", file=sys.stderr)
-    return replace(build_plan(profile, **rebuild), skipped_controls=(reason,))
+        return plan, None
+    return build_plan(profile, **rebuild), f"forced-routing control skipped: {refusal}"
 
 
 def run(args: argparse.Namespace) -> int:
+    from afd_e2e.results.status import Status
     from afd_e2e.runner.run import execute_run
 
     profile = load_profile(args.profile)
@@ -90,7 +89,11 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(profile, **rebuild, forced_routing_control=args.forced_routing_control)
     check_checkpoint_inputs(profile, plan)
     check_out_dir(args.out)
-    plan = without_unrunnable_control(profile, plan, rebuild)
+    plan, skipped = without_unrunnable_control(profile, plan, rebuild)
+    if skipped:
+        print(f"afd-e2e run: {skipped}", file=sys.stderr)
     results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir)
-    print(f"results: {(args.out / 'results.json').resolve()} ({results['status']})")
-    return EXIT_PASSED if results["verdict"]["status"] == "passed" else EXIT_FAILED
+    print(f"results: {(args.out / 'results.json').resolve()} ({results.status})")
+    if skipped:
+        print(f"afd-e2e run: {skipped}", file=sys.stderr)  # again beside the verdict, where readers look
+    return EXIT_PASSED if results.verdict.status is Status.PASSED else EXIT_FAILED

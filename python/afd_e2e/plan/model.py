@@ -67,7 +67,6 @@ class RunPlan:
     devices: tuple[int, ...]
     cases: tuple[CasePlan, ...]
     comparisons: tuple[ComparisonPlan, ...]
-    skipped_controls: tuple[str, ...] = ()  # why a requested forced-routing control is not run (afd-e2e run)
 
     @property
     def model_loads(self) -> int:

@@ -10,7 +10,9 @@ from afd_e2e.errors import EXIT_FAILED, EXIT_PASSED
 if TYPE_CHECKING:
     from afd_e2e.preflight.software import InstalledSoftware
 
-PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+from afd_e2e.results.status import Status
+
+PASS, WARN, FAIL, SKIP = Status.PASSED, Status.WARNED, Status.FAILED, Status.SKIPPED
 
 
 @dataclass(frozen=True)
@@ -18,7 +20,7 @@ class Check:
     """One verdict: ``measured`` is what this agent has, ``wanted`` what the profile asks, ``fix`` how to mend it."""
 
     name: str
-    status: str
+    status: Status
     measured: str
     wanted: str = ""
     fix: str = ""
@@ -52,7 +54,7 @@ class PreflightReport:
     def exit_code(self) -> int:
         return EXIT_PASSED if self.fits else EXIT_FAILED
 
-    def count(self, status: str) -> int:
+    def count(self, status: Status) -> int:
         return sum(1 for check in self.checks if check.status == status)
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,7 +62,7 @@ class PreflightReport:
             "profile": self.profile,
             "devices": list(self.devices),
             "fits": self.fits,
-            "checks": [asdict(check) for check in self.checks],
+            "checks": [{**asdict(check), "status": check.status.value} for check in self.checks],
             "hardware": self.hardware,
             "software": self.software.to_dict() if self.software is not None else None,
         }

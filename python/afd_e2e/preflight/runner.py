@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from afd_e2e.gpu.inventory import Inventory, build_inventory
@@ -16,8 +17,11 @@ from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.ports import check_ports, plan_ports
-from afd_e2e.preflight.software import check_software, control_env, read_installed
+from afd_e2e.preflight.software import InstalledSoftware, check_software, control_env, read_installed
 from afd_e2e.profile import Profile
+from afd_e2e.results.codec import from_json
+from afd_e2e.results.model import Hardware, PreflightCheck, PreflightRecord
+from afd_e2e.results.status import Status
 from afd_e2e.system.pids import describe_pid
 from afd_e2e.system.ports import busy_ports
 
@@ -49,9 +53,10 @@ def run_preflight(
     *,
     model_path: str | None,
     read_hardware: Callable[[], MachineReadings] = read_machine,
+    installed: InstalledSoftware | None = None,
 ) -> PreflightReport:
     inventory, why_none = read_inventory(profile, read_hardware)
-    installed = read_installed(profile.engine.executable, routing_env=control_env(plan))
+    installed = installed or read_installed(profile.engine.executable, routing_env=control_env(plan))
     checks = [
         *hardware_checks(profile, plan, inventory, why_none),
         *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
@@ -65,3 +70,32 @@ def run_preflight(
         hardware=inventory.to_dict() if inventory is not None else None,
         software=installed,
     )
+
+
+def preflight_record(
+    report: PreflightReport, *, software: dict[str, str | None] | None = None, seconds: float | None = None
+) -> PreflightRecord:
+    """The report as results.json stores it: every check, the GPU inventory and link matrix, the software found."""
+    return PreflightRecord(
+        status=Status.PASSED if report.fits else Status.FAILED,
+        profile=report.profile,
+        devices=list(report.devices),
+        checks=[PreflightCheck(c.name, c.status, c.measured, c.wanted, c.fix) for c in report.checks],
+        hardware=from_json(Hardware, report.hardware, "preflight.hardware") if report.hardware else None,
+        software=dict(software or {}),
+        seconds=seconds,
+    )
+
+
+def record_preflight(
+    profile: Profile,
+    plan: RunPlan,
+    *,
+    model_path: str | None,
+    read_hardware: Callable[[], MachineReadings] = read_machine,
+) -> PreflightRecord:
+    """``run_preflight`` as a run records it at its start, timed, with the software it found."""
+    started = time.monotonic()
+    installed = read_installed(profile.engine.executable, routing_env=control_env(plan))
+    report = run_preflight(profile, plan, model_path=model_path, read_hardware=read_hardware, installed=installed)
+    return preflight_record(report, software=installed.to_record(), seconds=round(time.monotonic() - started, 3))

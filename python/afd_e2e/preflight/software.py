@@ -43,6 +43,11 @@ class InstalledSoftware:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def to_record(self) -> dict[str, str | None]:
+        """Flat text values, as results.json's preflight.software stores them."""
+        strategies = self.routing_strategies
+        return {**asdict(self), "routing_strategies": ", ".join(strategies) if strategies is not None else None}
+
 
 def _nvml_version() -> str | None:
     try:
