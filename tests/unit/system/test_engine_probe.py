@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -64,12 +63,13 @@ def test_the_routing_strategies_of_the_real_vllm_are_listed():
     assert "afd_balanced" not in engine.routing_strategies  # the released vLLM has no forced-balance strategy
 
 
-def test_an_interpreter_without_vllm_reports_none(tmp_path):
-    exe = script(tmp_path / "vllm", f"#!{sys.executable}\nraise SystemExit('not really vllm')\n")
-    engine = probe_engine(str(exe), env={**os.environ, "PYTHONNOUSERSITE": "1", "PYTHONPATH": ""})
-    assert engine.python == sys.executable
-    if engine.vllm is None:  # this interpreter has no vLLM: nothing is borrowed from afd-e2e's side either
-        assert engine.general_plugins == {}
+def test_an_interpreter_without_vllm_reports_none_not_afd_e2es_own(tmp_path):
+    bare = tmp_path / "bare"
+    venv.create(bare, with_pip=False)
+    exe = script(tmp_path / "vllm", f"#!{bare / 'bin' / 'python'}\nraise SystemExit('not really vllm')\n")
+    engine = probe_engine(str(exe), env={"PATH": os.environ["PATH"]})
+    assert engine.python == str(bare / "bin" / "python")
+    assert engine.vllm is None and engine.torch is None and engine.general_plugins == {}
 
 
 def test_shebang_forms(tmp_path):
