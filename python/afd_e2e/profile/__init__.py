@@ -32,6 +32,7 @@ from afd_e2e.profile.model import (
     ServingSpec,
     SmokeSpec,
     SoftwareSpec,
+    TrendSpec,
 )
 from afd_e2e.profile.sections import parse_profile
 
@@ -61,6 +62,7 @@ __all__ = [
     "ServingSpec",
     "SmokeSpec",
     "SoftwareSpec",
+    "TrendSpec",
     "builtin_profiles",
     "load_profile",
     "parse_profile",
