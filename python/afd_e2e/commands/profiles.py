@@ -22,7 +22,8 @@ def run(args: argparse.Namespace) -> int:
         if args.profile:
             print(f"  platform {profile.platform}, {profile.device_count} GPUs, gates: {profile.gates.backend}")
             for case in profile.cases:
-                print(f"  case {case.id}: {case.label} ({', '.join(case.phases)})")
+                variant = f", variant of {case.extends}" if case.extends else ""
+                print(f"  case {case.id}: {case.label} ({', '.join(case.phases)}{variant})")
             for cmp in profile.comparisons:
                 print(f"  compare {cmp.id}: {cmp.baseline} vs {cmp.candidate} ({', '.join(cmp.measures)})")
     return 0
