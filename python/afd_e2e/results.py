@@ -3,7 +3,8 @@
 Everything downstream (JUnit, annotation, plots, Buildkite upload) renders from this file alone, so a results
 folder copied from another machine renders the same. This docstring is the schema contract (``afd-e2e/results/v1``);
 paths inside are relative to the results folder. Status words: run/case/phase ``running|passed|failed|cancelled|
-crashed|skipped``; checks ``pass|fail|warn|skip|n/a``; metric verdicts ``better|worse|parity``.
+crashed|skipped``; checks ``pass|fail|warn|skip|n/a``; metric verdicts ``better|worse|parity|inconclusive`` (inconclusive: fewer than two
+passed repetitions on a side, so no interval and no claim).
 
     schema, profile, platform ("cuda"|"cpu"), smoke_only (bool), status, started_at, finished_at (ISO 8601 UTC)
     plan:        RunPlan.to_dict()
@@ -19,19 +20,22 @@ crashed|skipped``; checks ``pass|fail|warn|skip|n/a``; metric verdicts ``better|
         gsm8k: {status, correct, total, min_correct, accuracy_meaningful, flexible_correct,
                 records: "gsm8k/<case>.jsonl", failure,
                 questions: [{index, prompt_sha256, extracted, flexible, gold, correct (bool)}]},
-        parity_outputs: [{prompt, text, token_ids: [int], error: null | "one line"}],
+        parity_outputs: [{prompt, text, token_ids: [int], token_texts: [str], error: null | "one line",
+                          top_logprobs: [{"<token id>": logprob} per generated token: its top-k and the chosen one]}],
         performance: {status, failure, warmups: [rep], repetitions: [rep]} where
             rep = {index, status, failure, path: "bench/<case>/rep-N.json" (warmup-N.json), log: "bench/<case>/rep-N.log",
                    completed, failed, num_prompts, duration_s, metrics: {metric_key: value}},
         hygiene: [{check: "processes"|"ports"|"gpu_memory"|"forced_kill"|"leftover_files", status, detail}]}}
     comparisons: {comparison_id: {
         baseline, candidate, baseline_label, candidate_label,
-        parity: {status, failure, identical, total, share, min_share,
-                 prompts: [{prompt, identical (bool), first_diff_token: null | int}]},
-        performance: {status, failure, control (bool), metrics: [{
-            key, name, unit, higher_is_better (bool),
+        parity: {status, failure, mode: "logprobs"|"exact", top_logprobs: k, identical, close, different, total,
+                 prompts: [{prompt, verdict: "identical"|"close"|"different"|"not compared", position: null | int,
+                            baseline, candidate: null | {token_id: int | null (ended), text, logprob,
+                                                         other_logprob, other_in_top_k (bool)}}]},
+        performance: {status, failure, control (bool), warnings: ["one line per warned metric"], metrics: [{
+            key, name, unit, higher_is_better (bool), on_worse: "fail"|"warn"|"note",
             baseline: {mean, std, values: [...]}, candidate: {mean, std, values: [...]},
-            delta_pct, ci95_pct: [low, high] | null, verdict}]}}}
+            delta_pct: null | float, ci95_pct: [low, high] | null, verdict}]}}}
     verdict: {status, reasons: ["one line each"]}
 
 Metric keys are ``vllm bench serve`` result keys: request_throughput, output_throughput, mean_ttft_ms,

@@ -19,6 +19,7 @@ from afd_e2e import __version__
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, preformatted
 from afd_e2e.report.status import ICONS, Outcome, outcome, run_is_partial
+from afd_e2e.workloads.parity import CLOSE, DIFFERENT, IDENTICAL, parity_prompts
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -45,11 +46,20 @@ def annotation_context(profile: str | None) -> str:
     return "afd-e2e-" + re.sub(r"[^A-Za-z0-9._-]", "_", profile or "unknown")
 
 
+def performance_warnings(results: dict[str, Any]) -> list[str]:
+    """Warned metrics (worse, ``on_worse: warn``) of every comparison: they turn a passed run's style to warning."""
+    return [
+        f"{comparison_id}: {warning}"
+        for comparison_id, comparison in (results.get("comparisons") or {}).items()
+        for warning in (comparison.get("performance") or {}).get("warnings") or []
+    ]
+
+
 def annotation_style(results: dict[str, Any]) -> str:
     verdict = (results.get("verdict") or {}).get("status")
     if results.get("status") == "crashed" or (not run_is_partial(results) and verdict == "failed"):
         return "error"
-    if not run_is_partial(results) and verdict == "passed":
+    if not run_is_partial(results) and verdict == "passed" and not performance_warnings(results):
         return "success"
     return "warning"
 
@@ -102,7 +112,7 @@ def _headline(results: dict) -> str:
         icon, word = "❌", "crashed (partial results)"
     else:
         status = verdict.get("status")
-        icon = {"passed": "✅", "failed": "❌"}.get(status, "⚠️")
+        icon = {"passed": "⚠️" if performance_warnings(results) else "✅", "failed": "❌"}.get(status, "⚠️")
         word = markdown_text(status or "no verdict")
     smoke = "SMOKE " if results.get("smoke_only") else ""
     lines = [f"## {icon} {smoke}afd-e2e {markdown_text(results.get('profile'))}: {word}", ""]
@@ -136,6 +146,7 @@ def _headline(results: dict) -> str:
                 more = f" and {len(ids) - MAX_REASONS} more" if len(ids) > MAX_REASONS else ""
                 lines += [f"{title}: {names}{more}", ""]
     reasons = [str(reason) for reason in verdict.get("reasons") or []]
+    lines += [f"- ⚠️ {markdown_text(warning)}" for warning in performance_warnings(results)[:MAX_REASONS]]
     lines += [f"- {markdown_text(reason)}" for reason in reasons[:MAX_REASONS]]
     if len(reasons) > MAX_REASONS:
         lines.append(f"- … and {len(reasons) - MAX_REASONS} more (see results.json)")
@@ -192,9 +203,10 @@ def _parity_cell(case_id: str, comparisons: dict) -> str:
             continue
         result = outcome(parity.get("status"))
         if result in (Outcome.PASS, Outcome.FAIL):
-            identical = f"{markdown_text(parity.get('identical'))}/{markdown_text(parity.get('total'))} identical"
+            counts = [f"{markdown_text(parity.get('identical'))}/{markdown_text(parity.get('total'))} identical"]
+            counts += [f"{markdown_text(parity[v])} {v}" for v in (CLOSE, DIFFERENT) if parity.get(v)]
             baseline = markdown_text(comparison.get("baseline_label") or comparison.get("baseline"))
-            cells.append(f"{ICONS[result]} {identical} vs {baseline}")
+            cells.append(f"{ICONS[result]} {', '.join(counts)} vs {baseline}")
         else:  # not compared: say why
             cells.append(_status_cell(parity.get("status"), markdown_text(parity.get("failure") or "", 120)))
     return "; ".join(cells) or formatting.MISSING
@@ -209,6 +221,51 @@ def _smoke_cell(smoke: dict | None) -> str:
     tokens = markdown_text(smoke.get("completion_tokens"))
     timing = f"{tokens} tokens in {latency:.2f} s" if isinstance(latency, (int, float)) else ""
     return f"{ICONS[outcome(smoke.get('status'))]} {timing}".rstrip()
+
+
+_PARITY_ICONS = {IDENTICAL: "✅", CLOSE: "🟰"}
+
+
+def _token_cell(side: dict | None) -> str:
+    """``188 ' the'`` with its logprob and the logprob it gave the other side's token."""
+    if not side:
+        return formatting.MISSING
+    if side.get("token_id") is None:
+        return "ended"
+    cell = f"{markdown_text(side['token_id'])} <code>{markdown_text(repr(side.get('text')), 40)}</code>"
+    mine = side.get("logprob")
+    other = side.get("other_logprob")
+    cell += f" ({mine:.4f}" if isinstance(mine, (int, float)) else " (not in top-k"
+    cell += f"; other's {other:.4f})" if isinstance(other, (int, float)) else "; other's not in top-k)"
+    return cell
+
+
+def _parity_details(comparison_id: str, comparison: dict, prompts: list[dict]) -> str:
+    """Per prompt: identical / close / different, where the outputs part and both tokens with logprobs."""
+    baseline = markdown_text(comparison.get("baseline_label") or comparison.get("baseline"))
+    candidate = markdown_text(comparison.get("candidate_label") or comparison.get("candidate"))
+    rows = [
+        f"| Prompt | Parity | First differing token | {baseline} | {candidate} |",
+        "| --- | --- | ---: | --- | --- |",
+    ]
+    for p in prompts:
+        icon = _PARITY_ICONS.get(p["verdict"], "❌")
+        position = formatting.MISSING if p.get("position") is None else markdown_text(p["position"])
+        rows.append(
+            f"| {markdown_text(p.get('prompt'), 120)} | {icon} {markdown_text(p['verdict'])} | {position} "
+            f"| {_token_cell(p.get('baseline'))} | {_token_cell(p.get('candidate'))} |"
+        )
+    parity = comparison.get("parity") or {}
+    how = parity.get("mode")
+    note = ""
+    if how == "logprobs":
+        note = (
+            f"\n\nClose: at the first differing token each side's token is within the other's top-"
+            f"{markdown_text(parity.get('top_logprobs'))} logprobs (a near-tie), as vLLM's own tests accept."
+        )
+    summary = f"Parity per prompt, <code>{markdown_text(comparison_id)}</code>: {_status_cell(parity.get('status'))}"
+    opened = " open" if outcome(parity.get("status")) is Outcome.FAIL else ""
+    return f"<details{opened}><summary>{summary}</summary>\n\n" + "\n".join(rows) + note + "\n\n</details>"
 
 
 def _correctness(results: dict) -> str:
@@ -231,6 +288,9 @@ def _correctness(results: dict) -> str:
             f"| {_smoke_cell(case.get('smoke'))} | {_gsm8k_cell(case.get('gsm8k'))} "
             f"| {_parity_cell(case_id, comparisons)} |"
         )
+    for comparison_id, comparison in comparisons.items():
+        if prompts := parity_prompts(comparison.get("parity") or {}):
+            rows += ["", _parity_details(comparison_id, comparison, prompts)]
     return "\n".join(rows) + "\n"
 
 
@@ -257,6 +317,17 @@ def _repetitions_line(label: str, performance: dict | None) -> str:
     return line
 
 
+def _metric_verdict(metric: dict, *, control: bool) -> str:
+    """The verdict cell; a worse metric also says what its gate did (fail, warn or note)."""
+    verdict = metric.get("verdict") or formatting.MISSING
+    if verdict != "worse":
+        return markdown_text(verdict)
+    if control:
+        return "**worse** (control, not judged)"
+    on_worse = metric.get("on_worse") or "warn"
+    return "**worse** " + {"fail": "❌ fails the gate", "warn": "⚠️ warning"}.get(on_worse, "(note)")
+
+
 def _performance(results: dict, comparison_id: str, comparison: dict, plot: str | None) -> str:
     performance = comparison["performance"]
     baseline = markdown_text(comparison.get("baseline_label") or comparison.get("baseline"))
@@ -273,13 +344,12 @@ def _performance(results: dict, comparison_id: str, comparison: dict, plot: str 
         for metric in metrics:
             unit = markdown_text(metric.get("unit") or "")
             base, cand = metric.get("baseline") or {}, metric.get("candidate") or {}
-            verdict = metric.get("verdict") or formatting.MISSING
             lines.append(
                 f"| {markdown_text(metric.get('name') or metric.get('key'))} "
                 f"| {formatting.measure(base.get('mean'), base.get('std'), unit)} "
                 f"| {formatting.measure(cand.get('mean'), cand.get('std'), unit)} "
                 f"| {formatting.percent(metric.get('delta_pct'))} | {formatting.interval(metric.get('ci95_pct'))} "
-                f"| {'**worse**' if verdict == 'worse' else markdown_text(verdict)} |"
+                f"| {_metric_verdict(metric, control=bool(performance.get('control')))} |"
             )
         lines += [
             "",
@@ -287,6 +357,8 @@ def _performance(results: dict, comparison_id: str, comparison: dict, plot: str 
             "are the candidate's relative to the baseline's mean.",
             "",
         ]
+    for warning in performance.get("warnings") or []:
+        lines += [f"⚠️ Performance warning: {markdown_text(warning)} (<code>on_worse: warn</code>)", ""]
     failure = markdown_text(performance.get("failure") or "", 300)
     if not metrics:
         lines += [f"No metrics: {_status_cell(performance.get('status'), failure)}", ""]
@@ -435,17 +507,6 @@ def _model_output(results: dict) -> str:
             blocks.append(
                 f"<details><summary>{_label(case_id, case)}</summary>\n\n" + "\n".join(lines) + "\n\n</details>"
             )
-    for comparison_id, comparison in (results.get("comparisons") or {}).items():
-        prompts = (comparison.get("parity") or {}).get("prompts") or []
-        if prompts:
-            rows = ["| Prompt | Identical | First differing token |", "| --- | --- | ---: |"]
-            rows += [
-                f"| {markdown_text(p.get('prompt'), 120)} | {'✅' if p.get('identical') else '❌'} "
-                f"| {formatting.MISSING if p.get('first_diff_token') is None else markdown_text(p['first_diff_token'])} |"
-                for p in prompts
-            ]
-            summary = f"parity <code>{markdown_text(comparison_id)}</code>"
-            blocks.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(rows) + "\n\n</details>")
     return "### Model output\n\n" + "\n\n".join(blocks) + "\n" if blocks else ""
 
 

@@ -1,10 +1,10 @@
 """JUnit XML for Buildkite Test Engine and JUnit viewers, written to ``junit/<profile>-<n>.xml``.
 
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, smoke, GSM8K aggregate and
-per question, the performance runs, each hygiene check), one ``.comparison.<id>`` per comparison (parity, each
-performance metric) and ``.run`` (the verdict). A GSM8K question answered wrongly fails only where the profile says
-accuracy is meaningful; a performance metric fails only when its comparison's performance gate failed and the metric
-is the worse side. At most 5000 testcases per file, as Test Engine requires.
+per question, the performance runs, each hygiene check), one ``.comparison.<id>`` per comparison (parity, the
+performance gate, each performance metric) and ``.run`` (the verdict). A GSM8K question answered wrongly fails only
+where the profile says accuracy is meaningful; a performance metric fails only when it is worse and its profile says
+``on_worse: fail`` (``warn`` passes with a warning). At most 5000 testcases per file, as Test Engine requires.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import one_line, xml_text
 from afd_e2e.report.status import Outcome, outcome, run_is_partial
+from afd_e2e.workloads.parity import describe, parity_prompts, parity_summary
 
 MAX_TESTCASES_PER_FILE = 5000
 LOG_TAIL_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
@@ -170,32 +171,33 @@ def _repetition_line(rep: dict) -> str:
 
 def _add_comparison(builder: _Builder, suite: str, comparison: dict) -> None:
     if parity := comparison.get("parity"):
-        lines = [_parity_line(prompt) for prompt in parity.get("prompts") or []]
-        message = parity.get("failure") or (
-            f"{parity.get('identical')}/{parity.get('total')} identical outputs, "
-            f"share {parity.get('share')} (at least {parity.get('min_share')} needed)"
-        )
+        baseline, candidate = comparison.get("baseline") or "baseline", comparison.get("candidate") or "candidate"
+        lines = [describe(prompt, baseline, candidate) for prompt in parity_prompts(parity)]
+        message = parity.get("failure") or parity_summary(parity)
         builder.add(suite, "parity", parity.get("status"), message=message, stdout="\n".join(lines))
 
     performance = comparison.get("performance")
     if not performance:
         return
     metrics = performance.get("metrics") or []
-    if not metrics:
+    if not metrics:  # nothing to compare: the gate's own status says why (a failed side carries it on its case)
         builder.add(suite, "performance", performance.get("status"), message=performance.get("failure"))
-    gate_failed = outcome(performance.get("status")) is Outcome.FAIL
+    control = bool(performance.get("control"))
+    skipped = outcome(performance.get("status")) is Outcome.SKIP
     for metric in metrics:
-        summary = _metric_line(comparison, metric, control=bool(performance.get("control")))
-        if gate_failed:
-            status = "failed" if metric.get("verdict") == "worse" else "passed"
-        else:
-            status = performance.get("status")
+        summary = _metric_line(comparison, metric, control=control)
+        status = _metric_status(metric, control=control, skipped=skipped)
         builder.add(suite, f"performance {metric.get('key')}", status, message=summary, stdout=summary)
 
 
-def _parity_line(prompt: dict) -> str:
-    same = "identical" if prompt.get("identical") else f"differs from token {prompt.get('first_diff_token')}"
-    return f"{same}: {prompt.get('prompt')!r}"
+def _metric_status(metric: dict, *, control: bool, skipped: bool) -> str:
+    """A metric's testcase fails only when it is worse and its profile says ``on_worse: fail``; ``warn`` passes
+    with a warning; a control run's metrics are shown, never judged."""
+    if skipped:
+        return "skipped"
+    if control or metric.get("verdict") != "worse":
+        return "passed"
+    return {"fail": "failed", "warn": "warn"}.get(metric.get("on_worse") or "warn", "passed")
 
 
 def _metric_line(comparison: dict, metric: dict, *, control: bool) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import requests
@@ -15,11 +17,18 @@ class CompletionError(Exception):
     """A request that did not produce a completion; the message is one line for results.json."""
 
 
+TOKEN_ID_PREFIX = "token_id:"  # how vLLM names tokens under ``return_tokens_as_token_ids``
+
+
 @dataclass(frozen=True)
 class Completion:
     text: str
     token_ids: tuple[int, ...] | None
     finish_reason: str | None
+    # With ``top_logprobs=k``: per generated token, the k most likely token ids (and the chosen one) -> logprob,
+    # and the text each generated token added.
+    top_logprobs: tuple[Mapping[int, float], ...] | None = None
+    token_texts: tuple[str, ...] | None = None
 
 
 def _request_json(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
@@ -45,8 +54,10 @@ def complete(
     stop: list[str] | None = None,
     seed: int | None = None,
     return_token_ids: bool = False,
+    top_logprobs: int | None = None,
 ) -> Completion:
-    """One greedy completion (temperature 0)."""
+    """One greedy completion (temperature 0); ``top_logprobs=k`` also asks for each token's k most likely
+    alternatives, named by token id so two cases compare ids, not decoded strings."""
     payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0}
     if stop:
         payload["stop"] = stop
@@ -54,6 +65,8 @@ def complete(
         payload["seed"] = seed
     if return_token_ids:
         payload["return_token_ids"] = True
+    if top_logprobs is not None:
+        payload.update(logprobs=top_logprobs, return_tokens_as_token_ids=True)
     body = _request_json("POST", f"{base_url}/v1/completions", json=payload)
     try:
         choice = body["choices"][0]
@@ -65,7 +78,29 @@ def complete(
         raise CompletionError(
             f"POST {base_url}/v1/completions: no token_ids despite return_token_ids (vLLM older than 0.10.2?)"
         )
-    return Completion(text, tuple(token_ids) if token_ids is not None else None, choice.get("finish_reason"))
+    completion = Completion(text, tuple(token_ids) if token_ids is not None else None, choice.get("finish_reason"))
+    if top_logprobs is None:
+        return completion
+    try:
+        return _with_logprobs(completion, choice["logprobs"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise CompletionError(
+            f"POST {base_url}/v1/completions: no usable logprobs in the answer ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _token_id(name: str) -> int:
+    if not name.startswith(TOKEN_ID_PREFIX):
+        raise ValueError(f"token {name!r} is not named {TOKEN_ID_PREFIX}<id>")
+    return int(name[len(TOKEN_ID_PREFIX) :])
+
+
+def _with_logprobs(completion: Completion, logprobs: dict[str, Any]) -> Completion:
+    """Read the OpenAI completions ``logprobs`` block: ``top_logprobs`` per token, ``text_offset`` into the text."""
+    top = tuple({_token_id(name): float(value) for name, value in entry.items()} for entry in logprobs["top_logprobs"])
+    offsets = [int(offset) for offset in logprobs["text_offset"]] + [len(completion.text)]
+    texts = tuple(completion.text[start:end] for start, end in pairwise(offsets))
+    return Completion(completion.text, completion.token_ids, completion.finish_reason, top, texts)
 
 
 def served_model_root(base_url: str, model: str) -> str:

@@ -1,39 +1,21 @@
-"""Performance comparison: per metric, mean ± std over passed repetitions of each side, delta, interval, verdict."""
+"""Performance comparison: per metric, mean ± std over passed repetitions of each side, delta, interval, verdict,
+and the metric's gate: a ``worse`` verdict fails the comparison (``on_worse: fail``), warns (``warn``) or is only
+shown (``note``). A forced-routing control is never gated: its metrics are shown, not judged."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
 from typing import Any
 
+from afd_e2e.profile import MetricGate
 from afd_e2e.workloads import stats
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str  # a ``vllm bench serve`` result key
-    name: str
-    unit: str
-    higher_is_better: bool
-
-
-METRICS = (
-    Metric("request_throughput", "Request throughput", "req/s", True),
-    Metric("output_throughput", "Output throughput", "tok/s", True),
-    Metric("mean_ttft_ms", "TTFT", "ms", False),
-    Metric("mean_tpot_ms", "TPOT", "ms", False),
-    Metric("mean_itl_ms", "ITL", "ms", False),
-    Metric("mean_e2el_ms", "E2E latency", "ms", False),
-    Metric("p99_ttft_ms", "TTFT p99", "ms", False),
-    Metric("p99_tpot_ms", "TPOT p99", "ms", False),
-    Metric("p99_itl_ms", "ITL p99", "ms", False),
-    Metric("p99_e2el_ms", "E2E latency p99", "ms", False),
-)
-
-
 def _passed_values(section: dict[str, Any], key: str) -> list[float]:
-    return [
-        rep["metrics"][key] for rep in section["repetitions"] if rep["status"] == "passed" and key in rep["metrics"]
-    ]
+    """The metric over passed repetitions; a value that is not a finite number is never aggregated."""
+    values = [rep["metrics"].get(key) for rep in section["repetitions"] if rep["status"] == "passed"]
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
 
 def _side_problem(case_id: str, section: dict[str, Any] | None) -> str | None:
@@ -45,6 +27,36 @@ def _side_problem(case_id: str, section: dict[str, Any] | None) -> str | None:
     return None
 
 
+def worse_line(metric: dict[str, Any]) -> str:
+    """One line for a metric judged worse (which has a delta and an interval): name, delta and interval."""
+    low, high = metric["ci95_pct"]
+    return f"{metric['name']} worse: {metric['delta_pct']:+.2f}% (95% CI [{low:+.2f}%, {high:+.2f}%])"
+
+
+def _metric(gate: MetricGate, base: list[float], cand: list[float], threshold_pct: float) -> dict[str, Any]:
+    base_mean, cand_mean = stats.mean(base), stats.mean(cand)
+    delta_pct = ci_pct = None
+    if base_mean > 0.0:
+        delta_pct = (cand_mean - base_mean) / base_mean * 100.0
+        interval = stats.welch_interval(base, cand)
+        ci_pct = None if interval is None else [bound / base_mean * 100.0 for bound in interval]
+    metric = gate.metric
+    return {
+        "key": metric.key,
+        "name": metric.name,
+        "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        "on_worse": gate.on_worse,
+        "baseline": {"mean": base_mean, "std": stats.sample_std(base), "values": base},
+        "candidate": {"mean": cand_mean, "std": stats.sample_std(cand), "values": cand},
+        "delta_pct": delta_pct,
+        "ci95_pct": ci_pct,
+        "verdict": stats.INCONCLUSIVE
+        if delta_pct is None
+        else stats.verdict(delta_pct, ci_pct, threshold_pct, metric.higher_is_better),
+    }
+
+
 def compare_performance(
     baseline_id: str,
     baseline: dict[str, Any] | None,
@@ -53,38 +65,23 @@ def compare_performance(
     *,
     threshold_pct: float,
     control: bool,
+    metrics: Sequence[MetricGate],
 ) -> dict[str, Any]:
     """The ``performance`` block of a comparison. Metrics use passed repetitions only; a side with failed
-    repetitions fails the comparison (its figures are still shown); a side without any is ``skipped``."""
+    repetitions fails the comparison (its figures are still shown); a side without any is ``skipped``. A metric
+    judged ``worse`` with ``on_worse: fail`` fails it; with ``warn`` it lands in ``warnings``."""
     problems = [p for p in (_side_problem(baseline_id, baseline), _side_problem(candidate_id, candidate)) if p]
-    result: dict[str, Any] = {
-        "status": "failed" if problems else "passed",
-        "failure": "; ".join(problems) or None,
-        "control": control,
-        "metrics": [],
-    }
+    result: dict[str, Any] = {"status": "passed", "failure": None, "control": control, "warnings": [], "metrics": []}
     if not baseline or not candidate:
-        result["status"] = "skipped"
+        result.update(status="skipped", failure="; ".join(problems))
         return result
-    for metric in METRICS:
-        base, cand = _passed_values(baseline, metric.key), _passed_values(candidate, metric.key)
-        if not base or not cand or stats.mean(base) == 0.0:
-            continue
-        base_mean, cand_mean = stats.mean(base), stats.mean(cand)
-        delta_pct = (cand_mean - base_mean) / base_mean * 100.0
-        interval = stats.welch_interval(base, cand)
-        ci_pct = None if interval is None else [bound / base_mean * 100.0 for bound in interval]
-        result["metrics"].append(
-            {
-                "key": metric.key,
-                "name": metric.name,
-                "unit": metric.unit,
-                "higher_is_better": metric.higher_is_better,
-                "baseline": {"mean": base_mean, "std": stats.sample_std(base), "values": base},
-                "candidate": {"mean": cand_mean, "std": stats.sample_std(cand), "values": cand},
-                "delta_pct": delta_pct,
-                "ci95_pct": ci_pct,
-                "verdict": stats.verdict(delta_pct, ci_pct, threshold_pct, metric.higher_is_better),
-            }
-        )
+    for gate in metrics:
+        base, cand = _passed_values(baseline, gate.metric.key), _passed_values(candidate, gate.metric.key)
+        if base and cand:
+            result["metrics"].append(_metric(gate, base, cand, threshold_pct))
+    worse = [m for m in result["metrics"] if m["verdict"] == "worse" and not control]
+    problems += [worse_line(m) for m in worse if m["on_worse"] == "fail"]
+    result["warnings"] = [worse_line(m) for m in worse if m["on_worse"] == "warn"]
+    if problems:
+        result.update(status="failed", failure="; ".join(problems))
     return result

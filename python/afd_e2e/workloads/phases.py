@@ -152,6 +152,7 @@ def compare(profile: Profile, results_data: dict[str, Any]) -> dict[str, Any]:
                 cand.get("performance"),
                 threshold_pct=profile.bench.parity_threshold_pct,
                 control=cmp["control"],
+                metrics=profile.bench.metrics,
             )
         comparisons[cmp["id"]] = entry
     return comparisons

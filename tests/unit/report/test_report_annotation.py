@@ -21,21 +21,43 @@ def test_seed_performance_table_reads_like_the_seed(seed_results: dict) -> None:
     assert "| Metric | native DP8/TP1/EP8 | AFD 4A4F | Delta | 95% CI | Verdict |" in body
     for row in SEED_ROWS:
         assert row in body, row
-    assert "| +8.87% | [+4.31%, +13.44%] | **worse** |" in body
+    assert "| +8.87% | [+4.31%, +13.44%] | **worse** ⚠️ warning |" in body
     assert "1024/1024 requests completed each; 0 failed requests" in body
     assert '<img src="artifact://plots/performance.png"' in body
 
 
 def test_headline_verdict_comes_first_and_sections_follow_in_order(seed_results: dict) -> None:
     annotation = render_annotation(seed_results, artifacts=["results.json"])
-    assert annotation.body.splitlines()[0] == "## ✅ afd-e2e qwen3\\.5\\-122b\\-a10b: passed"
+    assert annotation.body.splitlines()[0] == "## ⚠️ afd-e2e qwen3\\.5\\-122b\\-a10b: passed"
     positions = [
         annotation.body.index(f"### {title}")
         for title in ("Correctness", "Performance", "Hygiene", "Environment", "Artifacts")
     ]
     assert positions == sorted(positions)
-    assert (annotation.style, annotation.context) == ("success", "afd-e2e-qwen3.5-122b-a10b")
+    assert (annotation.style, annotation.context) == ("warning", "afd-e2e-qwen3.5-122b-a10b")
     assert annotation.full_body is None
+
+
+def test_seed_ttft_worse_renders_a_warning_and_only_a_clean_run_is_success(seed_results: dict) -> None:
+    """The seed's TTFT +8.87% (95% CI excludes zero, on_worse: warn by default) must not read as a green pass."""
+    annotation = render_annotation(seed_results)
+    assert annotation.style == "warning"
+    warning = "TTFT worse\\: \\+8\\.87% \\(95% CI \\[\\+4\\.31%, \\+13\\.44%\\]\\)"
+    assert f"- ⚠️ performance\\: {warning}" in annotation.body  # in the headline
+    assert f"⚠️ Performance warning: {warning} (<code>on_worse: warn</code>)" in annotation.body
+    seed_results["comparisons"]["performance"]["performance"]["warnings"] = []
+    assert render_annotation(seed_results).style == "success"
+
+
+def test_a_failing_metric_gate_reads_as_such(seed_results: dict) -> None:
+    performance = seed_results["comparisons"]["performance"]["performance"]
+    performance["metrics"][2]["on_worse"] = "fail"
+    performance.update(status="failed", failure=performance.pop("warnings")[0], warnings=[])
+    seed_results["verdict"] = {"status": "failed", "reasons": ["performance performance: failed"]}
+    annotation = render_annotation(seed_results)
+    assert annotation.style == "error"
+    assert "| **worse** ❌ fails the gate |" in annotation.body
+    assert "Performance gate: ❌ failed: TTFT worse\\: \\+8\\.87%" in annotation.body
 
 
 def test_correctness_and_environment_rows(seed_results: dict) -> None:
