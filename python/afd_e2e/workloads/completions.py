@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 import requests
@@ -25,10 +24,8 @@ class Completion:
     text: str
     token_ids: tuple[int, ...] | None
     finish_reason: str | None
-    # With ``top_logprobs=k``: per generated token, the k most likely token ids (and the chosen one) -> logprob,
-    # and the text each generated token added.
+    # With ``top_logprobs=k``: per generated token, the k most likely token ids (and the chosen one) -> logprob.
     top_logprobs: tuple[Mapping[int, float], ...] | None = None
-    token_texts: tuple[str, ...] | None = None
 
 
 def _request_json(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
@@ -96,17 +93,18 @@ def _token_id(name: str) -> int:
 
 
 def _with_logprobs(completion: Completion, logprobs: dict[str, Any]) -> Completion:
-    """Read the OpenAI completions ``logprobs`` block: ``top_logprobs`` per token, ``text_offset`` into the text."""
+    """Read the OpenAI completions ``logprobs`` block's ``top_logprobs``, one mapping per generated token."""
     top = tuple({_token_id(name): float(value) for name, value in entry.items()} for entry in logprobs["top_logprobs"])
-    offsets = [int(offset) for offset in logprobs["text_offset"]] + [len(completion.text)]
-    texts = tuple(completion.text[start:end] for start, end in pairwise(offsets))
-    return Completion(completion.text, completion.token_ids, completion.finish_reason, top, texts)
+    return Completion(completion.text, completion.token_ids, completion.finish_reason, top)
 
 
-def served_model_root(base_url: str, model: str) -> str:
-    """The checkpoint path the server loaded (``root`` of the model card): the tokenizer benchmarks must use."""
-    body = _request_json("GET", f"{base_url}/v1/models")
-    for card in body.get("data") or []:
-        if card.get("id") == model and card.get("root"):
-            return str(card["root"])
-    raise CompletionError(f"GET {base_url}/v1/models: no model {model!r} with a root path")
+def token_texts(base_url: str, model: str, token_ids: list[int]) -> list[str]:
+    """Each token's own text, from the server's tokenizer (``/detokenize``), for showing where outputs part.
+    (Under ``return_tokens_as_token_ids`` the logprobs' ``text_offset`` counts the ``token_id:N`` names instead.)"""
+    texts = []
+    for token in token_ids:
+        body = _request_json("POST", f"{base_url}/detokenize", json={"model": model, "tokens": [token]})
+        if not isinstance(body.get("prompt"), str):
+            raise CompletionError(f"POST {base_url}/detokenize: no prompt text in the answer")
+        texts.append(body["prompt"])
+    return texts

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from afd_e2e.profile import ParitySpec
-from afd_e2e.workloads.completions import CompletionError, complete
+from afd_e2e.workloads.completions import CompletionError, complete, token_texts
 
 IDENTICAL, CLOSE, DIFFERENT, NOT_COMPARED = "identical", "close", "different", "not compared"
 
@@ -58,10 +58,13 @@ def collect_outputs(
             entry.update(
                 text=answer.text,
                 token_ids=list(answer.token_ids or ()),
-                token_texts=list(answer.token_texts or ()),
                 # JSON keys are strings: token id -> logprob
                 top_logprobs=[{str(token): lp for token, lp in top.items()} for top in answer.top_logprobs or ()],
             )
+            try:
+                entry["token_texts"] = token_texts(base_url, model, entry["token_ids"])
+            except CompletionError as exc:  # only the display loses the token texts, not the comparison
+                progress(f"parity: token texts unavailable ({exc})")
         outputs.append(entry)
         publish(outputs)
         progress(f"parity: {number}/{len(spec.prompts)} prompts")
