@@ -15,8 +15,10 @@ import pytest
 
 from afd_e2e.profile import load_profile
 from afd_e2e.report.annotation import render_annotation
+from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.parity import compare_outputs
 from fixtures.parity.record_tiny_cpu import PROMPTS, record
+from results_docs import load_fixture, typed
 
 pytestmark = [
     pytest.mark.integration,
@@ -33,31 +35,32 @@ def recorded(tmp_path_factory):
 
 def test_outputs_carry_top_k_logprobs_by_token_id(recorded):
     for case_id, outputs in recorded.items():
-        assert [o["prompt"] for o in outputs] == list(PROMPTS), case_id
+        assert [o.prompt for o in outputs] == list(PROMPTS), case_id
         for output in outputs:
-            assert output["error"] is None and len(output["token_ids"]) == SPEC.max_tokens
-            assert len(output["top_logprobs"]) == len(output["token_texts"]) == len(output["token_ids"])
-            assert all(isinstance(text, str) for text in output["token_texts"])
-            for token, top in zip(output["token_ids"], output["top_logprobs"], strict=True):
+            assert output.error is None and output.token_ids and output.top_logprobs and output.token_texts
+            assert len(output.top_logprobs) == len(output.token_texts) == len(output.token_ids)
+            for token, top in zip(output.token_ids, output.top_logprobs, strict=True):
                 assert SPEC.top_logprobs <= len(top) <= SPEC.top_logprobs + 1 and str(token) in top
                 assert top[str(token)] == max(top.values())  # greedy: the chosen token is the most likely
 
 
 def test_wrong_weights_fail_the_parity_gate_naming_both_tokens(recorded):
     result = compare_outputs(SPEC, "bf16", recorded["bf16"], "shuffled-head", recorded["shuffled-head"])
-    assert result["status"] == "failed" and result["different"] >= 1
-    assert "prompts differ beyond the top-5 logprobs; different at token " in result["failure"]
-    first = next(p for p in result["prompts"] if p["verdict"] == "different")
-    assert f"bf16 {first['baseline']['token_id']} " in result["failure"]
-    assert f"vs shuffled-head {first['candidate']['token_id']} " in result["failure"]
-    comparison = {"baseline": "bf16", "candidate": "shuffled-head", "parity": result}
-    body = render_annotation({"comparisons": {"wrong-weights": comparison}, "status": "failed"}).body
-    assert "❌ different" in body and "<details open>" in body
+    assert result.status is Status.FAILED and result.different >= 1
+    assert "prompts differ beyond the top-5 logprobs; different at token " in (result.failure or "")
+    first = next(p for p in result.prompts if p.verdict is ParityVerdict.DIFFERENT)
+    assert first.baseline and first.candidate
+    assert f"bf16 {first.baseline.token_id} {first.baseline.text!r}" in (result.failure or "")
+    assert f"vs shuffled-head {first.candidate.token_id} {first.candidate.text!r}" in (result.failure or "")
+    run = typed(load_fixture("seed"))  # the seed's report, its correctness comparison replaced by this one
+    run.comparisons["correctness"].parity = result
+    body = render_annotation(run).body
+    assert "❌ different" in body and "<details open><summary>Parity per prompt" in body
 
 
 def test_numeric_noise_passes_by_closeness_and_exact_mode_is_stricter(recorded):
     close = compare_outputs(SPEC, "bf16", recorded["bf16"], "fp32", recorded["fp32"])
-    assert close["status"] == "passed", close["failure"]
+    assert close.status is Status.PASSED, close.failure
     exact = compare_outputs(replace(SPEC, mode="exact"), "bf16", recorded["bf16"], "fp32", recorded["fp32"])
-    assert exact["identical"] == close["identical"]
-    assert exact["status"] == ("failed" if close["close"] else "passed")
+    assert exact.identical == close.identical
+    assert exact.status is (Status.FAILED if close.close else Status.PASSED)

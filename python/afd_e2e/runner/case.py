@@ -14,12 +14,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from afd_e2e.plan.model import CasePlan, RunPlan
 from afd_e2e.profile import Profile
-from afd_e2e.results import ResultsStore
+from afd_e2e.results.model import CaseResults, ProcessRecord
+from afd_e2e.results.redaction import redact_argv, redact_env
+from afd_e2e.results.status import Status
+from afd_e2e.results.store import ResultsStore
 from afd_e2e.runner.cancellation import CancelFlag, Cancelled, call_cancellable
 from afd_e2e.runner.child_env import child_environment
 from afd_e2e.runner.hygiene import (
@@ -42,10 +44,9 @@ from afd_e2e.runner.smoke import smoke_completion
 from afd_e2e.runner.teardown import terminate
 from afd_e2e.system.ports import busy_ports
 from afd_e2e.workloads import phases
-from afd_e2e.workloads.context import PhaseContext
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
 CANCEL_GRACE_S = 5.0  # Buildkite SIGKILLs a cancelled job 10 s after SIGTERM: leave time to write the results
-FAILING = ("failed", "crashed")
 
 
 @dataclass(frozen=True)
@@ -71,25 +72,20 @@ class CaseFailure(Exception):
         self.log_tail = log_tail
 
 
-def new_case_results(case: CasePlan, status: str = "running", failure: str | None = None) -> dict[str, Any]:
-    return {
-        "id": case.id,
-        "label": case.label,
-        "kind": case.kind,
-        "status": status,
-        "failure": failure,
-        "timings": {"launch_to_ready_s": None, "teardown_s": None, "wall_s": None, "phases": {}},
-        "processes": [],
-        "log_tail": None,
-        "smoke": None,
-        "hygiene": [],
-    }
+def new_case_results(case: CasePlan, status: Status = Status.RUNNING, failure: str | None = None) -> CaseResults:
+    return CaseResults(id=case.id, label=case.label, kind=case.kind, status=status, failure=failure)
 
 
-def run_case(ctx: RunContext, case: CasePlan) -> dict[str, Any]:
+def _fail(results: CaseResults, status: Status, failure: str, log_tail: str | None = None) -> None:
+    results.status, results.failure = status, failure
+    if log_tail is not None:
+        results.log_tail = log_tail
+
+
+def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
     """Run one case; its results section is written as it goes and returned."""
     started = time.monotonic()
-    results = ctx.store.data["cases"][case.id] = new_case_results(case)
+    results = ctx.store.results.cases[case.id] = new_case_results(case)
     ctx.store.flush()
     servers: list[ServerProcess] = []
     gpu_before = read_gpu_memory(case.devices)
@@ -98,24 +94,24 @@ def run_case(ctx: RunContext, case: CasePlan) -> dict[str, Any]:
         _launch(ctx, case, results, servers)
         _run_phases(ctx, case, results, servers)
     except CaseFailure as exc:
-        results.update(status="failed", failure=str(exc), log_tail=exc.log_tail)
+        _fail(results, Status.FAILED, str(exc), exc.log_tail)
     except Cancelled as exc:
-        results.update(status="cancelled", failure=str(exc) or "cancelled")
+        _fail(results, Status.CANCELLED, str(exc) or "cancelled")
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        results.update(status="crashed", failure=f"harness error: {type(exc).__name__}: {exc}")
+        _fail(results, Status.CRASHED, f"harness error: {type(exc).__name__}: {exc}")
     try:
         _stop_and_check(ctx, case, results, servers, gpu_before, shm_before)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        results.update(status="crashed", failure=f"harness error while stopping: {type(exc).__name__}: {exc}")
-    results["timings"]["wall_s"] = round(time.monotonic() - started, 3)
+        _fail(results, Status.CRASHED, f"harness error while stopping: {type(exc).__name__}: {exc}")
+    results.timings.wall_s = round(time.monotonic() - started, 3)
     ctx.store.flush()
-    ctx.progress(f"case {results['status']}" + (f": {results['failure']}" if results["failure"] else ""))
+    ctx.progress(f"case {results.status}" + (f": {results.failure}" if results.failure else ""))
     return results
 
 
-def _launch(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: list[ServerProcess]) -> None:
+def _launch(ctx: RunContext, case: CasePlan, results: CaseResults, servers: list[ServerProcess]) -> None:
     logs = [ctx.layout.log_path(case.id, p.name) for p in case.processes]
     ctx.progress.enter(case.id, "startup", logs)
     busy = busy_ports(case.ports, urlsplit(case.base_url).hostname or "127.0.0.1")
@@ -140,15 +136,14 @@ def _launch(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: l
             raise CaseFailure(f"cannot start {process.name}: {exc}") from exc
         servers.append(server)
         ctx.record.add_process(case.id, process.name, server.pid)
-        results["processes"].append(
-            {
-                "name": process.name,
-                "pid": server.pid,
-                "argv": list(argv),
-                "exit_code": None,
-                "forced_kill": False,
-                "log": ctx.layout.relative(log),
-            }
+        results.processes.append(
+            ProcessRecord(
+                name=process.name,
+                pid=server.pid,
+                argv=redact_argv(argv),
+                env=redact_env(env),
+                log=ctx.layout.relative(log),
+            )
         )
         ctx.store.flush()
         ctx.progress(f"launched {process.name} (pid {server.pid}): {shlex.join(argv)}")
@@ -158,7 +153,7 @@ def _launch(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: l
         raise CaseFailure(str(exc), log_tail(exc.server.log_path)) from exc
     except StartupTimeout as exc:
         raise CaseFailure(str(exc), log_tail(_api_server(case, servers).log_path)) from exc
-    results["timings"]["launch_to_ready_s"] = round(ready_s, 3)
+    results.timings.launch_to_ready_s = round(ready_s, 3)
     ctx.store.flush()
     ctx.progress(f"ready after {ready_s:.1f} s at {case.base_url}")
 
@@ -168,9 +163,9 @@ def _api_server(case: CasePlan, servers: list[ServerProcess]) -> ServerProcess:
     return next(s for s in servers if s.name == name)
 
 
-def _run_phases(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: list[ServerProcess]) -> None:
+def _run_phases(ctx: RunContext, case: CasePlan, results: CaseResults, servers: list[ServerProcess]) -> None:
     """Smoke first (nothing else makes sense if it fails); a failed workload phase does not stop the next one."""
-    runners: dict[str, Callable[[], dict[str, Any]]] = {
+    runners: dict[str, Callable[[], PhaseOutcome]] = {
         "smoke": partial(_smoke, ctx, case, results),
         "correctness": partial(_workload, ctx, case, results, "run_correctness"),
         "performance": partial(_workload, ctx, case, results, "run_performance"),
@@ -184,28 +179,27 @@ def _run_phases(ctx: RunContext, case: CasePlan, results: dict[str, Any], server
         try:
             outcome = call_cancellable(runners[phase], ctx.flag)
         finally:
-            results["timings"]["phases"][phase] = round(time.monotonic() - phase_started, 3)
+            results.timings.phases[phase] = round(time.monotonic() - phase_started, 3)
             ctx.store.flush()
-        if outcome.get("status") in FAILING:
-            failure = f"{phase}: {outcome.get('failure') or outcome.get('status')}"
+        if outcome.status.is_failure:
+            failure = f"{phase}: {outcome.failure or outcome.status}"
             if phase == "smoke":
                 raise CaseFailure(failure, log_tail(api_log))
             failures.append(failure)
     if failures:
         raise CaseFailure("; ".join(failures), log_tail(api_log))
-    results["status"] = "passed"
+    results.status = Status.PASSED
 
 
-def _smoke(ctx: RunContext, case: CasePlan, results: dict[str, Any]) -> dict[str, Any]:
-    smoke = ctx.profile.smoke
-    results["smoke"] = smoke_completion(case.base_url, case.served_model_name, smoke.prompt, smoke.max_tokens)
-    if results["smoke"]["status"] == "passed":
-        got = results["smoke"]
-        ctx.progress(f"smoke: {got['completion']!r} ({got['completion_tokens']} tokens in {got['latency_s']} s)")
-    return results["smoke"]
+def _smoke(ctx: RunContext, case: CasePlan, results: CaseResults) -> PhaseOutcome:
+    spec = ctx.profile.smoke
+    smoke = results.smoke = smoke_completion(case.base_url, case.served_model_name, spec.prompt, spec.max_tokens)
+    if smoke.status is Status.PASSED:
+        ctx.progress(f"smoke: {smoke.completion!r} ({smoke.completion_tokens} tokens in {smoke.latency_s} s)")
+    return PhaseOutcome(smoke.status, smoke.failure)
 
 
-def _workload(ctx: RunContext, case: CasePlan, results: dict[str, Any], entry: str) -> dict[str, Any]:
+def _workload(ctx: RunContext, case: CasePlan, results: CaseResults, entry: str) -> PhaseOutcome:
     phase_ctx = PhaseContext(
         profile=ctx.profile,
         case=case,
@@ -222,7 +216,7 @@ def _workload(ctx: RunContext, case: CasePlan, results: dict[str, Any], entry: s
 def _stop_and_check(
     ctx: RunContext,
     case: CasePlan,
-    results: dict[str, Any],
+    results: CaseResults,
     servers: list[ServerProcess],
     gpu_before: GpuSnapshot,
     shm_before: set[str],
@@ -231,13 +225,13 @@ def _stop_and_check(
     ctx.progress.enter(case.id, "teardown")
     grace_s = min(case.teardown_grace_s, CANCEL_GRACE_S) if ctx.flag.is_set() else case.teardown_grace_s
     outcome = terminate(find, grace_s)
-    for server, entry in zip(servers, results["processes"], strict=True):
-        entry["exit_code"] = server.reap()
-        entry["forced_kill"] = server.name in outcome.forced
-    results["timings"]["teardown_s"] = round(outcome.seconds, 3)
+    for server, entry in zip(servers, results.processes, strict=True):
+        entry.exit_code = server.reap()
+        entry.forced_kill = server.name in outcome.forced
+    results.timings.teardown_s = round(outcome.seconds, 3)
     ctx.store.flush()
     if servers:
-        ctx.progress(f"stopped in {outcome.seconds:.2f} s; exit codes {[e['exit_code'] for e in results['processes']]}")
+        ctx.progress(f"stopped in {outcome.seconds:.2f} s; exit codes {[e.exit_code for e in results.processes]}")
 
     ctx.progress.enter(case.id, "hygiene")
     checks = [
@@ -247,11 +241,11 @@ def _stop_and_check(
         check_gpu_memory(gpu_before),
         remove_leftover_files(ctx.layout.case_scratch(case.id), shm_before),
     ]
-    results["hygiene"] = checks
-    ctx.progress("hygiene: " + ", ".join(f"{c['check']} {c['status']}" for c in checks))
-    failed = [c for c in checks if c["status"] == "fail"]
-    if failed and results["status"] == "passed":
-        results["status"] = "failed"
-        results["failure"] = "hygiene: " + "; ".join(f"{c['check']}: {c['detail']}" for c in failed)
+    results.hygiene = checks
+    ctx.progress("hygiene: " + ", ".join(f"{c.check} {c.status}" for c in checks))
+    failed = [c for c in checks if c.status is Status.FAILED]
+    if failed and results.status is Status.PASSED:
+        results.status = Status.FAILED
+        results.failure = "hygiene: " + "; ".join(f"{c.check}: {c.detail}" for c in failed)
         forced = [s for s in servers if s.name in outcome.forced]
-        results["log_tail"] = log_tail(forced[0].log_path) if forced else results["log_tail"]
+        results.log_tail = log_tail(forced[0].log_path) if forced else results.log_tail

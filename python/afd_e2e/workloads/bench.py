@@ -16,10 +16,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from afd_e2e.profile import BenchSpec
+from afd_e2e.results.model import CasePerformance, Repetition
+from afd_e2e.results.status import Status
 
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
 METRIC_PERCENTILES = "50,90,99"
@@ -63,10 +66,10 @@ def _is_count(value: Any) -> bool:
 def _judge(name: str, data: Any, num_prompts: int, required: Sequence[str]) -> str | None:
     """The first reason a result JSON cannot count as a repetition, naming the file and the field; None if good."""
     if not isinstance(data, dict):
-        return f"{name}: the top level is {type(data).__name__ if data is not None else 'null'}, not an object"
-    for field in ("num_prompts", "completed", "failed"):
-        if not _is_count(data.get(field)):
-            return f"{name}: {field} is {data.get(field, 'missing')!r}, not a count"
+        return f"{name}: the top level is {'null' if data is None else type(data).__name__}, not an object"
+    for key in ("num_prompts", "completed", "failed"):
+        if not _is_count(data.get(key)):
+            return f"{name}: {key} is {data.get(key, 'missing')!r}, not a count"
     if data["num_prompts"] != num_prompts:
         return f"{name}: num_prompts {data['num_prompts']}, the profile asked for {num_prompts}"
     if data["completed"] + data["failed"] != num_prompts:
@@ -83,34 +86,26 @@ def _judge(name: str, data: Any, num_prompts: int, required: Sequence[str]) -> s
     return None
 
 
-def read_result(path: Path, num_prompts: int, required: Sequence[str]) -> dict[str, Any]:
+def read_result(path: Path, num_prompts: int, required: Sequence[str]) -> Repetition:
     """Judge one result JSON strictly: every ``required`` metric present and a finite non-negative number, counts
-    consistent. A rep dict without index/path: status, failure (one line), counts and the kept metrics."""
-    rep: dict[str, Any] = {
-        "status": "failed",
-        "failure": None,
-        "completed": None,
-        "failed": None,
-        "num_prompts": num_prompts,
-        "duration_s": None,
-        "metrics": {},
-    }
+    consistent; otherwise a failed repetition with a one-line reason (index and paths left for the caller)."""
+    rep = Repetition(index=0, status=Status.FAILED, failure=None, path="", log="", num_prompts=num_prompts)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        rep["failure"] = f"no result JSON {path.name}"
+        rep.failure = f"no result JSON {path.name}"
         return rep
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        rep["failure"] = f"unreadable result JSON {path.name}: {exc}"
+        rep.failure = f"unreadable result JSON {path.name}: {exc}"
         return rep
     if isinstance(data, dict):
-        counts = {k: data.get(k) for k in ("completed", "failed")}
-        rep.update({k: v for k, v in counts.items() if _is_count(v)})
-        rep["duration_s"] = data.get("duration") if _is_number(data.get("duration")) else None
-        rep["metrics"] = {k: data[k] for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS) if _is_number(data.get(k))}
-    rep["failure"] = _judge(path.name, data, num_prompts, required)
-    if rep["failure"] is None:
-        rep["status"] = "passed"
+        rep.completed = data["completed"] if _is_count(data.get("completed")) else None
+        rep.failed = data["failed"] if _is_count(data.get("failed")) else None
+        rep.duration_s = data["duration"] if _is_number(data.get("duration")) else None
+        rep.metrics = {k: data[k] for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS) if _is_number(data.get(k))}
+    rep.failure = _judge(path.name, data, num_prompts, required)
+    if rep.failure is None:
+        rep.status = Status.PASSED
     return rep
 
 
@@ -152,9 +147,9 @@ def run_repetition(
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
-) -> tuple[dict[str, Any], bool]:
-    """Run one ``vllm bench serve`` bounded by ``timeout_s``: a rep dict without index/path, and whether the
-    bench ended by itself (False when it was stopped for a timeout or a cancel)."""
+) -> tuple[Repetition, bool]:
+    """Run one ``vllm bench serve`` bounded by ``timeout_s``: the repetition (index and paths left for the caller),
+    and whether the bench ended by itself (False when it was stopped for a timeout or a cancel)."""
     result_path.unlink(missing_ok=True)  # a stale file must not pass for this run's result
     env = {**os.environ, **CLIENT_ENV}
     started = time.monotonic()
@@ -167,15 +162,15 @@ def run_repetition(
                 _stop(process)
                 reason = "cancelled" if cancelled.is_set() else f"timed out after {timeout_s:g} s"
                 rep = read_result(result_path, num_prompts, required)
-                rep.update(status="cancelled" if cancelled.is_set() else "failed", failure=reason)
+                rep.status, rep.failure = (Status.CANCELLED if cancelled.is_set() else Status.FAILED), reason
                 return rep, False
             if now >= next_beat:
                 progress(f"{label}: {now - started:.0f} s, {_progress_tail(log_path)}")
                 next_beat = now + heartbeat_s
             time.sleep(min(0.5, heartbeat_s))
     rep = read_result(result_path, num_prompts, required)
-    if rep["failure"] and process.returncode:
-        rep["failure"] += f" (vllm bench serve exited {process.returncode})"
+    if rep.failure and process.returncode:
+        rep.failure += f" (vllm bench serve exited {process.returncode})"
     return rep, True
 
 
@@ -188,11 +183,11 @@ def run_series(
     tokenizer: str,
     out_dir: Path,
     case_id: str,
-    publish: Callable[[dict[str, Any]], None],
+    publish: Callable[[CasePerformance], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
-) -> dict[str, Any]:
+) -> CasePerformance:
     """Warmups then formal repetitions into ``out_dir/bench/<case>/``; the ``performance`` section of a case.
 
     Each finished repetition is published at once. A timed-out or cancelled repetition ends the series (a hung
@@ -200,9 +195,9 @@ def run_series(
     """
     folder = out_dir / "bench" / case_id
     folder.mkdir(parents=True, exist_ok=True)
-    section: dict[str, Any] = {"status": "running", "failure": None, "warmups": [], "repetitions": []}
-    schedule = [("warmup", i, section["warmups"]) for i in range(1, spec.warmups + 1)]
-    schedule += [("rep", i, section["repetitions"]) for i in range(1, spec.repetitions + 1)]
+    section = CasePerformance(Status.RUNNING)
+    schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]
+    schedule += [("rep", i, section.repetitions) for i in range(1, spec.repetitions + 1)]
     for kind, index, bucket in schedule:
         if cancelled.is_set():
             break
@@ -232,19 +227,19 @@ def run_series(
             heartbeat_s=heartbeat_s,
         )
         rel = f"bench/{case_id}/{stem}"
-        bucket.append({"index": index, **rep, "path": f"{rel}.json", "log": f"{rel}.log"})
-        progress(f"{label}: {rep['status']}" + (f" ({rep['failure']})" if rep["failure"] else ""))
-        if rep["failure"] and section["failure"] is None:
-            section["failure"] = f"{kind} {index}: {rep['failure']}"
+        bucket.append(replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log"))
+        progress(f"{label}: {rep.status}" + (f" ({rep.failure})" if rep.failure else ""))
+        if rep.failure and section.failure is None:
+            section.failure = f"{kind} {index}: {rep.failure}"
         publish(section)
         if not ended_by_itself:
             break
     if cancelled.is_set():
-        section["status"] = "cancelled"
-        section["failure"] = section["failure"] or "cancelled"
-    elif section["failure"]:
-        section["status"] = "failed"
+        section.status = Status.CANCELLED
+        section.failure = section.failure or "cancelled"
+    elif section.failure:
+        section.status = Status.FAILED
     else:
-        section["status"] = "passed"
+        section.status = Status.PASSED
     publish(section)
     return section

@@ -108,3 +108,12 @@ def token_texts(base_url: str, model: str, token_ids: list[int]) -> list[str]:
             raise CompletionError(f"POST {base_url}/detokenize: no prompt text in the answer")
         texts.append(body["prompt"])
     return texts
+
+
+def served_model_root(base_url: str, model: str) -> str:
+    """The checkpoint path the server loaded (``root`` of the model card): the tokenizer benchmarks must use."""
+    body = _request_json("GET", f"{base_url}/v1/models")
+    for card in body.get("data") or []:
+        if card.get("id") == model and card.get("root"):
+            return str(card["root"])
+    raise CompletionError(f"GET {base_url}/v1/models: no model {model!r} with a root path")

@@ -12,13 +12,12 @@ In ``exact`` mode only ``identical`` passes. Every prompt must pass for the pari
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from afd_e2e.profile import ParitySpec
+from afd_e2e.results.model import ParityComparison, ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.completions import CompletionError, complete, token_texts
-
-IDENTICAL, CLOSE, DIFFERENT, NOT_COMPARED = "identical", "close", "different", "not compared"
 
 
 def collect_outputs(
@@ -26,23 +25,15 @@ def collect_outputs(
     *,
     base_url: str,
     model: str,
-    publish: Callable[[list[dict[str, Any]]], None],
+    publish: Callable[[list[ParityOutput]], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
-) -> list[dict[str, Any]]:
+) -> list[ParityOutput]:
     """``parity_outputs`` of a case: one entry per prompt, in profile order, published as each arrives."""
-    outputs: list[dict[str, Any]] = []
+    outputs: list[ParityOutput] = []
     for number, prompt in enumerate(spec.prompts, 1):
         if cancelled.is_set():
             break
-        entry: dict[str, Any] = {
-            "prompt": prompt,
-            "text": None,
-            "token_ids": None,
-            "token_texts": None,
-            "top_logprobs": None,
-            "error": None,
-        }
         try:
             answer = complete(
                 base_url,
@@ -53,16 +44,16 @@ def collect_outputs(
                 top_logprobs=spec.top_logprobs,
             )
         except CompletionError as exc:
-            entry["error"] = str(exc)
+            entry = ParityOutput(prompt, error=str(exc))
         else:
-            entry.update(
+            entry = ParityOutput(
+                prompt,
                 text=answer.text,
                 token_ids=list(answer.token_ids or ()),
-                # JSON keys are strings: token id -> logprob
                 top_logprobs=[{str(token): lp for token, lp in top.items()} for top in answer.top_logprobs or ()],
             )
             try:
-                entry["token_texts"] = token_texts(base_url, model, entry["token_ids"])
+                entry.token_texts = token_texts(base_url, model, entry.token_ids or [])
             except CompletionError as exc:  # only the display loses the token texts, not the comparison
                 progress(f"parity: token texts unavailable ({exc})")
         outputs.append(entry)
@@ -78,150 +69,134 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
-def _top_k(output: dict[str, Any], position: int, k: int) -> dict[int, float] | None:
+def _top_k(output: ParityOutput, position: int, k: int) -> dict[int, float] | None:
     """The k most likely tokens the side recorded at ``position`` (vLLM adds the chosen token as a k+1-th)."""
-    tops = output.get("top_logprobs") or []
+    tops = output.top_logprobs or []
     if position >= len(tops):
         return None
-    ranked = sorted(((int(token), float(lp)) for token, lp in tops[position].items()), key=lambda t: -t[1])
+    ranked = sorted(((int(token), lp) for token, lp in tops[position].items()), key=lambda t: -t[1])
     return dict(ranked[:k])
 
 
-def _side(output: dict[str, Any], position: int, other_token: int | None, k: int) -> dict[str, Any]:
-    """One side at the first difference: its token, the text it added, its logprob and the other token's."""
-    token_ids, texts = output["token_ids"], output.get("token_texts") or []
+def _side(output: ParityOutput, position: int, other_token: int | None, k: int) -> ParitySide:
+    token_ids, texts = output.token_ids or [], output.token_texts or []
     token = token_ids[position] if position < len(token_ids) else None
     top = _top_k(output, position, k)
-    return {
-        "token_id": token,
-        "text": texts[position] if token is not None and position < len(texts) else None,
-        "logprob": None if top is None or token is None else top.get(token),
-        "other_logprob": None if top is None or other_token is None else top.get(other_token),
-        "other_in_top_k": top is not None and other_token is not None and other_token in top,
-    }
+    return ParitySide(
+        token_id=token,
+        text=texts[position] if token is not None and position < len(texts) else None,
+        logprob=None if top is None or token is None else top.get(token),
+        other_logprob=None if top is None or other_token is None else top.get(other_token),
+        other_in_top_k=top is not None and other_token is not None and other_token in top,
+    )
 
 
-def compare_prompt(
-    prompt: str, baseline: dict[str, Any], candidate: dict[str, Any], *, mode: str, k: int
-) -> dict[str, Any]:
+def compare_prompt(prompt: str, baseline: ParityOutput, candidate: ParityOutput, *, mode: str, k: int) -> ParityPrompt:
     """One prompt's verdict: identical, close (logprobs mode, each token in the other's top-k) or different."""
-    position = first_difference(baseline["token_ids"], candidate["token_ids"])
+    base_ids, cand_ids = baseline.token_ids or [], candidate.token_ids or []
+    position = first_difference(base_ids, cand_ids)
     if position is None:
-        return {"prompt": prompt, "verdict": IDENTICAL, "position": None, "baseline": None, "candidate": None}
-    base_ids, cand_ids = baseline["token_ids"], candidate["token_ids"]
+        return ParityPrompt(prompt, identical=True, verdict=ParityVerdict.IDENTICAL)
     base_token = base_ids[position] if position < len(base_ids) else None
     cand_token = cand_ids[position] if position < len(cand_ids) else None
     base_side = _side(baseline, position, cand_token, k)
     cand_side = _side(candidate, position, base_token, k)
-    close = mode == "logprobs" and base_side["other_in_top_k"] and cand_side["other_in_top_k"]
-    return {
-        "prompt": prompt,
-        "verdict": CLOSE if close else DIFFERENT,
-        "position": position,
-        "baseline": base_side,
-        "candidate": cand_side,
-    }
+    close = mode == "logprobs" and base_side.other_in_top_k and cand_side.other_in_top_k
+    return ParityPrompt(
+        prompt,
+        identical=False,
+        first_diff_token=position,
+        verdict=ParityVerdict.CLOSE if close else ParityVerdict.DIFFERENT,
+        baseline=base_side,
+        candidate=cand_side,
+    )
 
 
-def _token_text(side: Mapping[str, Any]) -> str:
-    if side["token_id"] is None:
+def prompt_verdict(prompt: ParityPrompt) -> ParityVerdict:
+    """The prompt's verdict; results written before logprobs parity held only ``identical``/``first_diff_token``."""
+    if prompt.verdict is not None:
+        return prompt.verdict
+    if prompt.identical:
+        return ParityVerdict.IDENTICAL
+    return ParityVerdict.DIFFERENT if prompt.first_diff_token is not None else ParityVerdict.NOT_COMPARED
+
+
+def _token_text(side: ParitySide) -> str:
+    if side.token_id is None:
         return "ended"
-    logprob = "not in its top-k" if side["logprob"] is None else f"{side['logprob']:.4f}"
-    other = "" if side["other_logprob"] is None else f", the other's {side['other_logprob']:.4f}"
-    return f"{side['token_id']} {side['text']!r} ({logprob}{other})"
+    logprob = "not in its top-k" if side.logprob is None else f"{side.logprob:.4f}"
+    other = "" if side.other_logprob is None else f", the other's {side.other_logprob:.4f}"
+    return f"{side.token_id} {side.text!r} ({logprob}{other})"
 
 
-def describe(entry: Mapping[str, Any], baseline_id: str, candidate_id: str) -> str:
+def describe(prompt: ParityPrompt, baseline_id: str, candidate_id: str) -> str:
     """One line for a prompt's verdict: where the outputs part and both tokens with their logprobs."""
-    if entry["verdict"] in (IDENTICAL, NOT_COMPARED):
-        return f"{entry['verdict']}: {entry['prompt']!r}"
-    line = f"{entry['verdict']} at token {entry['position']}: {entry['prompt']!r}"
-    base, cand = entry.get("baseline"), entry.get("candidate")
-    if base and cand:
-        line += f": {baseline_id} {_token_text(base)} vs {candidate_id} {_token_text(cand)}"
+    verdict = prompt_verdict(prompt)
+    if verdict in (ParityVerdict.IDENTICAL, ParityVerdict.NOT_COMPARED):
+        return f"{verdict}: {prompt.prompt!r}"
+    line = f"{verdict} at token {prompt.first_diff_token}: {prompt.prompt!r}"
+    if prompt.baseline and prompt.candidate:
+        line += f": {baseline_id} {_token_text(prompt.baseline)} vs {candidate_id} {_token_text(prompt.candidate)}"
     return line
 
 
-def parity_prompts(parity: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The per-prompt entries of a comparison's parity block; results written before logprobs parity held only
-    ``identical`` and ``first_diff_token``, read here as identical/different without token detail."""
-    entries = []
-    for prompt in parity.get("prompts") or []:
-        if "verdict" in prompt:
-            entries.append(dict(prompt))
-            continue
-        verdict = IDENTICAL if prompt.get("identical") else DIFFERENT
-        if not prompt.get("identical") and prompt.get("first_diff_token") is None:
-            verdict = NOT_COMPARED
-        entries.append(
-            {
-                "prompt": prompt.get("prompt"),
-                "verdict": verdict,
-                "position": prompt.get("first_diff_token"),
-                "baseline": None,
-                "candidate": None,
-            }
-        )
-    return entries
-
-
-def parity_summary(parity: Mapping[str, Any]) -> str:
+def parity_summary(parity: ParityComparison) -> str:
     """``3/4 identical, 1 close (logprobs, top-5)``: the counts a reader needs first."""
-    counts = [f"{parity.get('identical')}/{parity.get('total')} identical"]
-    counts += [f"{parity[v]} {v}" for v in (CLOSE, DIFFERENT) if parity.get(v)]
-    mode = parity.get("mode")
-    how = f" ({mode}, top-{parity.get('top_logprobs')})" if mode == "logprobs" else f" ({mode})" if mode else ""
-    return ", ".join(counts) + how
+    counts = [f"{parity.identical}/{parity.total} identical"]
+    counts += [f"{count} {word}" for word, count in (("close", parity.close), ("different", parity.different)) if count]
+    if parity.mode == "logprobs":
+        return ", ".join(counts) + f" (logprobs, top-{parity.top_logprobs})"
+    return ", ".join(counts) + (f" ({parity.mode})" if parity.mode else "")
 
 
 def compare_outputs(
     spec: ParitySpec,
     baseline_id: str,
-    baseline: list[dict[str, Any]] | None,
+    baseline: list[ParityOutput] | None,
     candidate_id: str,
-    candidate: list[dict[str, Any]] | None,
-) -> dict[str, Any]:
+    candidate: list[ParityOutput] | None,
+) -> ParityComparison:
     """The ``parity`` block of a comparison: per prompt identical / close / different, and the gate."""
-    result: dict[str, Any] = {
-        "status": "skipped",
-        "failure": None,
-        "mode": spec.mode,
-        "top_logprobs": spec.top_logprobs,
-        "identical": 0,
-        "close": 0,
-        "different": 0,
-        "total": len(spec.prompts),
-        "prompts": [],
-    }
+    result = ParityComparison(
+        status=Status.SKIPPED,
+        failure=None,
+        identical=0,
+        total=len(spec.prompts),
+        share=None,
+        mode=spec.mode,
+        top_logprobs=spec.top_logprobs,
+    )
     if not spec.prompts:
-        result["failure"] = "the profile lists no parity prompts"
+        result.failure = "the profile lists no parity prompts"
         return result
     for case_id, outputs in ((baseline_id, baseline), (candidate_id, candidate)):
         if not outputs:
-            result["failure"] = f"case {case_id} recorded no parity outputs"
+            result.failure = f"case {case_id} recorded no parity outputs"
             return result
-    by_prompt = [{o["prompt"]: o for o in outputs} for outputs in (baseline, candidate)]
+    by_prompt = [{o.prompt: o for o in outputs or ()} for outputs in (baseline, candidate)]
     errors = []
     for prompt in spec.prompts:
         sides = [side.get(prompt) for side in by_prompt]
         for case_id, side in zip((baseline_id, candidate_id), sides, strict=True):
-            if side is None or side["error"]:
-                errors.append(f"{case_id}: {side['error'] if side else 'prompt not run'}")
-        if any(side is None or side["token_ids"] is None for side in sides):
-            result["prompts"].append(
-                {"prompt": prompt, "verdict": NOT_COMPARED, "position": None, "baseline": None, "candidate": None}
-            )
+            if side is None or side.error:
+                errors.append(f"{case_id}: {side.error if side else 'prompt not run'}")
+        base, cand = sides
+        if base is None or cand is None or base.token_ids is None or cand.token_ids is None:
+            result.prompts.append(ParityPrompt(prompt, identical=False, verdict=ParityVerdict.NOT_COMPARED))
             continue
-        result["prompts"].append(compare_prompt(prompt, sides[0], sides[1], mode=spec.mode, k=spec.top_logprobs))
-    for verdict in (IDENTICAL, CLOSE, DIFFERENT):
-        result[verdict] = sum(p["verdict"] == verdict for p in result["prompts"])
-    different = [p for p in result["prompts"] if p["verdict"] == DIFFERENT]
+        result.prompts.append(compare_prompt(prompt, base, cand, mode=spec.mode, k=spec.top_logprobs))
+    verdicts = [p.verdict for p in result.prompts]
+    result.identical = verdicts.count(ParityVerdict.IDENTICAL)
+    result.close = verdicts.count(ParityVerdict.CLOSE)
+    result.different = verdicts.count(ParityVerdict.DIFFERENT)
+    result.share = result.identical / len(spec.prompts)
+    different = [p for p in result.prompts if p.verdict is ParityVerdict.DIFFERENT]
     if errors:
-        result.update(status="failed", failure=f"{len(errors)} parity requests failed; {errors[0]}")
+        result.status, result.failure = Status.FAILED, f"{len(errors)} parity requests failed; {errors[0]}"
     elif different:
         beyond = "differ" if spec.mode == "exact" else f"differ beyond the top-{spec.top_logprobs} logprobs"
         first = describe(different[0], baseline_id, candidate_id)
-        result.update(status="failed", failure=f"{len(different)}/{len(spec.prompts)} prompts {beyond}; {first}")
+        result.status, result.failure = Status.FAILED, f"{len(different)}/{len(spec.prompts)} prompts {beyond}; {first}"
     else:
-        result["status"] = "passed"
+        result.status = Status.PASSED
     return result

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from afd_e2e.results.status import Verdict
+
 CONFIDENCE = 0.95
 
 
@@ -85,16 +87,13 @@ def welch_interval(baseline: Sequence[float], candidate: Sequence[float]) -> tup
     return (diff - half, diff + half)
 
 
-INCONCLUSIVE = "inconclusive"  # fewer than two repetitions a side, or no finite delta: no claim either way
-
-
-def verdict(delta_pct: float, ci_pct: Sequence[float] | None, threshold_pct: float, higher_is_better: bool) -> str:
+def verdict(delta_pct: float, ci_pct: Sequence[float] | None, threshold_pct: float, higher_is_better: bool) -> Verdict:
     """``better``/``worse`` only when the change exceeds the threshold and its 95% interval excludes zero;
     ``parity`` otherwise. Without an interval (fewer than two repetitions on a side) or with a non-finite delta
     there is no claim: ``inconclusive``."""
     if ci_pct is None or not all(math.isfinite(v) for v in (delta_pct, *ci_pct)):
-        return INCONCLUSIVE
+        return Verdict.INCONCLUSIVE
     significant = ci_pct[0] > 0.0 or ci_pct[1] < 0.0
     if abs(delta_pct) <= threshold_pct or not significant:
-        return "parity"
-    return "better" if (delta_pct > 0) == higher_is_better else "worse"
+        return Verdict.PARITY
+    return Verdict.BETTER if (delta_pct > 0) == higher_is_better else Verdict.WORSE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
@@ -41,7 +42,7 @@ def _copy(name: str, tmp_path: Path, **changes) -> Path:
     return path
 
 
-def _read(path: Path, num_prompts: int = 16) -> dict:
+def _read(path: Path, num_prompts: int = 16):
     return bench.read_result(path, num_prompts, REQUIRED)
 
 
@@ -69,25 +70,25 @@ def test_argv_carries_the_workload():
 
 def test_real_passed_result(tmp_path):
     rep = _read(_copy("passed.json", tmp_path))
-    assert (rep["status"], rep["failure"], rep["completed"], rep["failed"]) == ("passed", None, 16, 0)
-    metrics = rep["metrics"]
+    assert (rep.status, rep.failure, rep.completed, rep.failed) == ("passed", None, 16, 0)
+    metrics = rep.metrics
     for key in ("request_throughput", "output_throughput", "mean_ttft_ms", "p99_e2el_ms", "median_itl_ms"):
         assert metrics[key] > 0
-    assert rep["duration_s"] == pytest.approx(2.0586, abs=1e-3)
+    assert rep.duration_s == pytest.approx(2.0586, abs=1e-3)
 
 
 def test_real_all_failed_result_fails_despite_exit_code_zero(tmp_path):
     rep = _read(_copy("all-failed.json", tmp_path), 8)
-    assert (rep["status"], rep["failure"]) == ("failed", "8 of 8 requests failed")
+    assert (rep.status, rep.failure) == ("failed", "8 of 8 requests failed")
 
 
 def test_missing_and_unreadable_results(tmp_path):
-    assert _read(tmp_path / "absent.json")["failure"] == "no result JSON absent.json"
+    assert _read(tmp_path / "absent.json").failure == "no result JSON absent.json"
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
-    assert _read(tmp_path / "broken.json")["failure"].startswith("unreadable result JSON broken.json")
+    assert _read(tmp_path / "broken.json").failure.startswith("unreadable result JSON broken.json")
 
 
-# Each variant breaks one field of the real passed.json (16 prompts, all completed).
+# Each variant breaks one field of the real passed.json (16 prompts, all completed); the profile asks for 16.
 BROKEN_VARIANTS = [
     ({"mean_ttft_ms": float("nan")}, "rep-1.json: mean_ttft_ms is nan, not a finite non-negative number"),
     ({"mean_tpot_ms": float("inf")}, "rep-1.json: mean_tpot_ms is inf, not a finite non-negative number"),
@@ -101,16 +102,19 @@ BROKEN_VARIANTS = [
     ({"failed": -1, "completed": 17}, "rep-1.json: failed is -1, not a count"),
     ({"completed": 16.0}, "rep-1.json: completed is 16.0, not a count"),
     ({"num_prompts": 8}, "rep-1.json: num_prompts 8, the profile asked for 16"),
-    ({"completed": 0, "failed": 0, "num_prompts": 0}, "rep-1.json: completed is 0"),
 ]
 
 
 @pytest.mark.parametrize(("changes", "reason"), BROKEN_VARIANTS, ids=[str(c) for c, _ in BROKEN_VARIANTS])
 def test_a_broken_field_fails_the_repetition_naming_file_and_field(tmp_path, changes, reason):
-    num_prompts = changes.get("num_prompts", 16) if changes.get("completed") == 0 else 16
-    rep = _read(_copy("passed.json", tmp_path, **changes), num_prompts)
-    assert (rep["status"], rep["failure"]) == ("failed", reason)
-    assert all(isinstance(v, float) and v == v for v in rep["metrics"].values())  # never keeps a NaN
+    rep = _read(_copy("passed.json", tmp_path, **changes))
+    assert (rep.status, rep.failure) == ("failed", reason)
+    assert all(isinstance(v, float) and v == v for v in rep.metrics.values())  # never keeps a NaN
+
+
+def test_no_completed_request_is_a_failed_repetition(tmp_path):
+    rep = _read(_copy("passed.json", tmp_path, completed=0, failed=0, num_prompts=0), num_prompts=0)
+    assert rep.failure == "rep-1.json: completed is 0"
 
 
 def test_a_missing_compared_metric_fails_and_an_uncompared_one_does_not(tmp_path):
@@ -118,9 +122,9 @@ def test_a_missing_compared_metric_fails_and_an_uncompared_one_does_not(tmp_path
     del data["p99_itl_ms"]
     path = tmp_path / "rep-1.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    assert _read(path)["failure"] == "rep-1.json: p99_itl_ms is missing"
+    assert _read(path).failure == "rep-1.json: p99_itl_ms is missing"
     rep = bench.read_result(path, 16, ["mean_ttft_ms"])
-    assert rep["status"] == "passed" and "p99_itl_ms" not in rep["metrics"]
+    assert rep.status == "passed" and "p99_itl_ms" not in rep.metrics
 
 
 @pytest.mark.parametrize(("top", "word"), [([1, 2], "list"), (None, "null"), ("x", "str"), (3.5, "float")])
@@ -128,14 +132,14 @@ def test_a_top_level_that_is_not_an_object_is_a_failed_repetition(tmp_path, top,
     path = tmp_path / "rep-1.json"
     path.write_text(json.dumps(top), encoding="utf-8")
     rep = _read(path)
-    assert (rep["status"], rep["failure"]) == ("failed", f"rep-1.json: the top level is {word}, not an object")
+    assert (rep.status, rep.failure) == ("failed", f"rep-1.json: the top level is {word}, not an object")
 
 
-def test_nan_literal_as_vllm_would_write_it(tmp_path):
+def test_nan_literal_as_python_writes_it_is_read_and_refused(tmp_path):
     """``json.dump`` writes float('nan') as the bare literal NaN, which Python's reader accepts."""
     path = _copy("passed.json", tmp_path, mean_ttft_ms=float("nan"))
     assert '"mean_ttft_ms": NaN' in path.read_text(encoding="utf-8")
-    assert _read(path)["failure"] == "rep-1.json: mean_ttft_ms is nan, not a finite non-negative number"
+    assert _read(path).failure == "rep-1.json: mean_ttft_ms is nan, not a finite non-negative number"
 
 
 def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
@@ -157,19 +161,19 @@ def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
 
 def test_exit_code_is_named_when_no_json_came(tmp_path):
     rep, ended, _ = _run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path)
-    assert ended and rep["failure"] == "no result JSON rep-1.json (vllm bench serve exited 3)"
+    assert ended and rep.failure == "no result JSON rep-1.json (vllm bench serve exited 3)"
 
 
 def test_a_stale_result_file_is_not_taken_for_this_run(tmp_path):
     _copy("passed.json", tmp_path)
     rep, _, _ = _run([sys.executable, "-c", "pass"], tmp_path)
-    assert rep["failure"] == "no result JSON rep-1.json"
+    assert rep.failure == "no result JSON rep-1.json"
 
 
 def test_timeout_stops_the_bench_and_reports_progress(tmp_path):
     script = "import sys, time\nfor i in range(100):\n    print(f'{i}/100', flush=True)\n    time.sleep(0.1)"
     rep, ended, lines = _run([sys.executable, "-c", script], tmp_path, timeout_s=1.0)
-    assert not ended and rep["status"] == "failed" and rep["failure"] == "timed out after 1 s"
+    assert not ended and rep.status == "failed" and rep.failure == "timed out after 1 s"
     assert lines and all(line.startswith("case rep 1/1: ") for line in lines)
     assert any("/100" in line for line in lines)
 
@@ -178,7 +182,7 @@ def test_cancel_stops_the_bench(tmp_path):
     cancelled = threading.Event()
     threading.Timer(0.5, cancelled.set).start()
     rep, ended, _ = _run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, cancelled=cancelled)
-    assert not ended and (rep["status"], rep["failure"]) == ("cancelled", "cancelled")
+    assert not ended and (rep.status, rep.failure) == ("cancelled", "cancelled")
 
 
 def _fake_bench(tmp_path: Path, body: str) -> str:
@@ -199,7 +203,7 @@ def _series(tmp_path, executable, cancelled=None, spec=SPEC):
         tokenizer="/m",
         out_dir=tmp_path,
         case_id="cpu-tp1",
-        publish=lambda s: published.append(json.loads(json.dumps(s))),
+        publish=lambda s: published.append(copy.deepcopy(s)),
         progress=lambda _: None,
         cancelled=cancelled or threading.Event(),
         heartbeat_s=0.2,
@@ -214,22 +218,22 @@ def test_series_writes_warmup_and_repetitions_and_keeps_going_after_a_failure(tm
         f"if not out.endswith('rep-1.json'):\n    open(out, 'w').write({passed!r})"
     )
     section, published = _series(tmp_path, _fake_bench(tmp_path, body))
-    assert [w["status"] for w in section["warmups"]] == ["passed"]
-    assert [(r["index"], r["status"]) for r in section["repetitions"]] == [(1, "failed"), (2, "passed")]
-    assert section["status"] == "failed" and section["failure"] == "rep 1: no result JSON rep-1.json"
-    assert section["repetitions"][1]["path"] == "bench/cpu-tp1/rep-2.json"
+    assert [w.status for w in section.warmups] == ["passed"]
+    assert [(r.index, r.status) for r in section.repetitions] == [(1, "failed"), (2, "passed")]
+    assert section.status == "failed" and section.failure == "rep 1: no result JSON rep-1.json"
+    assert section.repetitions[1].path == "bench/cpu-tp1/rep-2.json"
     assert (tmp_path / "bench/cpu-tp1/warmup-1.json").exists() and (tmp_path / "bench/cpu-tp1/rep-2.log").exists()
     assert len(published) == 4 and published[-1] == section
 
 
 def test_series_stops_after_a_timeout(tmp_path):
     section, _ = _series(tmp_path, _fake_bench(tmp_path, "time.sleep(30)"), spec=replace(SPEC, timeout_s=1.0))
-    assert section["status"] == "failed" and section["failure"] == "warmup 1: timed out after 1 s"
-    assert section["repetitions"] == []
+    assert section.status == "failed" and section.failure == "warmup 1: timed out after 1 s"
+    assert section.repetitions == []
 
 
 def test_series_cancelled_before_start_records_nothing(tmp_path):
     cancelled = threading.Event()
     cancelled.set()
     section, _ = _series(tmp_path, _fake_bench(tmp_path, "pass"), cancelled)
-    assert (section["status"], section["warmups"], section["repetitions"]) == ("cancelled", [], [])
+    assert (section.status, section.warmups, section.repetitions) == ("cancelled", [], [])
