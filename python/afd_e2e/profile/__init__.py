@@ -30,6 +30,7 @@ from afd_e2e.profile.model import (
     RoleSpec,
     SmokeSpec,
     SoftwareSpec,
+    TrendSpec,
 )
 from afd_e2e.profile.sections import parse_profile
 
@@ -57,6 +58,7 @@ __all__ = [
     "RoleSpec",
     "SmokeSpec",
     "SoftwareSpec",
+    "TrendSpec",
     "builtin_profiles",
     "load_profile",
     "parse_profile",

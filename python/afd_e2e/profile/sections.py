@@ -8,6 +8,7 @@ from afd_e2e.profile.model import (
     BENCH_METRICS,
     INTERCONNECTS,
     MAX_TOP_LOGPROBS,
+    ON_REGRESSION,
     ON_WORSE,
     PARITY_MODES,
     PHASES,
@@ -28,6 +29,7 @@ from afd_e2e.profile.model import (
     RoleSpec,
     SmokeSpec,
     SoftwareSpec,
+    TrendSpec,
 )
 from afd_e2e.profile.reader import Reader
 from afd_e2e.profile.rules import check_cross_fields
@@ -153,6 +155,20 @@ def _read_parity(r: Reader) -> ParitySpec:
             f"{spec.top_logprobs} is above vLLM's default --max-logprobs {MAX_TOP_LOGPROBS}",
             f"use at most {MAX_TOP_LOGPROBS}",
         )
+    r.done()
+    return spec
+
+
+def _read_trend(r: Reader) -> TrendSpec:
+    spec = TrendSpec(
+        window=r.positive_int("window", TrendSpec.window, minimum=3),
+        threshold_pct=r.get("threshold_pct", float, TrendSpec.threshold_pct),
+        on_regression=r.get("on_regression", str, TrendSpec.on_regression),
+    )
+    if spec.on_regression not in ON_REGRESSION:
+        r.fail(r.key("on_regression"), f"unknown value {spec.on_regression!r}", "use warn or fail")
+    if spec.threshold_pct < 0:
+        r.fail(r.key("threshold_pct"), f"{spec.threshold_pct:g} is negative", "use a percentage >= 0, e.g. 5")
     r.done()
     return spec
 
@@ -300,6 +316,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         parity=parity,
         bench=bench,
         comparisons=tuple(comparisons),
+        trend=_read_trend(r.child("trend", {})),
     )
     r.done()
     check_cross_fields(profile)
