@@ -7,12 +7,16 @@ Validation errors are one line naming the file, the key and the fix.
 
 from afd_e2e.profile.load import builtin_profiles, load_profile
 from afd_e2e.profile.model import (
+    BENCH_METRICS,
     INTERCONNECTS,
     MEASURES,
+    ON_WORSE,
+    PARITY_MODES,
     PHASES,
     PLATFORMS,
     SCHEMA_VERSION,
     ArgEdit,
+    BenchMetric,
     BenchSpec,
     CaseSpec,
     CheckpointSpec,
@@ -23,6 +27,7 @@ from afd_e2e.profile.model import (
     GraphSpec,
     Gsm8kSpec,
     HardwareSpec,
+    MetricGate,
     ModelSpec,
     ParitySpec,
     Profile,
@@ -37,12 +42,16 @@ from afd_e2e.profile.model import (
 from afd_e2e.profile.sections import parse_profile
 
 __all__ = [
+    "BENCH_METRICS",
     "INTERCONNECTS",
     "MEASURES",
+    "ON_WORSE",
+    "PARITY_MODES",
     "PHASES",
     "PLATFORMS",
     "SCHEMA_VERSION",
     "ArgEdit",
+    "BenchMetric",
     "BenchSpec",
     "CaseSpec",
     "CheckpointSpec",
@@ -53,6 +62,7 @@ __all__ = [
     "GraphSpec",
     "Gsm8kSpec",
     "HardwareSpec",
+    "MetricGate",
     "ModelSpec",
     "ParitySpec",
     "Profile",

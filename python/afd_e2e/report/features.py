@@ -11,6 +11,7 @@ from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.status import icon
 from afd_e2e.results.model import ProfilerResult, RunResults
 from afd_e2e.results.status import Status
+from afd_e2e.workloads.parity import parity_summary
 
 MIB = 1024 * 1024
 
@@ -29,7 +30,7 @@ def _replay_rows(results: RunResults) -> list[str]:
     for comparison_id, comparison in results.comparisons.items():
         if (replay := comparison.replay) is None:
             continue
-        detail = replay.failure or f"{replay.identical}/{replay.total} replayed requests identical"
+        detail = replay.failure or f"requests {parity_summary(replay)}"
         cases = f"{comparison.baseline_label} vs {comparison.candidate_label}"
         rows.append(
             f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(cases)} | {_cell(replay.status, detail)} |"

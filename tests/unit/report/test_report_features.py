@@ -63,4 +63,4 @@ def test_a_real_cpu_run_with_replay_and_serving_renders_them(tmp_path: Path) -> 
     ResultsStore(tmp_path, results)
     render_all(tmp_path)
     annotation = (tmp_path / "annotation.md").read_text()
-    assert "8/8 replayed requests identical" in annotation and "rejected with HTTP 404" in annotation
+    assert "requests 8/8 identical (logprobs, top-5)" in annotation.replace("\\", "") and "HTTP 404" in annotation
