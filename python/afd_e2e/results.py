@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,7 @@ class ResultsStore:
         self.out_dir = out_dir
         self.path = out_dir / RESULTS_FILE
         self.data = data
+        self.lock = threading.RLock()  # held by every writer of ``data`` from another thread, and by flush
         self.flush()
 
     @classmethod
@@ -102,7 +104,9 @@ class ResultsStore:
         )
 
     def flush(self) -> None:
-        write_json_atomic(self.path, self.data)
+        """Save a consistent snapshot: no thread writing through the lock can change ``data`` mid-dump."""
+        with self.lock:
+            write_json_atomic(self.path, self.data)
 
     def case(self, case_id: str) -> dict[str, Any]:
         return self.data["cases"].setdefault(case_id, {"id": case_id, "status": "running"})

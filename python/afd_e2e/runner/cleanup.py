@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from afd_e2e.runner.case import CANCEL_GRACE_S
+from afd_e2e.runner.cancellation import CANCEL_GRACE_S
 from afd_e2e.runner.hygiene import check_gpu_memory, check_ports, check_processes, record, remove_leftover_files
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.record import RunRecord

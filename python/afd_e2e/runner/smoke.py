@@ -7,11 +7,10 @@ from typing import Any
 
 import requests
 
-SMOKE_TIMEOUT_S = 600.0  # the first request on a cold GPU server can be slow; the call is cancellable anyway
 
-
-def smoke_completion(base_url: str, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
-    """POST one greedy completion; return the results ``smoke`` section (status ``passed`` or ``failed``)."""
+def smoke_completion(base_url: str, model: str, prompt: str, max_tokens: int, timeout_s: float) -> dict[str, Any]:
+    """POST one greedy completion within ``timeout_s`` (the profile's ``budgets.request_s``); return the results
+    ``smoke`` section (status ``passed`` or ``failed``)."""
     result: dict[str, Any] = {
         "status": "failed",
         "prompt": prompt,
@@ -23,7 +22,7 @@ def smoke_completion(base_url: str, model: str, prompt: str, max_tokens: int) ->
     payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
     started = time.monotonic()
     try:
-        response = requests.post(f"{base_url}/v1/completions", json=payload, timeout=SMOKE_TIMEOUT_S)
+        response = requests.post(f"{base_url}/v1/completions", json=payload, timeout=timeout_s)
     except requests.RequestException as exc:
         result["failure"] = f"completion request failed: {exc}"
         return result

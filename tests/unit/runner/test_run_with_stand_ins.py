@@ -83,7 +83,9 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
 
     result = data["cases"]["stubborn"]
     assert result["status"] == "failed"
-    assert result["failure"].startswith("http://127.0.0.1:19432/v1/models did not answer 200 within the start-up")
+    assert result["failure"] == (
+        "http://127.0.0.1:19432/v1/models did not answer 200 within its start-up budget (budgets.startup_s = 1 s)"
+    )
     assert result["log_tail"] == "ignoring SIGTERM"
     assert result["processes"][0]["forced_kill"] is True
     assert result["processes"][0]["exit_code"] == -9
@@ -96,12 +98,12 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
 
 
 def test_a_harness_crash_still_tears_down_and_records_it(tmp_path, monkeypatch):
-    from afd_e2e.runner import case as case_module
+    from afd_e2e.runner import server as server_module
 
     def broken_wait(*_args, **_kwargs):
         raise RuntimeError("poller bug")
 
-    monkeypatch.setattr(case_module, "wait_until_ready", broken_wait)
+    monkeypatch.setattr(server_module, "wait_until_ready", broken_wait)
     case = stand_in_case("crashy", SLEEPER, port=UNIT_PORT_BASE + 33)
 
     data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
