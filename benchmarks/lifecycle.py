@@ -37,6 +37,7 @@ import psutil
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.child_env import child_environment
 from afd_e2e.runner.markers import find_marked, is_alive, marker_env, new_run_id
@@ -205,11 +206,11 @@ def ours_case(model: Path, port_base: int, out: Path) -> dict[str, float]:
     data = execute_run(PROFILE, plan, out, progress=clock)
     wall = time.monotonic() - started
     first_ok.stop()
-    result = data["cases"][case.id]
-    assert result["status"] == "passed", result["failure"]
+    result = data.cases[case.id]
+    assert result.status is Status.PASSED and result.smoke is not None, result.failure
     b = clock.began
     return figures(
-        wall, b["startup"], first_ok.at, b["smoke"], result["smoke"]["latency_s"], b["teardown"], gone.at, b["hygiene"]
+        wall, b["startup"], first_ok.at, b["smoke"], result.smoke.latency_s, b["teardown"], gone.at, b["hygiene"]
     )
 
 

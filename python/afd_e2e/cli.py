@@ -20,6 +20,7 @@ COMMANDS = (
     "run",
     "report",
     "cleanup",
+    "schema",
     "pipeline",
     "agent-tags",
     "tiny-model",

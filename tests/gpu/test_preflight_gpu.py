@@ -26,7 +26,7 @@ from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.smi import parse_topo_m, run_topo_m
 from afd_e2e.plan import build_plan
-from afd_e2e.preflight.checks import PASS
+from afd_e2e.preflight.checks import FAIL, PASS
 from afd_e2e.preflight.runner import run_preflight
 from afd_e2e.preflight.software import read_installed
 from afd_e2e.profile import load_profile
@@ -85,7 +85,7 @@ def unexplained_failures(checks: list[dict]) -> list[dict]:
         absent.add("vllm")
     if installed.afd_plugin is None:
         absent.add("afd plugin")
-    return [c for c in checks if c["status"] == "fail" and c["name"] not in absent & SOFTWARE]
+    return [c for c in checks if c["status"] == "failed" and c["name"] not in absent & SOFTWARE]
 
 
 def test_preflight_fits_the_two_gpu_profile_and_reports_nvlink(tmp_path):
@@ -180,7 +180,7 @@ def test_torch_processes_make_their_gpus_busy_and_memory_returns_to_baseline(tmp
                 assert check.status == PASS, check
                 continue
             holder = procs[ffn.index(device)].pid
-            assert check.status == "fail", check
+            assert check.status == FAIL, check
             assert f"pid {holder} " in check.measured, (
                 f"NVML did not name the holder's pid {holder} (another PID namespace?): {check.measured}"
             )
@@ -254,6 +254,6 @@ def test_the_seed_profiles_hardware_checks_on_eight_gpus(tmp_path):
     print("\n" + cli(*args).stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     # The config-only checkpoint is far below 200 GiB: that failure is expected and nothing else may fail.
-    assert by_name["checkpoint size"]["status"] == "fail"
+    assert by_name["checkpoint size"]["status"] == "failed"
     assert [c for c in unexplained_failures(report["checks"]) if c["name"] != "checkpoint size"] == []
     assert len(report["hardware"]["matrix"]) == len(MACHINE.gpus) + 1

@@ -52,8 +52,8 @@ def test_memory_held_by_a_cuda_process_fails_until_it_is_stopped(gpu0):
         holder.kill()
         holder.wait()
 
-    assert held["status"] == "fail"
-    assert held["detail"].startswith("device 0: ")
+    assert held.status == "failed"
+    assert held.detail.startswith("device 0: ")
     assert not outcome.forced
-    assert released["status"] == "pass", released["detail"]
+    assert released.status == "passed", released.detail
     assert time.monotonic() - started < 5

@@ -88,7 +88,7 @@ def test_every_case_ready_and_clean(results):
         assert all(p["exit_code"] is not None and not p["forced_kill"] for p in case["processes"]), case_id
         checks = {c["check"]: c for c in case["hygiene"]}
         for name in ("processes", "ports", "gpu_memory", "forced_kill", "leftover_files"):
-            assert checks[name]["status"] == "pass", (case_id, checks[name])
+            assert checks[name]["status"] == "passed", (case_id, checks[name])
 
 
 def test_afd_case_runs_both_roles_ffn_first(results):

@@ -85,4 +85,3 @@ def test_a_cancel_during_each_phase_is_recorded_as_cancelled_everywhere(tiny_mod
     assert junit["failure"] == [] and junit["error"] == [], junit
     if phase != "teardown":
         assert junit["skipped"], junit
-

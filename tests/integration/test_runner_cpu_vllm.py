@@ -20,6 +20,7 @@ import pytest
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
@@ -77,7 +78,7 @@ def run_id_of(out: Path) -> str:
 @pytest.fixture(scope="module")
 def served(tiny_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("served")
-    data = execute_run(PROFILE, smoke_only_plan(tiny_model, PORT_BASE), out, progress=PhaseClock())
+    data = results_to_json(execute_run(PROFILE, smoke_only_plan(tiny_model, PORT_BASE), out, progress=PhaseClock()))
     return out, data
 
 
@@ -94,11 +95,11 @@ def test_start_ready_smoke_and_teardown_leave_a_clean_machine(served):
     assert case["timings"]["teardown_s"] < PROFILE.engine.teardown_grace_s
     assert case["processes"][0]["exit_code"] == 0 and case["processes"][0]["forced_kill"] is False
     assert {c["check"]: c["status"] for c in case["hygiene"]} == {
-        "processes": "pass",
-        "forced_kill": "pass",
-        "ports": "pass",
-        "gpu_memory": "n/a",
-        "leftover_files": "pass",
+        "processes": "passed",
+        "forced_kill": "passed",
+        "ports": "passed",
+        "gpu_memory": "skipped",
+        "leftover_files": "passed",
     }
     assert "sockets" in next(c for c in case["hygiene"] if c["check"] == "leftover_files")["detail"]
     assert "Starting vLLM server" in (out / case["processes"][0]["log"]).read_text()
@@ -121,8 +122,8 @@ def test_the_real_run_is_reported(served):
 def test_a_server_dying_at_start_is_reported_within_a_second_with_its_log(tiny_model, tmp_path):
     clock = PhaseClock()
     exited = watch_first_exit(tmp_path)
-    data = execute_run(
-        PROFILE, smoke_only_plan(tiny_model, PORT_BASE + 20, ("--no-such-flag",)), tmp_path, progress=clock
+    data = results_to_json(
+        execute_run(PROFILE, smoke_only_plan(tiny_model, PORT_BASE + 20, ("--no-such-flag",)), tmp_path, progress=clock)
     )
     case = data["cases"]["cpu-tp1"]
 

@@ -17,9 +17,14 @@ import pytest
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results.codec import to_json
+from afd_e2e.results.model import SCHEMA, RunResults
+from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
+from afd_e2e.runner.case import new_case_results
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.workloads import lm_eval_reference
+from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
 from repo_paths import GSM8K_DIR, REPO
 
@@ -35,7 +40,7 @@ def _ctx(case, out_dir: Path, lines: list[str]) -> SimpleNamespace:
     return SimpleNamespace(
         profile=PROFILE,
         case=case,
-        case_results={},
+        case_results=new_case_results(case),
         out_dir=out_dir,
         gsm8k_dir=GSM8K_DIR,
         progress=lines.append,
@@ -53,6 +58,7 @@ def measured(tmp_path_factory):
     work = tmp_path_factory.mktemp("workloads-cpu")
     plan = build_plan(PROFILE, model_path=str(model), port_base=PORT_BASE)
     lines: list[str] = []
+    run = RunResults(SCHEMA, PROFILE.name, plan.platform, plan.smoke_only, Status.RUNNING, "2026-01-01", plan)
     results, outcomes, reference = {}, {}, None
     lm_eval_python = lm_eval_reference.find_python(REPO)
     for case in plan.cases:
@@ -79,14 +85,15 @@ def measured(tmp_path_factory):
                     timeout_s=300,
                 )
             outcomes[case.id]["performance"] = run_performance(ctx)
-        results[case.id] = {"id": case.id, **ctx.case_results}
+        run.cases[case.id] = ctx.case_results
+        results[case.id] = to_json(ctx.case_results)
     return SimpleNamespace(
-        plan=plan, results=results, outcomes=outcomes, reference=reference, out=work / "out", lines=lines
+        plan=plan, run=run, results=results, outcomes=outcomes, reference=reference, out=work / "out", lines=lines
     )
 
 
 def test_phase_outcomes_passed(measured):
-    expected = {"status": "passed", "failure": None}
+    expected = PhaseOutcome(Status.PASSED)
     assert measured.outcomes == {c: {"correctness": expected, "performance": expected} for c in ("cpu-tp1", "cpu-tp2")}
 
 
@@ -126,7 +133,7 @@ def test_bench_repetitions_pass_and_aggregate_into_a_comparison(measured):
         for rep in performance["repetitions"]:
             assert rep["completed"] == PROFILE.bench.num_prompts and (measured.out / rep["path"]).is_file()
         assert (measured.out / f"bench/{case_id}/warmup-1.json").is_file()
-    comparisons = compare(PROFILE, {"plan": measured.plan.to_dict(), "cases": measured.results})
+    comparisons = to_json(compare(PROFILE, measured.run))
     comparison = comparisons["tp1-vs-tp2"]
     assert (comparison["baseline_label"], comparison["candidate_label"]) == ("native DP1/TP1", "native DP1/TP2")
     parity = comparison["parity"]

@@ -34,6 +34,7 @@ def gate_environment(profile: Profile) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from afd_e2e.results.status import Status
     from afd_e2e.runner.run import execute_run
 
     profile = load_profile(args.profile)
@@ -53,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
         forced_routing_control=args.forced_routing_control,
     )
     results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir)
-    print(f"results: {(args.out / 'results.json').resolve()} ({results['status']})")
-    return 0 if results["verdict"]["status"] == "passed" else 1
+    print(f"results: {(args.out / 'results.json').resolve()} ({results.status})")
+    return 0 if results.verdict.status is Status.PASSED else 1

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+from afd_e2e.results.status import Status
+
+PASS, WARN, FAIL, SKIP = Status.PASSED, Status.WARNED, Status.FAILED, Status.SKIPPED
 
 
 @dataclass(frozen=True)
@@ -13,7 +15,7 @@ class Check:
     """One verdict: ``measured`` is what this agent has, ``wanted`` what the profile asks, ``fix`` how to mend it."""
 
     name: str
-    status: str
+    status: Status
     measured: str
     wanted: str = ""
     fix: str = ""
@@ -46,7 +48,7 @@ class PreflightReport:
     def exit_code(self) -> int:
         return 0 if self.fits else 1
 
-    def count(self, status: str) -> int:
+    def count(self, status: Status) -> int:
         return sum(1 for check in self.checks if check.status == status)
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +56,6 @@ class PreflightReport:
             "profile": self.profile,
             "devices": list(self.devices),
             "fits": self.fits,
-            "checks": [asdict(check) for check in self.checks],
+            "checks": [{**asdict(check), "status": check.status.value} for check in self.checks],
             "hardware": self.hardware,
         }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP, WARN, PreflightReport
 
+LABELS = {PASS: "PASS", FAIL: "FAIL", WARN: "WARN", SKIP: "SKIP"}
+
 
 def format_table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -18,7 +20,9 @@ def render_report(report: PreflightReport) -> str:
     name_width = max(len(check.name) for check in report.checks)
     for check in report.checks:
         wanted = f"  [wanted: {check.wanted}]" if check.wanted and check.status in (FAIL, WARN) else ""
-        lines.append(f"  {check.status.upper():4}  {check.name.ljust(name_width)}  {check.measured}{wanted}")
+        lines.append(
+            f"  {LABELS.get(check.status, str(check.status).upper()):4}  {check.name.ljust(name_width)}  {check.measured}{wanted}"
+        )
         if check.fix and check.status in (FAIL, WARN):
             lines.append(f"  {'':4}  {'':{name_width}}  fix: {check.fix}")
     if report.hardware:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 
 from afd_e2e.gpu.inventory import Inventory, build_inventory
 from afd_e2e.gpu.nvml import NvmlUnavailable
@@ -16,8 +18,11 @@ from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.ports import check_ports, plan_ports
-from afd_e2e.preflight.software import check_software, read_installed
+from afd_e2e.preflight.software import InstalledSoftware, check_software, read_installed
 from afd_e2e.profile import Profile
+from afd_e2e.results.codec import from_json
+from afd_e2e.results.model import Hardware, PreflightCheck, PreflightRecord
+from afd_e2e.results.status import Status
 from afd_e2e.system.pids import describe_pid
 from afd_e2e.system.ports import busy_ports
 
@@ -49,13 +54,15 @@ def run_preflight(
     *,
     model_path: str | None,
     read_hardware: Callable[[], MachineReadings] = read_machine,
+    installed: InstalledSoftware | None = None,
 ) -> PreflightReport:
     inventory, why_none = read_inventory(profile, read_hardware)
+    installed = installed or read_installed(profile.engine.executable)
     checks = [
         *hardware_checks(profile, plan, inventory, why_none),
         *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
         *check_checkpoint(profile.model.checkpoint, model_path, profile.gates.model_env, plan),
-        *check_software(profile, plan, read_installed(profile.engine.executable)),
+        *check_software(profile, plan, installed),
     ]
     return PreflightReport(
         profile=profile.name,
@@ -63,3 +70,32 @@ def run_preflight(
         checks=tuple(checks),
         hardware=inventory.to_dict() if inventory is not None else None,
     )
+
+
+def preflight_record(
+    report: PreflightReport, *, software: dict[str, str | None] | None = None, seconds: float | None = None
+) -> PreflightRecord:
+    """The report as results.json stores it: every check, the GPU inventory and link matrix, the software found."""
+    return PreflightRecord(
+        status=Status.PASSED if report.fits else Status.FAILED,
+        profile=report.profile,
+        devices=list(report.devices),
+        checks=[PreflightCheck(c.name, c.status, c.measured, c.wanted, c.fix) for c in report.checks],
+        hardware=from_json(Hardware, report.hardware, "preflight.hardware") if report.hardware else None,
+        software=dict(software or {}),
+        seconds=seconds,
+    )
+
+
+def record_preflight(
+    profile: Profile,
+    plan: RunPlan,
+    *,
+    model_path: str | None,
+    read_hardware: Callable[[], MachineReadings] = read_machine,
+) -> PreflightRecord:
+    """``run_preflight`` as a run records it at its start, timed, with the software it found."""
+    started = time.monotonic()
+    installed = read_installed(profile.engine.executable)
+    report = run_preflight(profile, plan, model_path=model_path, read_hardware=read_hardware, installed=installed)
+    return preflight_record(report, software=asdict(installed), seconds=round(time.monotonic() - started, 3))

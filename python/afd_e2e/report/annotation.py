@@ -12,13 +12,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 from afd_e2e import __version__
+from afd_e2e.plan.model import CasePlan
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, preformatted
-from afd_e2e.report.status import ICONS, Outcome, outcome, run_is_partial
+from afd_e2e.report.status import icon
+from afd_e2e.results.model import (
+    CasePerformance,
+    CaseResults,
+    Comparison,
+    GpuInfo,
+    Gsm8kResult,
+    PerformanceComparison,
+    RunResults,
+    SmokeResult,
+)
+from afd_e2e.results.status import Status, Verdict
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -37,6 +48,7 @@ class Annotation:
 
 @dataclass(frozen=True)
 class _Section:
+    title: str  # named in the summary when the section had to move to the full annotation
     text: str
     essential: bool  # kept in the summary that replaces an over-size annotation
 
@@ -45,11 +57,10 @@ def annotation_context(profile: str | None) -> str:
     return "afd-e2e-" + re.sub(r"[^A-Za-z0-9._-]", "_", profile or "unknown")
 
 
-def annotation_style(results: dict[str, Any]) -> str:
-    verdict = (results.get("verdict") or {}).get("status")
-    if results.get("status") == "crashed" or (not run_is_partial(results) and verdict == "failed"):
+def annotation_style(results: RunResults) -> str:
+    if results.status is Status.CRASHED or (not results.partial and results.verdict.status is Status.FAILED):
         return "error"
-    if not run_is_partial(results) and verdict == "passed":
+    if not results.partial and results.verdict.status is Status.PASSED:
         return "success"
     return "warning"
 
@@ -59,8 +70,8 @@ def artifact_link(path: str, text: str | None = None) -> str:
     return f'<a href="artifact://{quote(path, safe="/._-")}">{markdown_text(text or path)}</a>'
 
 
-def _label(case_id: str, case: dict | None) -> str:
-    label = (case or {}).get("label")
+def _label(case_id: str, case: CaseResults | CasePlan | None) -> str:
+    label = case.label if case is not None else None
     return (
         f"{markdown_text(label)} (<code>{markdown_text(case_id)}</code>)"
         if label
@@ -68,74 +79,76 @@ def _label(case_id: str, case: dict | None) -> str:
     )
 
 
-def _status_cell(status: str | None, detail: str = "") -> str:
-    text = f"{ICONS[outcome(status)]} {markdown_text(status or 'not started')}"
+def _status_cell(status: Status | None, detail: str = "") -> str:
+    text = f"{icon(status)} {markdown_text(status or 'not started')}"
     return f"{text}: {detail}" if detail else text
 
 
-def _planned(results: dict, case_id: str) -> dict | None:
+def _planned(results: RunResults, case_id: str) -> CasePlan | None:
     """The plan's record of a case (it has the label) for cases the results do not hold yet."""
-    return next((c for c in (results.get("plan") or {}).get("cases") or [] if c.get("id") == case_id), None)
+    return next((c for c in results.plan.cases if c.id == case_id), None)
 
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _case_order(results: dict) -> list[str]:
+def _case_order(results: RunResults) -> list[str]:
     """Plan order first (so cases that never started still show), then any others the results hold."""
-    planned = [case.get("id") for case in (results.get("plan") or {}).get("cases") or [] if case.get("id")]
-    return planned + [case_id for case_id in results.get("cases") or {} if case_id not in planned]
+    planned = [case.id for case in results.plan.cases]
+    return planned + [case_id for case_id in results.cases if case_id not in planned]
 
 
 # ---- headline -----------------------------------------------------------------------------------------------------
 
 
-def _headline(results: dict) -> str:
-    verdict = results.get("verdict") or {}
-    run_status = results.get("status")
-    if run_status in (None, "running"):
-        icon, word = "⚠️", "incomplete: the run stopped before its verdict (partial results)"
-    elif run_status == "cancelled":
-        icon, word = "⚠️", "cancelled (partial results)"
-    elif run_status == "crashed":
-        icon, word = "❌", "crashed (partial results)"
+def _headline(results: RunResults) -> str:
+    verdict = results.verdict
+    if results.status is Status.RUNNING:
+        headline_icon, word = "⚠️", "incomplete: the run stopped before its verdict (partial results)"
+    elif results.status is Status.INTERRUPTED:
+        headline_icon, word = "⚠️", "interrupted: the runner vanished before its verdict (partial results)"
+    elif results.status is Status.CANCELLED:
+        headline_icon, word = "⚠️", "cancelled (partial results)"
+    elif results.status is Status.CRASHED:
+        headline_icon, word = "❌", "crashed (partial results)"
     else:
-        status = verdict.get("status")
-        icon = {"passed": "✅", "failed": "❌"}.get(status, "⚠️")
-        word = markdown_text(status or "no verdict")
-    smoke = "SMOKE " if results.get("smoke_only") else ""
-    lines = [f"## {icon} {smoke}afd-e2e {markdown_text(results.get('profile'))}: {word}", ""]
-    if results.get("smoke_only"):
+        headline_icon = {Status.PASSED: "✅", Status.FAILED: "❌"}.get(verdict.status, "⚠️")
+        word = markdown_text(verdict.status)
+    smoke = "SMOKE " if results.smoke_only else ""
+    lines = [f"## {headline_icon} {smoke}afd-e2e {markdown_text(results.profile)}: {word}", ""]
+    if results.smoke_only:
         lines += [
             "> **SMOKE profile**: it proves the harness end to end on a tiny model; its accuracy and performance "
             "numbers are not meaningful.",
             "",
         ]
-    cases = results.get("cases") or {}
+    if results.interruption is not None:
+        found = formatting.parse_time(results.interruption.found_at)
+        when = formatting.clock(found) if found else markdown_text(results.interruption.found_at)
+        lines += [f"> **Interrupted**: {markdown_text(results.interruption.how, 500)} (found {when}).", ""]
     facts = [
-        markdown_text(results.get("platform") or "unknown platform"),
+        markdown_text(results.platform),
         _count(len(_case_order(results)), "case"),
-        _count(len(results.get("comparisons") or {}), "comparison"),
+        _count(len(results.plan.comparisons), "planned comparison")
+        if results.partial and not results.comparisons
+        else _count(len(results.comparisons), "comparison"),
     ]
-    started, finished = (
-        formatting.parse_time(results.get("started_at")),
-        formatting.parse_time(results.get("finished_at")),
-    )
+    started, finished = formatting.parse_time(results.started_at), formatting.parse_time(results.finished_at)
     if started:
         facts.append(f"started {formatting.clock(started)}")
     if started and finished:
         facts.append(f"took {formatting.duration((finished - started).total_seconds())}")
     lines += [" · ".join(facts), ""]
-    if run_is_partial(results):
-        unfinished = [case_id for case_id, case in cases.items() if outcome(case.get("status")) is Outcome.UNFINISHED]
-        not_started = [case_id for case_id in _case_order(results) if case_id not in cases]
+    if results.partial:
+        unfinished = [case_id for case_id, case in results.cases.items() if case.status is Status.RUNNING]
+        not_started = [case_id for case_id in _case_order(results) if case_id not in results.cases]
         for title, ids in (("Did not finish", unfinished), ("Not started", not_started)):
             if ids:
                 names = ", ".join(f"<code>{markdown_text(i)}</code>" for i in ids[:MAX_REASONS])
                 more = f" and {len(ids) - MAX_REASONS} more" if len(ids) > MAX_REASONS else ""
                 lines += [f"{title}: {names}{more}", ""]
-    reasons = [str(reason) for reason in verdict.get("reasons") or []]
+    reasons = verdict.reasons
     lines += [f"- {markdown_text(reason)}" for reason in reasons[:MAX_REASONS]]
     if len(reasons) > MAX_REASONS:
         lines.append(f"- … and {len(reasons) - MAX_REASONS} more (see results.json)")
@@ -145,74 +158,88 @@ def _headline(results: dict) -> str:
 # ---- preflight ----------------------------------------------------------------------------------------------------
 
 
-def _preflight(results: dict) -> str:
-    preflight = results.get("preflight")
-    if not preflight:
+def _preflight(results: RunResults) -> str:
+    preflight = results.preflight
+    if preflight is None:
         return ""
-    checks = preflight.get("checks") or []
-    counts: dict[Outcome, int] = {}
-    for check in checks:
-        counts[outcome(check.get("status"))] = counts.get(outcome(check.get("status")), 0) + 1
-    tally = " · ".join(f"{ICONS[result]} {count} {result.value}" for result, count in counts.items())
-    lines = [f"**Preflight** {_status_cell(preflight.get('status'))}: {tally or 'no checks'}"]
-    notable = [check for check in checks if outcome(check.get("status")) is not Outcome.PASS]
+    counts: dict[Status, int] = {}
+    for check in preflight.checks:
+        counts[check.status] = counts.get(check.status, 0) + 1
+    tally = " · ".join(f"{icon(status)} {count} {status}" for status, count in counts.items())
+    seconds = f" in {preflight.seconds:.2f} s" if preflight.seconds is not None else ""
+    lines = [f"**Preflight** {_status_cell(preflight.status)}: {tally or 'no checks'}{seconds}"]
+    notable = [check for check in preflight.checks if check.status is not Status.PASSED]
     if notable:
         lines += ["", "| Check | Status | Measured | Wanted | Fix |", "| --- | --- | --- | --- | --- |"]
         lines += [
-            f"| {markdown_text(c.get('name'))} | {_status_cell(c.get('status'))} "
-            f"| {markdown_text(c.get('measured'), 120)} | {markdown_text(c.get('wanted'), 120)} "
-            f"| {markdown_text(c.get('fix') or '', 200)} |"
+            f"| {markdown_text(c.name)} | {_status_cell(c.status)} "
+            f"| {markdown_text(c.measured, 120)} | {markdown_text(c.wanted, 120)} "
+            f"| {markdown_text(c.fix, 200)} |"
             for c in notable
         ]
+    hardware = preflight.hardware
+    if hardware is not None and len(hardware.gpus) > 1 and hardware.matrix:
+        header, *rows = hardware.matrix
+        lines += [
+            "",
+            "<details><summary>GPU links (NV# = bonded NVLinks; PIX/PXB/PHB/NODE/SYS = PCIe path)</summary>",
+            "",
+            "| " + " | ".join(markdown_text(cell) or " " for cell in header) + " |",
+            "| --- |" + " --- |" * (len(header) - 1),
+            *("| " + " | ".join(markdown_text(cell) for cell in row) + " |" for row in rows),
+            "",
+            "</details>",
+        ]
+    if preflight.software:
+        found = ", ".join(
+            f"{markdown_text(k)} {markdown_text(v or 'not found')}" for k, v in preflight.software.items()
+        )
+        lines += ["", f"Software found: {found}"]
     return "\n".join(lines) + "\n"
 
 
 # ---- correctness --------------------------------------------------------------------------------------------------
 
 
-def _gsm8k_cell(gsm8k: dict | None) -> str:
-    if not gsm8k:
+def _gsm8k_cell(gsm8k: Gsm8kResult | None) -> str:
+    if gsm8k is None:
         return formatting.MISSING
-    result = outcome(gsm8k.get("status"))
-    if gsm8k.get("total") is None:  # never scored: skipped, unfinished or broken
-        return _status_cell(gsm8k.get("status"), markdown_text(gsm8k.get("failure") or "", 120))
-    cell = f"{ICONS[result]} {markdown_text(gsm8k.get('correct'))}/{markdown_text(gsm8k.get('total'))}"
-    if not gsm8k.get("accuracy_meaningful", True):
+    if gsm8k.status in (Status.SKIPPED, Status.RUNNING, Status.CANCELLED, Status.CRASHED) and not gsm8k.questions:
+        return _status_cell(gsm8k.status, markdown_text(gsm8k.failure or "", 120))  # never scored: say why
+    cell = f"{icon(gsm8k.status)} {gsm8k.correct}/{gsm8k.total}"
+    if not gsm8k.accuracy_meaningful:
         cell += " (not meaningful)"
-    elif result is Outcome.FAIL:
-        cell += f" (at least {markdown_text(gsm8k.get('min_correct'))} needed)"
+    elif gsm8k.status is Status.FAILED:
+        cell += f" (at least {gsm8k.min_correct} needed)"
+    if gsm8k.failure and gsm8k.status is not Status.PASSED:
+        cell += f": {markdown_text(gsm8k.failure, 120)}"
     return cell
 
 
-def _parity_cell(case_id: str, comparisons: dict) -> str:
+def _parity_cell(case_id: str, comparisons: Mapping[str, Comparison]) -> str:
     cells = []
     for comparison in comparisons.values():
-        parity = comparison.get("parity")
-        if not parity or comparison.get("candidate") != case_id:
+        parity = comparison.parity
+        if parity is None or comparison.candidate != case_id:
             continue
-        result = outcome(parity.get("status"))
-        if result in (Outcome.PASS, Outcome.FAIL):
-            identical = f"{markdown_text(parity.get('identical'))}/{markdown_text(parity.get('total'))} identical"
-            baseline = markdown_text(comparison.get("baseline_label") or comparison.get("baseline"))
-            cells.append(f"{ICONS[result]} {identical} vs {baseline}")
+        if parity.status in (Status.PASSED, Status.FAILED):
+            identical = f"{parity.identical}/{parity.total} identical"
+            cells.append(f"{icon(parity.status)} {identical} vs {markdown_text(comparison.baseline_label)}")
         else:  # not compared: say why
-            cells.append(_status_cell(parity.get("status"), markdown_text(parity.get("failure") or "", 120)))
+            cells.append(_status_cell(parity.status, markdown_text(parity.failure or "", 120)))
     return "; ".join(cells) or formatting.MISSING
 
 
-def _smoke_cell(smoke: dict | None) -> str:
-    if not smoke:
+def _smoke_cell(smoke: SmokeResult | None) -> str:
+    if smoke is None:
         return formatting.MISSING
-    if smoke.get("failure"):
-        return _status_cell(smoke.get("status"), markdown_text(smoke["failure"], 120))
-    latency = smoke.get("latency_s")
-    tokens = markdown_text(smoke.get("completion_tokens"))
-    timing = f"{tokens} tokens in {latency:.2f} s" if isinstance(latency, (int, float)) else ""
-    return f"{ICONS[outcome(smoke.get('status'))]} {timing}".rstrip()
+    if smoke.failure:
+        return _status_cell(smoke.status, markdown_text(smoke.failure, 120))
+    timing = f"{smoke.completion_tokens} tokens in {smoke.latency_s:.2f} s" if smoke.latency_s is not None else ""
+    return f"{icon(smoke.status)} {timing}".rstrip()
 
 
-def _correctness(results: dict) -> str:
-    cases, comparisons = results.get("cases") or {}, results.get("comparisons") or {}
+def _correctness(results: RunResults) -> str:
     rows = [
         "### Correctness",
         "",
@@ -220,16 +247,16 @@ def _correctness(results: dict) -> str:
         "| --- | --- | ---: | --- | --- | --- |",
     ]
     for case_id in _case_order(results):
-        case = cases.get(case_id)
+        case = results.case(case_id)
         if case is None:
             rows.append(f"| {_label(case_id, _planned(results, case_id))} | {_status_cell(None)} | — | — | — | — |")
             continue
-        failure = markdown_text(case["failure"], 120) if case.get("failure") else ""
-        ready = formatting.duration((case.get("timings") or {}).get("launch_to_ready_s"))
+        failure = markdown_text(case.failure, 120) if case.failure else ""
+        ready = formatting.duration(case.timings.launch_to_ready_s)
         rows.append(
-            f"| {_label(case_id, case)} | {_status_cell(case.get('status'), failure)} | {ready} "
-            f"| {_smoke_cell(case.get('smoke'))} | {_gsm8k_cell(case.get('gsm8k'))} "
-            f"| {_parity_cell(case_id, comparisons)} |"
+            f"| {_label(case_id, case)} | {_status_cell(case.status, failure)} | {ready} "
+            f"| {_smoke_cell(case.smoke)} | {_gsm8k_cell(case.gsm8k)} "
+            f"| {_parity_cell(case_id, results.comparisons)} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -237,49 +264,52 @@ def _correctness(results: dict) -> str:
 # ---- performance --------------------------------------------------------------------------------------------------
 
 
-def _repetitions_line(label: str, performance: dict | None) -> str:
-    if not performance:
+def _repetitions_line(label: str, performance: CasePerformance | None) -> str:
+    if performance is None:
         return f"- {label}: no performance runs recorded"
-    reps = performance.get("repetitions") or []
-    passed = sum(outcome(rep.get("status")) is Outcome.PASS for rep in reps)
-    completed = [f"{markdown_text(rep.get('completed'))}/{markdown_text(rep.get('num_prompts'))}" for rep in reps]
+    reps = performance.repetitions
+    passed = sum(rep.status is Status.PASSED for rep in reps)
+    completed = [f"{markdown_text(rep.completed)}/{markdown_text(rep.num_prompts)}" for rep in reps]
     if not completed:
         requests = "no requests recorded"
     elif len(set(completed)) == 1:
         requests = f"{completed[0]} requests completed each"
     else:
         requests = f"requests completed {', '.join(completed)}"
-    failed = sum(rep.get("failed") or 0 for rep in reps if isinstance(rep.get("failed"), int))
-    warmups = _count(len(performance.get("warmups") or []), "warmup")
+    failed = sum(rep.failed or 0 for rep in reps)
+    warmups = _count(len(performance.warmups), "warmup")
     line = f"- {label}: {passed}/{len(reps)} repetitions passed after {warmups}; {requests}; {failed} failed requests"
-    if performance.get("failure"):
-        line += f"; {markdown_text(performance['failure'], 200)}"
+    if performance.failure:
+        line += f"; {markdown_text(performance.failure, 200)}"
     return line
 
 
-def _performance(results: dict, comparison_id: str, comparison: dict, plot: str | None) -> str:
-    performance = comparison["performance"]
-    baseline = markdown_text(comparison.get("baseline_label") or comparison.get("baseline"))
-    candidate = markdown_text(comparison.get("candidate_label") or comparison.get("candidate"))
+def _performance(
+    results: RunResults,
+    comparison_id: str,
+    comparison: Comparison,
+    performance: PerformanceComparison,
+    plot: str | None,
+) -> str:
+    baseline = markdown_text(comparison.baseline_label)
+    candidate = markdown_text(comparison.candidate_label)
     lines = [f"### Performance: {candidate} vs {baseline} (<code>{markdown_text(comparison_id)}</code>)", ""]
-    if performance.get("control"):
+    if performance.control:
         lines += ["> **Control run** (forced routing changes outputs): not headline performance evidence.", ""]
-    metrics = performance.get("metrics") or []
+    metrics = performance.metrics
     if metrics:
         lines += [
             f"| Metric | {baseline} | {candidate} | Delta | 95% CI | Verdict |",
             "| --- | ---: | ---: | ---: | ---: | --- |",
         ]
         for metric in metrics:
-            unit = markdown_text(metric.get("unit") or "")
-            base, cand = metric.get("baseline") or {}, metric.get("candidate") or {}
-            verdict = metric.get("verdict") or formatting.MISSING
+            unit = markdown_text(metric.unit)
+            verdict = "**worse**" if metric.verdict is Verdict.WORSE else markdown_text(metric.verdict)
             lines.append(
-                f"| {markdown_text(metric.get('name') or metric.get('key'))} "
-                f"| {formatting.measure(base.get('mean'), base.get('std'), unit)} "
-                f"| {formatting.measure(cand.get('mean'), cand.get('std'), unit)} "
-                f"| {formatting.percent(metric.get('delta_pct'))} | {formatting.interval(metric.get('ci95_pct'))} "
-                f"| {'**worse**' if verdict == 'worse' else markdown_text(verdict)} |"
+                f"| {markdown_text(metric.name)} "
+                f"| {formatting.measure(metric.baseline.mean, metric.baseline.std, unit)} "
+                f"| {formatting.measure(metric.candidate.mean, metric.candidate.std, unit)} "
+                f"| {formatting.percent(metric.delta_pct)} | {formatting.interval(metric.ci95_pct)} | {verdict} |"
             )
         lines += [
             "",
@@ -287,14 +317,14 @@ def _performance(results: dict, comparison_id: str, comparison: dict, plot: str 
             "are the candidate's relative to the baseline's mean.",
             "",
         ]
-    failure = markdown_text(performance.get("failure") or "", 300)
+    failure = markdown_text(performance.failure or "", 300)
     if not metrics:
-        lines += [f"No metrics: {_status_cell(performance.get('status'), failure)}", ""]
-    elif outcome(performance.get("status")) is not Outcome.PASS:
-        lines += [f"Performance gate: {_status_cell(performance.get('status'), failure)}", ""]
-    cases = results.get("cases") or {}
-    for side, label in ((comparison.get("baseline"), baseline), (comparison.get("candidate"), candidate)):
-        lines.append(_repetitions_line(label, (cases.get(side) or {}).get("performance")))
+        lines += [f"No metrics: {_status_cell(performance.status, failure)}", ""]
+    elif performance.status is not Status.PASSED:
+        lines += [f"Performance gate: {_status_cell(performance.status, failure)}", ""]
+    for side, label in ((comparison.baseline, baseline), (comparison.candidate, candidate)):
+        case = results.case(side)
+        lines.append(_repetitions_line(label, case.performance if case else None))
     if plot:
         lines += ["", f'<img src="artifact://{quote(plot, safe="/._-")}" alt="{candidate} vs {baseline}">']
     return "\n".join(lines) + "\n"
@@ -303,73 +333,81 @@ def _performance(results: dict, comparison_id: str, comparison: dict, plot: str 
 # ---- hygiene, environment, artifacts ------------------------------------------------------------------------------
 
 
-def _hygiene(results: dict) -> str:
-    cases = results.get("cases") or {}
-    extra = sorted({c.get("check") for case in cases.values() for c in case.get("hygiene") or []} - set(HYGIENE_CHECKS))
-    checks = [*HYGIENE_CHECKS, *(str(name) for name in extra)]
+def _hygiene(results: RunResults) -> str:
+    seen = {c.check for case in results.cases.values() for c in case.hygiene}
+    checks = [*HYGIENE_CHECKS, *sorted(seen - set(HYGIENE_CHECKS))]
     titles = [markdown_text(_HYGIENE_TITLES.get(name, name.replace("_", " ").capitalize())) for name in checks]
     rows = ["### Hygiene", "", f"| Case | {' | '.join(titles)} |", "| --- |" + " --- |" * len(checks)]
     for case_id in _case_order(results):
-        by_check = {c.get("check"): c for c in (cases.get(case_id) or {}).get("hygiene") or []}
+        case = results.case(case_id)
+        by_check = {c.check: c for c in case.hygiene} if case else {}
         cells = []
         for name in checks:
             check = by_check.get(name)
             if check is None:
                 cells.append(formatting.MISSING)
                 continue
-            result = outcome(check.get("status"))
-            detail = "" if result is Outcome.PASS else f" {markdown_text(check.get('detail') or '', 100)}"
-            cells.append(f"{ICONS[result]}{detail}")
-        rows.append(f"| {_label(case_id, cases.get(case_id) or _planned(results, case_id))} | {' | '.join(cells)} |")
+            detail = "" if check.status is Status.PASSED else f" {markdown_text(check.detail, 100)}"
+            cells.append(f"{icon(check.status)}{detail}")
+        rows.append(f"| {_label(case_id, case or _planned(results, case_id))} | {' | '.join(cells)} |")
     return "\n".join(rows) + "\n"
 
 
-def _gpus(gpus: list[dict]) -> str:
-    groups: dict[tuple, int] = {}
+def _gpus(gpus: Sequence[GpuInfo]) -> str:
+    groups: dict[tuple[str, int], int] = {}
     for gpu in gpus:
-        key = (gpu.get("name"), gpu.get("memory_total_mib"))
+        key = (gpu.name, gpu.memory_total_mib)
         groups[key] = groups.get(key, 0) + 1
     return ", ".join(
-        f"{count} × {markdown_text(name)}" + (f" ({memory:,} MiB each)" if isinstance(memory, int) else "")
-        for (name, memory), count in groups.items()
+        f"{count} × {markdown_text(name)} ({memory:,} MiB each)" for (name, memory), count in groups.items()
     )
 
 
-def _size_text(gib: object) -> str:
-    if not isinstance(gib, (int, float)):
+def _size_text(gib: float | None) -> str:
+    if gib is None:
         return ""
     return f"{gib:.1f} GiB" if gib >= 1 else f"{gib * 1024:.0f} MiB"
 
 
-def _environment(results: dict) -> str:
-    env = results.get("environment") or {}
-    checkpoint = env.get("checkpoint") or {}
-    plan = results.get("plan") or {}
-    size = checkpoint.get("size_gib")
+def _environment(results: RunResults) -> str:
+    env = results.environment
+    checkpoint = env.checkpoint
     checkpoint_text = " · ".join(
         part
         for part in (
-            markdown_text(checkpoint.get("path") or plan.get("model_path") or ""),
-            markdown_text(", ".join(checkpoint.get("architectures") or [])),
-            markdown_text(checkpoint.get("model_type") or ""),
-            _size_text(size),
+            markdown_text(checkpoint.path if checkpoint else results.plan.model_path),
+            markdown_text(", ".join(checkpoint.architectures) if checkpoint else ""),
+            markdown_text(checkpoint.model_type or "" if checkpoint else ""),
+            _size_text(checkpoint.size_gib if checkpoint else None),
         )
         if part
     )
+    build = results.build
+    build_text = ""
+    if build is not None:
+        number = f"#{build.build_number}" if build.build_number is not None else "build"
+        link = (
+            f"[{number}]({build.build_url})" if build.build_url and build.build_url.startswith("https://") else number
+        )
+        parts = [link, markdown_text(build.pipeline_slug or ""), markdown_text(build.branch or "")]
+        parts += [markdown_text((build.commit or "")[:12]), markdown_text(build.source or "")]
+        build_text = " · ".join(part for part in parts if part)
     items = [
-        ("GPUs", _gpus(env.get("gpus") or []) or ("none (CPU)" if results.get("platform") == "cpu" else "")),
-        ("Driver", markdown_text(env.get("driver") or "")),
-        ("CUDA", markdown_text(env.get("cuda") or "")),
-        ("vLLM", markdown_text(env.get("vllm") or "")),
-        ("torch", markdown_text(env.get("torch") or "")),
-        ("Python", markdown_text(env.get("python") or "")),
-        ("Host", markdown_text(env.get("hostname") or "")),
-        ("Topology", markdown_text(env.get("topology") or "", 500)),
-        ("Devices", markdown_text(",".join(str(d) for d in plan.get("devices") or []))),
+        ("Build", build_text),
+        ("Agent", markdown_text(build.agent_name or "") if build else ""),
+        ("GPUs", _gpus(env.gpus) or ("none (CPU)" if results.platform == "cpu" else "")),
+        ("Driver", markdown_text(env.driver or "")),
+        ("CUDA", markdown_text(env.cuda or "")),
+        ("vLLM", markdown_text(env.vllm or "")),
+        ("torch", markdown_text(env.torch or "")),
+        ("Python", markdown_text(env.python or "")),
+        ("Host", markdown_text(env.hostname or "")),
+        ("Topology", markdown_text(env.topology or "", 500)),
+        ("Devices", markdown_text(",".join(str(d) for d in results.plan.devices))),
         ("Checkpoint", checkpoint_text),
     ]
     lines = ["### Environment", ""] + [f"- **{name}**: {value}" for name, value in items if value]
-    if not env:
+    if env.hostname is None:
         lines.append("- not recorded (the run stopped before probing the environment)")
     return "\n".join(lines) + "\n"
 
@@ -383,65 +421,69 @@ def _artifacts(artifacts: Sequence[str]) -> str:
 # ---- details: failures, log tails, model output -------------------------------------------------------------------
 
 
-def _failures(results: dict) -> str:
+def _failures(results: RunResults) -> str:
     blocks = []
-    for case_id, case in (results.get("cases") or {}).items():
-        failures = [("case", case)] + [(phase, case.get(phase) or {}) for phase in ("smoke", "gsm8k", "performance")]
-        failures = [
-            f"- {phase}: {markdown_text(part['failure'], 1000)}"
-            for phase, part in failures
-            if part.get("failure") and outcome(part.get("status")) not in (Outcome.PASS, Outcome.SKIP)
+    for case_id, case in results.cases.items():
+        parts = [("case", case.status, case.failure)]
+        parts += [
+            (phase, part.status, part.failure)
+            for phase, part in (("smoke", case.smoke), ("gsm8k", case.gsm8k), ("performance", case.performance))
+            if part is not None
         ]
-        if not failures and not case.get("log_tail"):
+        failures = [
+            f"- {phase}: {markdown_text(failure, 1000)}"
+            for phase, status, failure in parts
+            if failure and status not in (Status.PASSED, Status.SKIPPED, Status.CANCELLED)
+        ]
+        if not failures and not case.log_tail:
             continue
         lines = [f"**{_label(case_id, case)}**", "", *failures]
-        for process in case.get("processes") or []:
-            if process.get("exit_code") not in (0, None) or process.get("forced_kill"):
-                forced = ", forced kill" if process.get("forced_kill") else ""
+        for process in case.processes:
+            if process.exit_code not in (0, None) or process.forced_kill:
+                forced = ", forced kill" if process.forced_kill else ""
                 lines.append(
-                    f"- process {markdown_text(process.get('name'))} (pid {markdown_text(process.get('pid'))}): "
-                    f"exit code {markdown_text(process.get('exit_code'))}{forced}"
+                    f"- process {markdown_text(process.name)} (pid {markdown_text(process.pid)}): "
+                    f"exit code {markdown_text(process.exit_code)}{forced}"
                 )
-        if case.get("log_tail"):
-            lines += ["", "<details><summary>log tail</summary>", "", preformatted(case["log_tail"]), "", "</details>"]
+        if case.log_tail:
+            lines += ["", "<details><summary>log tail</summary>", "", preformatted(case.log_tail), "", "</details>"]
         blocks.append("\n".join(lines))
     return "### Failures\n\n" + "\n\n".join(blocks) + "\n" if blocks else ""
 
 
-def _model_output(results: dict) -> str:
+def _model_output(results: RunResults) -> str:
     blocks = []
-    for case_id, case in (results.get("cases") or {}).items():
+    for case_id, case in results.cases.items():
         lines = []
-        smoke = case.get("smoke") or {}
-        if smoke.get("completion") is not None:
+        smoke = case.smoke
+        if smoke is not None and smoke.completion is not None:
             lines += [
-                f"Smoke prompt: {markdown_text(smoke.get('prompt'), 500)}  ",
-                f"Completion: {markdown_text(smoke['completion'], 2000)}",
+                f"Smoke prompt: {markdown_text(smoke.prompt, 500)}  ",
+                f"Completion: {markdown_text(smoke.completion, 2000)}",
                 "",
             ]
-        questions = (case.get("gsm8k") or {}).get("questions") or []
+        questions = case.gsm8k.questions if case.gsm8k else []
         if questions:
             lines += [
                 "| GSM8K question | Extracted | Flexible | Gold | Strict match |",
                 "| ---: | --- | --- | --- | --- |",
             ]
             lines += [
-                f"| {markdown_text(q.get('index'))} | {markdown_text(q.get('extracted'), 80)} "
-                f"| {markdown_text(q.get('flexible'), 80)} | {markdown_text(q.get('gold'), 80)} "
-                f"| {'✅' if q.get('correct') else '❌'} |"
+                f"| {q.index} | {markdown_text(q.extracted, 80)} | {markdown_text(q.flexible, 80)} "
+                f"| {markdown_text(q.gold, 80)} | {'✅' if q.correct else '❌'} |"
                 for q in questions
             ]
         if lines:
             blocks.append(
                 f"<details><summary>{_label(case_id, case)}</summary>\n\n" + "\n".join(lines) + "\n\n</details>"
             )
-    for comparison_id, comparison in (results.get("comparisons") or {}).items():
-        prompts = (comparison.get("parity") or {}).get("prompts") or []
+    for comparison_id, comparison in results.comparisons.items():
+        prompts = comparison.parity.prompts if comparison.parity else []
         if prompts:
             rows = ["| Prompt | Identical | First differing token |", "| --- | --- | ---: |"]
             rows += [
-                f"| {markdown_text(p.get('prompt'), 120)} | {'✅' if p.get('identical') else '❌'} "
-                f"| {formatting.MISSING if p.get('first_diff_token') is None else markdown_text(p['first_diff_token'])} |"
+                f"| {markdown_text(p.prompt, 120)} | {'✅' if p.identical else '❌'} "
+                f"| {formatting.MISSING if p.first_diff_token is None else p.first_diff_token} |"
                 for p in prompts
             ]
             summary = f"parity <code>{markdown_text(comparison_id)}</code>"
@@ -452,23 +494,25 @@ def _model_output(results: dict) -> str:
 # ---- assembly -----------------------------------------------------------------------------------------------------
 
 
-def _sections(results: dict, plots: Mapping[str, str], artifacts: Sequence[str]) -> list[_Section]:
+def _sections(results: RunResults, plots: Mapping[str, str], artifacts: Sequence[str]) -> list[_Section]:
     sections = [
-        _Section(_headline(results), True),
-        _Section(_preflight(results), True),
-        _Section(_correctness(results), True),
+        _Section("Verdict", _headline(results), True),
+        _Section("Preflight", _preflight(results), True),
+        _Section("Correctness", _correctness(results), True),
     ]
-    for comparison_id, comparison in (results.get("comparisons") or {}).items():
-        if comparison.get("performance"):
-            sections.append(_Section(_performance(results, comparison_id, comparison, plots.get(comparison_id)), True))
+    for comparison_id, comparison in results.comparisons.items():
+        if comparison.performance is not None:
+            text = _performance(results, comparison_id, comparison, comparison.performance, plots.get(comparison_id))
+            sections.append(_Section(f"Performance {comparison_id}", text, True))
     sections += [
-        _Section(_hygiene(results), True),
-        _Section(_failures(results), False),
-        _Section(_environment(results), True),
-        _Section(_artifacts(artifacts), True),
-        _Section(_model_output(results), False),
+        _Section("Hygiene", _hygiene(results), True),
+        _Section("Failures", _failures(results), False),
+        _Section("Environment", _environment(results), True),
+        _Section("Artifacts", _artifacts(artifacts), True),
+        _Section("Model output", _model_output(results), False),
         _Section(
-            f"<sub>afd-e2e {__version__} · {markdown_text(results.get('schema'))} · rendered from results.json</sub>\n",
+            "Footer",
+            f"<sub>afd-e2e {__version__} · {markdown_text(results.schema)} · rendered from results.json</sub>\n",
             True,
         ),
     ]
@@ -480,7 +524,7 @@ def _size(text: str) -> int:
 
 
 def render_annotation(
-    results: dict[str, Any],
+    results: RunResults,
     *,
     plots: Mapping[str, str] | None = None,
     artifacts: Sequence[str] = (),
@@ -489,14 +533,17 @@ def render_annotation(
     """``plots``: comparison id -> PNG path and ``artifacts``: paths, both relative to the results folder."""
     sections = _sections(results, plots or {}, artifacts)
     full = "\n".join(section.text for section in sections)
-    style, context = annotation_style(results), annotation_context(results.get("profile"))
+    style, context = annotation_style(results), annotation_context(results.profile)
     if _size(full) <= max_bytes:
         return Annotation(full, None, style, context)
+    kept = [sections[0], *(s for s in sections[1:] if s.essential)]
+    if _size("\n".join(s.text for s in kept)) > max_bytes - 4096:
+        kept = sections[:1]  # so many cases that even the tables overflow: headline and pointer only
+    moved = [s.title for s in sections if s not in kept]
     pointer = (
         f"> The full report is over Buildkite's {max_bytes:,}-byte annotation limit: this is its summary. "
-        f"Read everything in {artifact_link(FULL_REPORT_FILE)} (and results.json).\n"
+        f"Moved to {artifact_link(FULL_REPORT_FILE)}: {markdown_text(', '.join(moved), 2000)}. "
+        "Everything is also in results.json.\n"
     )
-    summary = "\n".join([sections[0].text, pointer, *(s.text for s in sections[1:] if s.essential)])
-    if _size(summary) > max_bytes:  # so many cases that even the tables overflow: headline and pointer only
-        summary = "\n".join([sections[0].text, pointer])
+    summary = "\n".join([kept[0].text, pointer, *(s.text for s in kept[1:])])
     return Annotation(summary, full, style, context)

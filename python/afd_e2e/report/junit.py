@@ -13,13 +13,22 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import one_line, xml_text
-from afd_e2e.report.status import Outcome, outcome, run_is_partial
+from afd_e2e.results.model import (
+    CaseResults,
+    Comparison,
+    Gsm8kResult,
+    MetricComparison,
+    ParityPrompt,
+    PreflightRecord,
+    Repetition,
+    RunResults,
+)
+from afd_e2e.results.status import Status, Verdict
 
 MAX_TESTCASES_PER_FILE = 5000
 LOG_TAIL_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
@@ -43,7 +52,7 @@ class _Builder:
         self,
         suite: str,
         name: str,
-        status: str | None,
+        status: Status | None,
         *,
         message: object = "",
         output: object = "",
@@ -52,17 +61,17 @@ class _Builder:
     ) -> None:
         classname = f"{self.prefix}.{suite}"
         case = TestCase(xml_text(name), classname=xml_text(classname), elapsed_sec=elapsed, stdout=_bounded(stdout))
-        result = outcome(status)
+        status = status or Status.RUNNING
         line = one_line(message) or f"{name}: {status}"
-        if result is Outcome.FAIL:
+        if status is Status.FAILED:
             case.add_failure_info(message=line, output=_bounded(output) or line)
-        elif result is Outcome.ERROR:
+        elif status is Status.CRASHED:
             case.add_error_info(message=line, output=_bounded(output) or line)
-        elif result is Outcome.UNFINISHED:
+        elif status in (Status.RUNNING, Status.INTERRUPTED):
             case.add_error_info(message=f"did not finish (run status {self.run_status})", output=_bounded(output))
-        elif result is Outcome.SKIP:
+        elif status in (Status.SKIPPED, Status.CANCELLED):
             case.add_skipped_info(message=one_line(message) or str(status))
-        elif result is Outcome.WARN:
+        elif status is Status.WARNED:
             case.stdout = _bounded(f"warning: {line}\n{stdout}".strip())
         self.items.append(_Recorded(classname, case))
 
@@ -76,145 +85,142 @@ def _bounded(value: object) -> str | None:
     return text[-LOG_TAIL_CHARS:] or None
 
 
-def build_testcases(results: dict[str, Any]) -> list[_Recorded]:
-    profile = results.get("profile") or "unknown"
-    builder = _Builder(prefix=f"afd-e2e.{profile}", run_status=str(results.get("status")))
-    _add_preflight(builder, results.get("preflight"))
-    for case_id, case in (results.get("cases") or {}).items():
+def build_testcases(results: RunResults) -> list[_Recorded]:
+    builder = _Builder(prefix=f"afd-e2e.{results.profile}", run_status=str(results.status))
+    _add_preflight(builder, results.preflight)
+    for case_id, case in results.cases.items():
         _add_case(builder, f"case.{case_id}", case)
-    for comparison_id, comparison in (results.get("comparisons") or {}).items():
+    for comparison_id, comparison in results.comparisons.items():
         _add_comparison(builder, f"comparison.{comparison_id}", comparison)
     _add_verdict(builder, results)
     return builder.items
 
 
-def _add_preflight(builder: _Builder, preflight: dict | None) -> None:
-    for check in (preflight or {}).get("checks") or []:
-        detail = f"measured {check.get('measured')}, wanted {check.get('wanted')}"
-        fix = f"; fix: {check['fix']}" if check.get("fix") else ""
-        builder.add("preflight", str(check.get("name")), check.get("status"), message=detail + fix, stdout=detail)
+def _add_preflight(builder: _Builder, preflight: PreflightRecord | None) -> None:
+    for check in preflight.checks if preflight else []:
+        detail = f"measured {check.measured}, wanted {check.wanted or 'anything'}"
+        fix = f"; fix: {check.fix}" if check.fix else ""
+        builder.add("preflight", check.name, check.status, message=detail + fix, stdout=detail)
 
 
-def _add_case(builder: _Builder, suite: str, case: dict) -> None:
-    log_tail = case.get("log_tail") or ""
-    ready_s = (case.get("timings") or {}).get("launch_to_ready_s")
+def _add_case(builder: _Builder, suite: str, case: CaseResults) -> None:
+    log_tail = case.log_tail or ""
+    ready_s = case.timings.launch_to_ready_s
     if ready_s is not None:
-        builder.add(suite, "launch and readiness", "passed", elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s")
+        builder.add(
+            suite, "launch and readiness", Status.PASSED, elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s"
+        )
     else:
-        builder.add(suite, "launch and readiness", case.get("status"), message=case.get("failure"), output=log_tail)
+        builder.add(suite, "launch and readiness", case.status, message=case.failure, output=log_tail)
 
-    if smoke := case.get("smoke"):
-        stdout = f"prompt: {smoke.get('prompt')}\ncompletion: {smoke.get('completion')}"
+    if smoke := case.smoke:
         builder.add(
             suite,
             "smoke",
-            smoke.get("status"),
-            message=smoke.get("failure"),
+            smoke.status,
+            message=smoke.failure,
             output=log_tail,
-            stdout=stdout,
-            elapsed=smoke.get("latency_s"),
+            stdout=f"prompt: {smoke.prompt}\ncompletion: {smoke.completion}",
+            elapsed=smoke.latency_s,
         )
 
-    if gsm8k := case.get("gsm8k"):
-        _add_gsm8k(builder, suite, gsm8k, log_tail)
+    if gsm8k := case.gsm8k:
+        _add_gsm8k(builder, suite, gsm8k, log_tail, case.timings.phases.get("correctness"))
 
-    if performance := case.get("performance"):
-        reps = [_repetition_line(rep) for rep in performance.get("repetitions") or []]
+    if performance := case.performance:
         builder.add(
             suite,
             "performance runs",
-            performance.get("status"),
-            message=performance.get("failure"),
+            performance.status,
+            message=performance.failure,
             output=log_tail,
-            stdout="\n".join(reps),
+            stdout="\n".join(_repetition_line(rep) for rep in performance.repetitions),
+            elapsed=case.timings.phases.get("performance"),
         )
 
-    if outcome(case.get("status")) in (Outcome.FAIL, Outcome.ERROR) and not builder.reported_a_problem(suite):
+    if case.status.is_failure and not builder.reported_a_problem(suite):
         # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
-        builder.add(suite, "case", case.get("status"), message=case.get("failure"), output=log_tail)
+        builder.add(suite, "case", case.status, message=case.failure, output=log_tail)
 
-    for check in case.get("hygiene") or []:
-        builder.add(suite, f"hygiene {check.get('check')}", check.get("status"), message=check.get("detail"))
+    for check in case.hygiene:
+        builder.add(suite, f"hygiene {check.check}", check.status, message=check.detail)
 
 
-def _add_gsm8k(builder: _Builder, suite: str, gsm8k: dict, log_tail: str) -> None:
-    correct, total, needed = gsm8k.get("correct"), gsm8k.get("total"), gsm8k.get("min_correct")
-    summary = f"strict match {correct}/{total} (at least {needed} needed), flexible {gsm8k.get('flexible_correct')}"
+def _add_gsm8k(builder: _Builder, suite: str, gsm8k: Gsm8kResult, log_tail: str, elapsed: float | None) -> None:
+    summary = (
+        f"strict match {gsm8k.correct}/{gsm8k.total} (at least {gsm8k.min_correct} needed), "
+        f"flexible {gsm8k.flexible_correct}"
+    )
     builder.add(
         suite,
         "gsm8k strict match",
-        gsm8k.get("status"),
-        message=gsm8k.get("failure") or summary,
+        gsm8k.status,
+        message=gsm8k.failure or summary,
         output=log_tail,
         stdout=summary,
+        elapsed=elapsed,
     )
-    meaningful = gsm8k.get("accuracy_meaningful", True)
-    for question in gsm8k.get("questions") or []:
-        answer = f"extracted {question.get('extracted')!r}, gold {question.get('gold')!r}"
-        if question.get("correct"):
-            status, note = "passed", answer
-        elif meaningful:
-            status, note = "failed", answer
+    for question in gsm8k.questions:
+        answer = f"extracted {question.extracted!r}, gold {question.gold!r}"
+        if question.correct:
+            status, note = Status.PASSED, answer
+        elif gsm8k.accuracy_meaningful:
+            status, note = Status.FAILED, answer
         else:
-            status, note = "passed", f"incorrect, not counted (accuracy not meaningful for this profile): {answer}"
-        builder.add(suite, f"gsm8k question {question.get('index')}", status, message=answer, stdout=note)
+            status, note = Status.PASSED, f"incorrect, not counted (accuracy not meaningful for this profile): {answer}"
+        builder.add(suite, f"gsm8k question {question.index}", status, message=answer, stdout=note)
 
 
-def _repetition_line(rep: dict) -> str:
+def _repetition_line(rep: Repetition) -> str:
     return (
-        f"repetition {rep.get('index')}: {rep.get('status')}, {rep.get('completed')}/{rep.get('num_prompts')} "
-        f"completed, {rep.get('failed')} failed, {formatting.duration(rep.get('duration_s'))}"
-        + (f" ({rep['failure']})" if rep.get("failure") else "")
+        f"repetition {rep.index}: {rep.status}, {rep.completed}/{rep.num_prompts} "
+        f"completed, {rep.failed} failed, {formatting.duration(rep.duration_s)}"
+        + (f" ({rep.failure})" if rep.failure else "")
     )
 
 
-def _add_comparison(builder: _Builder, suite: str, comparison: dict) -> None:
-    if parity := comparison.get("parity"):
-        lines = [_parity_line(prompt) for prompt in parity.get("prompts") or []]
-        message = parity.get("failure") or (
-            f"{parity.get('identical')}/{parity.get('total')} identical outputs, "
-            f"share {parity.get('share')} (at least {parity.get('min_share')} needed)"
+def _add_comparison(builder: _Builder, suite: str, comparison: Comparison) -> None:
+    if parity := comparison.parity:
+        message = parity.failure or (
+            f"{parity.identical}/{parity.total} identical outputs, "
+            f"share {parity.share} (at least {parity.min_share} needed)"
         )
-        builder.add(suite, "parity", parity.get("status"), message=message, stdout="\n".join(lines))
+        lines = "\n".join(_parity_line(prompt) for prompt in parity.prompts)
+        builder.add(suite, "parity", parity.status, message=message, stdout=lines)
 
-    performance = comparison.get("performance")
-    if not performance:
+    performance = comparison.performance
+    if performance is None:
         return
-    metrics = performance.get("metrics") or []
-    if not metrics:
-        builder.add(suite, "performance", performance.get("status"), message=performance.get("failure"))
-    gate_failed = outcome(performance.get("status")) is Outcome.FAIL
-    for metric in metrics:
-        summary = _metric_line(comparison, metric, control=bool(performance.get("control")))
+    if not performance.metrics:
+        builder.add(suite, "performance", performance.status, message=performance.failure)
+    gate_failed = performance.status is Status.FAILED
+    for metric in performance.metrics:
+        summary = _metric_line(comparison, metric, control=performance.control)
         if gate_failed:
-            status = "failed" if metric.get("verdict") == "worse" else "passed"
+            status = Status.FAILED if metric.verdict is Verdict.WORSE else Status.PASSED
         else:
-            status = performance.get("status")
-        builder.add(suite, f"performance {metric.get('key')}", status, message=summary, stdout=summary)
+            status = performance.status
+        builder.add(suite, f"performance {metric.key}", status, message=summary, stdout=summary)
 
 
-def _parity_line(prompt: dict) -> str:
-    same = "identical" if prompt.get("identical") else f"differs from token {prompt.get('first_diff_token')}"
-    return f"{same}: {prompt.get('prompt')!r}"
+def _parity_line(prompt: ParityPrompt) -> str:
+    same = "identical" if prompt.identical else f"differs from token {prompt.first_diff_token}"
+    return f"{same}: {prompt.prompt!r}"
 
 
-def _metric_line(comparison: dict, metric: dict, *, control: bool) -> str:
-    unit = metric.get("unit") or ""
-    base, cand = metric.get("baseline") or {}, metric.get("candidate") or {}
-    baseline = formatting.measure(base.get("mean"), base.get("std"), unit)
-    candidate = formatting.measure(cand.get("mean"), cand.get("std"), unit)
+def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: bool) -> str:
+    baseline = formatting.measure(metric.baseline.mean, metric.baseline.std, metric.unit)
+    candidate = formatting.measure(metric.candidate.mean, metric.candidate.std, metric.unit)
     return (
-        f"{metric.get('name')}: {comparison.get('baseline_label')} {baseline}, "
-        f"{comparison.get('candidate_label')} {candidate}, "
-        f"delta {formatting.percent(metric.get('delta_pct'))}, 95% CI {formatting.interval(metric.get('ci95_pct'))}, "
-        f"{metric.get('verdict')}" + (" (control run, not headline evidence)" if control else "")
+        f"{metric.name}: {comparison.baseline_label} {baseline}, {comparison.candidate_label} {candidate}, "
+        f"delta {formatting.percent(metric.delta_pct)}, 95% CI {formatting.interval(metric.ci95_pct)}, "
+        f"{metric.verdict}" + (" (control run, not headline evidence)" if control else "")
     )
 
 
-def _add_verdict(builder: _Builder, results: dict) -> None:
-    verdict = results.get("verdict") or {}
-    reasons = "; ".join(str(reason) for reason in verdict.get("reasons") or [])
-    status = results.get("status") if run_is_partial(results) else verdict.get("status")
+def _add_verdict(builder: _Builder, results: RunResults) -> None:
+    reasons = "; ".join(results.verdict.reasons)
+    status = results.status if results.partial else results.verdict.status
     builder.add("run", "verdict", status, message=reasons, stdout=reasons)
 
 
@@ -223,11 +229,11 @@ def _chunks(items: list[_Recorded], size: int) -> Iterator[list[_Recorded]]:
         yield items[start : start + size]
 
 
-def _suites(chunk: list[_Recorded], results: dict) -> list[TestSuite]:
+def _suites(chunk: list[_Recorded], results: RunResults) -> list[TestSuite]:
     """Consecutive testcases of one suite form one <testsuite>; a suite split across files appears in each."""
-    properties = {"profile": results.get("profile"), "platform": results.get("platform")}
-    properties["smoke_only"] = str(bool(results.get("smoke_only"))).lower()
-    hostname = (results.get("environment") or {}).get("hostname")
+    properties = {"profile": results.profile, "platform": results.platform}
+    properties["smoke_only"] = str(results.smoke_only).lower()
+    hostname = results.environment.hostname
     suites: list[TestSuite] = []
     for item in chunk:
         if not suites or suites[-1].name != item.suite:
@@ -236,7 +242,7 @@ def _suites(chunk: list[_Recorded], results: dict) -> list[TestSuite]:
                     item.suite,
                     [],
                     hostname=xml_text(hostname) if hostname else None,
-                    timestamp=results.get("started_at"),
+                    timestamp=results.started_at,
                     properties={k: xml_text(v) for k, v in properties.items()},
                 )
             )
@@ -244,12 +250,12 @@ def _suites(chunk: list[_Recorded], results: dict) -> list[TestSuite]:
     return suites
 
 
-def write_junit(results: dict[str, Any], junit_dir: Path, per_file: int = MAX_TESTCASES_PER_FILE) -> tuple[Path, ...]:
+def write_junit(results: RunResults, junit_dir: Path, per_file: int = MAX_TESTCASES_PER_FILE) -> tuple[Path, ...]:
     """Write the files, replacing any from an earlier render of the same folder."""
     junit_dir.mkdir(parents=True, exist_ok=True)
     for stale in junit_dir.glob("*.xml"):
         stale.unlink()
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", str(results.get("profile") or "results"))
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", results.profile or "results")
     paths = []
     for number, chunk in enumerate(_chunks(build_testcases(results), per_file), 1):
         path = junit_dir / f"{stem}-{number}.xml"

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import one_line
+from afd_e2e.results.model import Comparison, MetricComparison, PerformanceComparison, RunResults
 
 COLUMNS = 3
 BASELINE_COLOR = "#4C72B0"
@@ -33,37 +34,31 @@ def _plain(text: object, width: int = 28) -> str:
     return "\n".join(textwrap.wrap(one_line(text, 80).replace("$", r"\$"), width)) or "?"
 
 
-def _side_label(comparison: dict, side: str) -> object:
-    return comparison.get(f"{side}_label") or comparison.get(side)
-
-
-def _draw_metric(ax: Any, comparison: dict, metric: dict) -> None:
+def _draw_metric(ax: Any, comparison: Comparison, metric: MetricComparison) -> None:
     """Repetitions as points spread around the side's position; mean ± std as an error bar just right of them."""
-    for position, side, color in ((0, "baseline", BASELINE_COLOR), (1, "candidate", CANDIDATE_COLOR)):
-        stats = metric.get(side) or {}
-        values = [v for v in stats.get("values") or [] if isinstance(v, (int, float))]
+    for position, stats, color in ((0, metric.baseline, BASELINE_COLOR), (1, metric.candidate, CANDIDATE_COLOR)):
+        values = stats.values
         spread = 0.12 if len(values) > 1 else 0.0
         offsets = [position - 0.1 - spread + 2 * spread * i / max(len(values) - 1, 1) for i in range(len(values))]
         ax.scatter(offsets, values, color=color, alpha=0.6, s=22, zorder=3)
-        if stats.get("mean") is not None:
-            bar = {"fmt": "_", "markersize": 16, "elinewidth": 2, "capsize": 6, "zorder": 4}
-            ax.errorbar(position + 0.18, stats["mean"], yerr=stats.get("std") or 0.0, color=color, **bar)
-    labels = [_plain(_side_label(comparison, side), 18) for side in ("baseline", "candidate")]
+        bar = {"fmt": "_", "markersize": 16, "elinewidth": 2, "capsize": 6, "zorder": 4}
+        ax.errorbar(position + 0.18, stats.mean, yerr=stats.std, color=color, **bar)
+    labels = [_plain(label, 18) for label in (comparison.baseline_label, comparison.candidate_label)]
     ax.set_xticks([0, 1], labels, fontsize=8)
     ax.set_xlim(-0.6, 1.6)
-    ax.set_ylabel(_plain(metric.get("unit") or "", 20), fontsize=8)
+    ax.set_ylabel(_plain(metric.unit, 20), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
-    direction = "higher is better" if metric.get("higher_is_better") else "lower is better"
-    delta = f"{formatting.percent(metric.get('delta_pct'))}, {metric.get('verdict') or '?'} ({direction})"
-    ax.set_title(f"{_plain(metric.get('name') or metric.get('key'), 40)}\n{delta}", fontsize=9)
+    direction = "higher is better" if metric.higher_is_better else "lower is better"
+    delta = f"{formatting.percent(metric.delta_pct)}, {metric.verdict} ({direction})"
+    ax.set_title(f"{_plain(metric.name, 40)}\n{delta}", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
 
 
-def plot_comparison(comparison_id: str, comparison: dict, *, smoke_only: bool) -> Figure | None:
+def plot_comparison(comparison_id: str, comparison: Comparison, *, smoke_only: bool) -> Figure | None:
     """The comparison's figure, or None when it has no performance metrics to show."""
-    performance = comparison.get("performance") or {}
-    metrics = performance.get("metrics") or []
-    if not metrics:
+    performance: PerformanceComparison | None = comparison.performance
+    metrics = performance.metrics if performance else []
+    if not performance or not metrics:
         return None
     rows = math.ceil(len(metrics) / COLUMNS)
     columns = min(len(metrics), COLUMNS)
@@ -74,12 +69,10 @@ def plot_comparison(comparison_id: str, comparison: dict, *, smoke_only: bool) -
         _draw_metric(ax, comparison, metric)
     for ax in axes[len(metrics) :]:
         ax.set_visible(False)
-    notes = [
-        note for note, on in (("control run", performance.get("control")), ("SMOKE: not meaningful", smoke_only)) if on
-    ]
+    notes = [note for note, on in (("control run", performance.control), ("SMOKE: not meaningful", smoke_only)) if on]
     title = (
-        f"{_plain(comparison_id, 60)}: {_plain(_side_label(comparison, 'candidate'), 60)} vs "
-        f"{_plain(_side_label(comparison, 'baseline'), 60)}"
+        f"{_plain(comparison_id, 60)}: {_plain(comparison.candidate_label, 60)} vs "
+        f"{_plain(comparison.baseline_label, 60)}"
         + (f" ({', '.join(notes)})" if notes else "")
         + "\npoints: repetitions; bars: mean ± std"
     )
@@ -87,14 +80,14 @@ def plot_comparison(comparison_id: str, comparison: dict, *, smoke_only: bool) -
     return figure
 
 
-def write_plots(results: dict[str, Any], plots_dir: Path) -> dict[str, Path]:
+def write_plots(results: RunResults, plots_dir: Path) -> dict[str, Path]:
     """Write one PNG per comparison with metrics, replacing those of an earlier render; comparison id -> path."""
     plots_dir.mkdir(parents=True, exist_ok=True)
     for stale in plots_dir.glob("*.png"):
         stale.unlink()
     written = {}
-    for comparison_id, comparison in (results.get("comparisons") or {}).items():
-        figure = plot_comparison(comparison_id, comparison, smoke_only=bool(results.get("smoke_only")))
+    for comparison_id, comparison in results.comparisons.items():
+        figure = plot_comparison(comparison_id, comparison, smoke_only=results.smoke_only)
         if figure is not None:
             path = plots_dir / plot_file_name(comparison_id)
             figure.savefig(path, format="png", dpi=DPI)

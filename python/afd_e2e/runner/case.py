@@ -11,6 +11,7 @@ A phase runs in a worker thread and writes its results sections through a ``Phas
 from __future__ import annotations
 
 import copy
+import shlex
 import sys
 import threading
 import time
@@ -19,11 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from afd_e2e.plan.model import CasePlan, RunPlan
 from afd_e2e.profile import Profile
-from afd_e2e.results import ResultsStore
+from afd_e2e.results.model import CaseResults, CheckRecord, ProcessRecord, SmokeResult
+from afd_e2e.results.redaction import redact_argv, redact_env
+from afd_e2e.results.status import Status
+from afd_e2e.results.store import ResultsStore
 from afd_e2e.runner.cancellation import CANCEL_GRACE_S, CancelFlag, Cancelled, call_watched
 from afd_e2e.runner.hygiene import (
     GpuSnapshot,
@@ -42,9 +46,8 @@ from afd_e2e.runner.server import CaseServers, LaunchFailed
 from afd_e2e.runner.smoke import smoke_completion
 from afd_e2e.runner.watch import EngineDied
 from afd_e2e.workloads import phases
-from afd_e2e.workloads.context import PhaseContext
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
-FAILING = ("failed", "crashed")
 DEATH_SETTLE_S = 1.0  # a phase that failed because its server just died: time for the watch to name the role
 
 
@@ -75,32 +78,29 @@ class OverBudget(Exception):
     """A phase ran past its budget from the profile's ``budgets`` section."""
 
 
-def new_case_results(case: CasePlan, status: str = "running", failure: str | None = None) -> dict[str, Any]:
-    return {
-        "id": case.id,
-        "label": case.label,
-        "kind": case.kind,
-        "status": status,
-        "failure": failure,
-        "timings": {"launch_to_ready_s": None, "teardown_s": None, "wall_s": None, "phases": {}},
-        "processes": [],
-        "log_tail": None,
-        "smoke": None,
-        "hygiene": [],
-    }
+def new_case_results(case: CasePlan, status: Status = Status.RUNNING, failure: str | None = None) -> CaseResults:
+    return CaseResults(id=case.id, label=case.label, kind=case.kind, status=status, failure=failure)
+
+
+def _fail(results: CaseResults, status: Status, failure: str, log_tail: str | None = None) -> None:
+    results.status, results.failure = status, failure
+    if log_tail is not None:
+        results.log_tail = log_tail
 
 
 class PhaseWrites:
-    """A phase's results sections, kept apart from its case's results and copied in (under the store's lock) on
-    every flush while the phase is open. Once closed, flushes from the phase's thread go nowhere."""
+    """A phase's results sections, written into a scratch ``CaseResults`` of its own and copied into its case's
+    results (under the store's lock) on every flush while the phase is open. Once closed, flushes from the
+    phase's thread go nowhere, so an abandoned phase never races the results being saved."""
 
-    IN_FLIGHT: ClassVar[dict[str, tuple[str, ...]]] = {
-        "cancelled": ("running", "failed"),
-        "failed": ("running", "cancelled"),
+    SECTIONS = ("smoke", "gsm8k", "parity_outputs", "performance")
+    IN_FLIGHT: ClassVar[dict[Status, tuple[Status, ...]]] = {
+        Status.CANCELLED: (Status.RUNNING, Status.FAILED),
+        Status.FAILED: (Status.RUNNING, Status.CANCELLED),
     }
 
-    def __init__(self, case_results: dict[str, Any], store: ResultsStore) -> None:
-        self.sections: dict[str, Any] = {}
+    def __init__(self, case_results: CaseResults, store: ResultsStore) -> None:
+        self.sections = CaseResults(id=case_results.id, label=case_results.label, kind=case_results.kind)
         self._case = case_results
         self._store = store
         self._written: set[str] = set()
@@ -110,28 +110,29 @@ class PhaseWrites:
         with self._store.lock:
             if not self._open:
                 return
-            snapshot = copy.deepcopy(self.sections)
-            self._written.update(snapshot)
-            self._case.update(snapshot)
+            for name in self.SECTIONS:
+                if (section := getattr(self.sections, name)) is not None:
+                    setattr(self._case, name, copy.deepcopy(section))
+                    self._written.add(name)
             self._store.flush()
 
-    def close(self, stopped_as: str | None = None, why: str = "") -> None:
+    def close(self, stopped_as: Status | None = None, why: str = "") -> None:
         """No more writes; a phase stopped from outside has its unfinished sections marked ``stopped_as``
         (``cancelled`` for a cancel, whatever failed on the way included; ``failed`` for a death or an overrun)."""
         with self._store.lock:
             self._open = False
-            for key in self._written if stopped_as else ():
-                section = self._case.get(key)
-                if isinstance(section, dict) and section.get("status") in self.IN_FLIGHT[stopped_as]:
-                    was = section.get("failure")
-                    section.update(status=stopped_as, failure=why + (f" (in flight: {was})" if was else ""))
+            for name in sorted(self._written) if stopped_as else ():
+                section = getattr(self._case, name)
+                if getattr(section, "status", None) in self.IN_FLIGHT[stopped_as]:
+                    was = section.failure
+                    section.status, section.failure = stopped_as, why + (f" (in flight: {was})" if was else "")
             self._store.flush()
 
 
-def run_case(ctx: RunContext, case: CasePlan) -> dict[str, Any]:
+def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
     """Run one case; its results section is written as it goes and returned."""
     started = time.monotonic()
-    results = ctx.store.data["cases"][case.id] = new_case_results(case)
+    results = ctx.store.results.cases[case.id] = new_case_results(case)
     ctx.store.flush()
     gpu_before = read_gpu_memory(case.devices)
     with CaseServers(
@@ -148,37 +149,38 @@ def run_case(ctx: RunContext, case: CasePlan) -> dict[str, Any]:
             _start(ctx, case, results, servers)
             _run_phases(ctx, case, results, servers)
         except CaseFailure as exc:
-            results.update(status="failed", failure=str(exc), log_tail=exc.log_tail)
+            _fail(results, Status.FAILED, str(exc), exc.log_tail)
         except Cancelled as exc:
-            results.update(status="cancelled", failure=str(exc) or "cancelled")
+            _fail(results, Status.CANCELLED, str(exc) or "cancelled")
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            results.update(status="crashed", failure=f"harness error: {type(exc).__name__}: {exc}")
+            _fail(results, Status.CRASHED, f"harness error: {type(exc).__name__}: {exc}")
         try:
             _stop_and_check(ctx, case, results, servers, gpu_before)
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            results.update(status="crashed", failure=f"harness error while stopping: {type(exc).__name__}: {exc}")
-    results["timings"]["wall_s"] = round(time.monotonic() - started, 3)
+            _fail(results, Status.CRASHED, f"harness error while stopping: {type(exc).__name__}: {exc}")
+    results.timings.wall_s = round(time.monotonic() - started, 3)
     ctx.store.flush()
-    ctx.progress(f"case {results['status']}" + (f": {results['failure']}" if results["failure"] else ""))
+    ctx.progress(f"case {results.status}" + (f": {results.failure}" if results.failure else ""))
     return results
 
 
-def _launched(ctx: RunContext, case: CasePlan, results: dict[str, Any], server: ServerProcess) -> None:
+def _launched(
+    ctx: RunContext, case: CasePlan, results: CaseResults, server: ServerProcess, env: Mapping[str, str]
+) -> None:
     ctx.record.add_process(case.id, server.name, server.pid)
-    results["processes"].append(
-        {
-            "name": server.name,
-            "pid": server.pid,
-            "argv": list(server.argv),
-            "exit_code": None,
-            "forced_kill": False,
-            "log": ctx.layout.relative(server.log_path),
-        }
+    results.processes.append(
+        ProcessRecord(
+            name=server.name,
+            pid=server.pid,
+            argv=redact_argv(server.argv),
+            env=redact_env(env),
+            log=ctx.layout.relative(server.log_path),
+        )
     )
     ctx.store.flush()
-    ctx.progress(f"launched {server.name} (pid {server.pid}): {' '.join(server.argv)}")
+    ctx.progress(f"launched {server.name} (pid {server.pid}): {shlex.join(server.argv)}")
 
 
 def _died(servers: CaseServers, exc: EngineDied, phase: str) -> CaseFailure:
@@ -186,7 +188,7 @@ def _died(servers: CaseServers, exc: EngineDied, phase: str) -> CaseFailure:
     return CaseFailure(exc.death.describe(phase), log_tail(servers.log_path(exc.death.role)))
 
 
-def _start(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: CaseServers) -> None:
+def _start(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
     ctx.progress.enter(case.id, "startup", [servers.log_path(p.name) for p in case.processes])
     try:
         servers.launch(ctx.flag)
@@ -197,7 +199,7 @@ def _start(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: Ca
         raise _died(servers, exc, "start-up") from exc
     except StartupTimeout as exc:
         raise CaseFailure(str(exc), log_tail(servers.api_server().log_path)) from exc
-    results["timings"]["launch_to_ready_s"] = round(ready_s, 3)
+    results.timings.launch_to_ready_s = round(ready_s, 3)
     ctx.store.flush()
     ctx.progress(f"ready after {ready_s:.1f} s at {case.base_url}")
 
@@ -210,7 +212,7 @@ def _phase_budget(profile: Profile, phase: str) -> tuple[str, float]:
     return f"budgets.{phase}_s", getattr(budgets, f"{phase}_s")
 
 
-def _run_phases(ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: CaseServers) -> None:
+def _run_phases(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
     """Smoke first (nothing else makes sense if it fails); a failed workload phase does not stop the next one."""
     api_log = servers.api_server().log_path
     failures = []
@@ -222,8 +224,8 @@ def _run_phases(ctx: RunContext, case: CasePlan, results: dict[str, Any], server
             raise _died(servers, exc, phase) from exc
         ctx.progress.enter(case.id, phase, [s.log_path for s in servers.servers])
         outcome = _run_phase(ctx, case, results, servers, phase)
-        if outcome.get("status") in FAILING:
-            failure = f"{phase}: {outcome.get('failure') or outcome.get('status')}"
+        if outcome.status.is_failure:
+            failure = f"{phase}: {outcome.failure or outcome.status}"
             if phase == "smoke":
                 raise CaseFailure(failure, log_tail(api_log))
             failures.append(failure)
@@ -233,12 +235,10 @@ def _run_phases(ctx: RunContext, case: CasePlan, results: dict[str, Any], server
         raise _died(servers, exc, case.phases[-1] if case.phases else "start-up") from exc
     if failures:
         raise CaseFailure("; ".join(failures), log_tail(api_log))
-    results["status"] = "passed"
+    results.status = Status.PASSED
 
 
-def _run_phase(
-    ctx: RunContext, case: CasePlan, results: dict[str, Any], servers: CaseServers, phase: str
-) -> dict[str, Any]:
+def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers, phase: str) -> PhaseOutcome:
     """One phase in a worker thread, watched: a cancel, a dead role or an overrun budget abandons it at once."""
     writes = PhaseWrites(results, ctx.store)
     stop = threading.Event()  # tells the phase's own work to end (set when the phase is abandoned)
@@ -249,7 +249,7 @@ def _run_phase(
         if time.monotonic() - started > budget_s:
             raise OverBudget(f"{phase} ran past its budget ({budget_key} = {budget_s:g} s)")
 
-    work: Callable[[], dict[str, Any]]
+    work: Callable[[], PhaseOutcome]
     if phase == "smoke":
         work = partial(_smoke, ctx, case, writes)
     else:
@@ -257,41 +257,39 @@ def _run_phase(
     stopped_as, why = None, ""
     try:
         outcome = call_watched(work, [ctx.flag.check, servers.check, within_budget], stop)
-        if outcome.get("status") in FAILING and servers.watch is not None:
+        if outcome.status.is_failure and servers.watch is not None:
             servers.watch.dead.wait(DEATH_SETTLE_S)  # a request refused by a dying server: name the role instead
             servers.check()
             ctx.flag.check()  # what failed because the run is being cancelled is cancelled
         return outcome
     except Cancelled as exc:
-        stopped_as, why = "cancelled", str(exc) or "cancelled"
+        stopped_as, why = Status.CANCELLED, str(exc) or "cancelled"
         raise
     except EngineDied as exc:
-        stopped_as, why = "failed", f"stopped: {exc.death.role} died"
+        stopped_as, why = Status.FAILED, f"stopped: {exc.death.role} died"
         raise _died(servers, exc, phase) from exc
     except OverBudget as exc:
-        stopped_as, why = "failed", f"stopped: {exc}"
+        stopped_as, why = Status.FAILED, f"stopped: {exc}"
         raise CaseFailure(str(exc), log_tail(servers.api_server().log_path)) from exc
     finally:
         writes.close(stopped_as, why)
-        results["timings"]["phases"][phase] = round(time.monotonic() - started, 3)
+        results.timings.phases[phase] = round(time.monotonic() - started, 3)
         ctx.store.flush()
 
 
-def _smoke(ctx: RunContext, case: CasePlan, writes: PhaseWrites) -> dict[str, Any]:
-    smoke = ctx.profile.smoke
-    got = smoke_completion(
-        case.base_url, case.served_model_name, smoke.prompt, smoke.max_tokens, ctx.profile.budgets.request_s
+def _smoke(ctx: RunContext, case: CasePlan, writes: PhaseWrites) -> PhaseOutcome:
+    spec = ctx.profile.smoke
+    smoke: SmokeResult = smoke_completion(
+        case.base_url, case.served_model_name, spec.prompt, spec.max_tokens, ctx.profile.budgets.request_s
     )
-    writes.sections["smoke"] = got
+    writes.sections.smoke = smoke
     writes.flush()
-    if got["status"] == "passed":
-        ctx.progress(f"smoke: {got['completion']!r} ({got['completion_tokens']} tokens in {got['latency_s']} s)")
-    return got
+    if smoke.status is Status.PASSED:
+        ctx.progress(f"smoke: {smoke.completion!r} ({smoke.completion_tokens} tokens in {smoke.latency_s} s)")
+    return PhaseOutcome(smoke.status, smoke.failure)
 
 
-def _workload(
-    ctx: RunContext, case: CasePlan, writes: PhaseWrites, stop: threading.Event, entry: str
-) -> dict[str, Any]:
+def _workload(ctx: RunContext, case: CasePlan, writes: PhaseWrites, stop: threading.Event, entry: str) -> PhaseOutcome:
     phase_ctx = PhaseContext(
         profile=ctx.profile,
         case=case,
@@ -308,34 +306,34 @@ def _workload(
 def _stop_and_check(
     ctx: RunContext,
     case: CasePlan,
-    results: dict[str, Any],
+    results: CaseResults,
     servers: CaseServers,
     gpu_before: GpuSnapshot,
 ) -> None:
     ctx.progress.enter(case.id, "teardown")
     grace_s = min(case.teardown_grace_s, CANCEL_GRACE_S) if ctx.flag.is_set() else case.teardown_grace_s
     outcome = servers.stop(grace_s, cancel=ctx.flag)
-    for server, entry in zip(servers.servers, results["processes"], strict=True):
-        entry["exit_code"] = server.reap()
-        entry["forced_kill"] = server.name in outcome.forced
-    results["timings"]["teardown_s"] = round(outcome.seconds, 3)
+    for server, entry in zip(servers.servers, results.processes, strict=True):
+        entry.exit_code = server.reap()
+        entry.forced_kill = server.name in outcome.forced
+    results.timings.teardown_s = round(outcome.seconds, 3)
     ctx.store.flush()
     if servers.servers:
-        ctx.progress(f"stopped in {outcome.seconds:.2f} s; exit codes {[e['exit_code'] for e in results['processes']]}")
+        ctx.progress(f"stopped in {outcome.seconds:.2f} s; exit codes {[e.exit_code for e in results.processes]}")
 
     ctx.progress.enter(case.id, "hygiene")
-    checks = [
+    checks: list[CheckRecord] = [
         check_processes(servers.find),
         check_forced_kill(outcome, grace_s, cancelled=ctx.flag.is_set()),
         check_ports(case.ports, servers.host),
         check_gpu_memory(gpu_before),
         servers.remove_leftovers(),
     ]
-    results["hygiene"] = checks
-    ctx.progress("hygiene: " + ", ".join(f"{c['check']} {c['status']}" for c in checks))
-    failed = [c for c in checks if c["status"] == "fail"]
-    if failed and results["status"] == "passed":
-        results["status"] = "failed"
-        results["failure"] = "hygiene: " + "; ".join(f"{c['check']}: {c['detail']}" for c in failed)
+    results.hygiene = checks
+    ctx.progress("hygiene: " + ", ".join(f"{c.check} {c.status}" for c in checks))
+    failed = [c for c in checks if c.status is Status.FAILED]
+    if failed and results.status is Status.PASSED:
+        results.status = Status.FAILED
+        results.failure = "hygiene: " + "; ".join(f"{c.check}: {c.detail}" for c in failed)
         forced = [s for s in servers.servers if s.name in outcome.forced]
-        results["log_tail"] = log_tail(forced[0].log_path) if forced else results["log_tail"]
+        results.log_tail = log_tail(forced[0].log_path) if forced else results.log_tail

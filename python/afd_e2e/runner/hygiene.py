@@ -1,6 +1,6 @@
 """Where a case's aftermath is checked: no process left, ports free, GPU memory at its baseline, no files left behind.
 
-Each check is one results record ``{check, status, detail}`` (status ``pass|fail|n/a``). Checks that find
+Each check is one results ``CheckRecord`` (status passed, failed or skipped). Checks that find
 something of the run's own left behind also remove it, so the next case starts clean.
 """
 
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from afd_e2e.gpu.memory import NvmlUnavailable, read_device_memory
+from afd_e2e.results.model import CheckRecord
+from afd_e2e.results.status import Status
 from afd_e2e.runner.markers import MarkedProcess
 from afd_e2e.runner.teardown import TeardownOutcome, signal_tree
 from afd_e2e.system.ports import busy_ports
@@ -28,21 +30,21 @@ SHM_DIR = Path("/dev/shm")
 SHM_PATTERN = "vllm_*"
 
 
-def record(check: str, status: str, detail: str) -> dict[str, str]:
-    return {"check": check, "status": status, "detail": detail}
+def record(check: str, status: Status, detail: str) -> CheckRecord:
+    return CheckRecord(check, status, detail)
 
 
-def check_processes(find: Callable[[], list[MarkedProcess]]) -> dict[str, str]:
+def check_processes(find: Callable[[], list[MarkedProcess]]) -> CheckRecord:
     """Nothing carrying the case's markers may be alive after the teardown; what is, is killed and reported."""
     leftovers = find()
     if not leftovers:
-        return record("processes", "pass", "no process carrying the markers is left")
+        return record("processes", Status.PASSED, "no process carrying the markers is left")
     names = ", ".join(m.describe() for m in leftovers)
     signal_tree(leftovers, signal.SIGKILL)
-    return record("processes", "fail", f"{len(leftovers)} outlived the teardown and were killed: {names}")
+    return record("processes", Status.FAILED, f"{len(leftovers)} outlived the teardown and were killed: {names}")
 
 
-def check_forced_kill(outcome: TeardownOutcome, grace_s: float, *, cancelled: bool = False) -> dict[str, str]:
+def check_forced_kill(outcome: TeardownOutcome, grace_s: float, *, cancelled: bool = False) -> CheckRecord:
     """A SIGKILL escalation fails the case, except during a cancel: vLLM ignores SIGTERM while it loads, and a
     cancelled job has seconds left, so there it is a warning labelled as the cancel's."""
     if outcome.forced:
@@ -50,22 +52,24 @@ def check_forced_kill(outcome: TeardownOutcome, grace_s: float, *, cancelled: bo
         if cancelled:
             return record(
                 "forced_kill",
-                "warn",
+                Status.WARNED,
                 f"cancel escalated to SIGKILL for {names}: still running {grace_s:.0f} s after SIGTERM "
                 "(vLLM ignores SIGTERM while loading)",
             )
-        return record("forced_kill", "fail", f"SIGKILL needed for {names}: still running {grace_s:.0f} s after SIGTERM")
-    return record("forced_kill", "pass", f"everything stopped on SIGTERM in {outcome.seconds:.2f} s")
+        return record(
+            "forced_kill", Status.FAILED, f"SIGKILL needed for {names}: still running {grace_s:.0f} s after SIGTERM"
+        )
+    return record("forced_kill", Status.PASSED, f"everything stopped on SIGTERM in {outcome.seconds:.2f} s")
 
 
-def check_ports(ports: Collection[int], host: str, *, settle_s: float = PORT_SETTLE_S) -> dict[str, str]:
+def check_ports(ports: Collection[int], host: str, *, settle_s: float = PORT_SETTLE_S) -> CheckRecord:
     deadline = time.monotonic() + settle_s
     while (busy := busy_ports(ports, host)) and time.monotonic() < deadline:
         time.sleep(SETTLE_POLL_S)
     if busy:
         held = ", ".join(f"{port} held by {who}" for port, who in busy.items())
-        return record("ports", "fail", f"still in use: {held}")
-    return record("ports", "pass", f"free: {', '.join(map(str, sorted(ports)))}")
+        return record("ports", Status.FAILED, f"still in use: {held}")
+    return record("ports", Status.PASSED, f"free: {', '.join(map(str, sorted(ports)))}")
 
 
 @dataclass(frozen=True)
@@ -91,15 +95,15 @@ def check_gpu_memory(
     *,
     read: Callable[[Iterable[int]], GpuSnapshot] = read_gpu_memory,
     settle_s: float = GPU_SETTLE_S,
-) -> dict[str, str]:
+) -> CheckRecord:
     """Every device back within GPU_SLACK_MIB of the memory it used before the case (as nvidia-smi counts it)."""
     if baseline.unavailable:
-        return record("gpu_memory", "n/a", baseline.unavailable)
+        return record("gpu_memory", Status.SKIPPED, baseline.unavailable)
     deadline = time.monotonic() + settle_s
     while True:
         now = read(baseline.used_mib)
         if now.unavailable:
-            return record("gpu_memory", "fail", f"could not read GPU memory after the case: {now.unavailable}")
+            return record("gpu_memory", Status.FAILED, f"could not read GPU memory after the case: {now.unavailable}")
         over = {i: used for i, used in now.used_mib.items() if used > baseline.used_mib[i] + GPU_SLACK_MIB}
         if not over or time.monotonic() >= deadline:
             break
@@ -109,9 +113,9 @@ def check_gpu_memory(
             f"device {i}: {used} MiB used, {baseline.used_mib[i]} MiB before (pids {list(now.pids.get(i, ()))})"
             for i, used in over.items()
         )
-        return record("gpu_memory", "fail", detail)
+        return record("gpu_memory", Status.FAILED, detail)
     summary = ", ".join(f"device {i}: {used} MiB" for i, used in now.used_mib.items())
-    return record("gpu_memory", "pass", f"back to baseline: {summary}")
+    return record("gpu_memory", Status.PASSED, f"back to baseline: {summary}")
 
 
 def shm_entries(shm_dir: Path = SHM_DIR) -> set[str]:
@@ -140,7 +144,7 @@ def paths_in_use(paths: Collection[Path]) -> set[Path]:
     return used
 
 
-def remove_leftover_files(scratch: Path, shm_before: Collection[str], *, shm_dir: Path = SHM_DIR) -> dict[str, str]:
+def remove_leftover_files(scratch: Path, shm_before: Collection[str], *, shm_dir: Path = SHM_DIR) -> CheckRecord:
     """Remove the case's scratch folder (temp files, sockets) and the ``vllm_*`` shared-memory entries it created.
 
     An entry that appeared during the case but is still open in a live process belongs to someone else (another
@@ -166,8 +170,8 @@ def remove_leftover_files(scratch: Path, shm_before: Collection[str], *, shm_dir
         except OSError as exc:
             failed.append(f"{path} ({exc.strerror})")
     if failed:
-        return record("leftover_files", "fail", f"could not remove: {', '.join(failed)}")
+        return record("leftover_files", Status.FAILED, f"could not remove: {', '.join(failed)}")
     detail = f"removed {'; '.join(removed)}" if removed else "nothing left behind"
     if held:
         detail += f"; not ours (open in other processes): {', '.join(sorted(map(str, held)))}"
-    return record("leftover_files", "pass", detail)
+    return record("leftover_files", Status.PASSED, detail)

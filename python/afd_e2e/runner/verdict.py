@@ -2,46 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Any
+from afd_e2e.results.model import RunResults, RunVerdict
+from afd_e2e.results.status import Status
 
-FAILING = ("fail", "failed", "crashed")
 
-
-def decide_verdict(data: dict[str, Any], *, cancelled: str | None = None, crashed: str | None = None) -> dict[str, Any]:
-    """``{status, reasons}``: passed only when every case passed and no comparison measure failed."""
+def decide_verdict(results: RunResults, *, cancelled: str | None = None, crashed: str | None = None) -> RunVerdict:
+    """Passed only when every case passed and no comparison measure failed; the reasons say why in one line each."""
     reasons: list[str] = []
     if cancelled:
         reasons.append(f"run {cancelled}")
     if crashed:
         reasons.append(f"harness crashed: {crashed}")
-    cases = data.get("cases", {})
+    cases = results.cases
     if not cases:
         reasons.append("no case ran")
     for case_id, case in cases.items():
-        line = f"{case_id} ({case.get('label', case.get('kind', ''))}): {case['status']}"
-        reasons.append(line + (f": {case['failure']}" if case.get("failure") else ""))
-        for section in ("smoke", "gsm8k", "performance"):
-            part = case.get(section) or {}
-            if part.get("status") == "skipped":
-                reasons.append(f"{case_id} {section}: skipped ({part.get('failure') or 'not run'})")
+        line = f"{case_id} ({case.label or case.kind}): {case.status}"
+        reasons.append(line + (f": {case.failure}" if case.failure else ""))
+        for section, part in (("smoke", case.smoke), ("gsm8k", case.gsm8k), ("performance", case.performance)):
+            if part is not None and part.status is Status.SKIPPED:
+                reasons.append(f"{case_id} {section}: skipped ({part.failure or 'not run'})")
     failed_measures = False
-    for comparison_id, comparison in data.get("comparisons", {}).items():
-        for measure in ("parity", "performance"):
-            section = comparison.get(measure) or {}
-            status = section.get("status")
-            if not status:
+    for comparison_id, comparison in results.comparisons.items():
+        for measure, section in (("parity", comparison.parity), ("performance", comparison.performance)):
+            if section is None:
                 continue
-            if section.get("control"):
-                reasons.append(f"{comparison_id} {measure}: {status} (forced-routing control, not in the verdict)")
+            if getattr(section, "control", False):
+                reasons.append(
+                    f"{comparison_id} {measure}: {section.status} (forced-routing control, not in the verdict)"
+                )
                 continue
-            reasons.append(f"{comparison_id} {measure}: {status}")
-            failed_measures |= status in FAILING
+            reasons.append(f"{comparison_id} {measure}: {section.status}")
+            failed_measures |= section.status.is_failure
     if cancelled:
-        status = "cancelled"
-    elif crashed or any(case["status"] == "crashed" for case in cases.values()):
-        status = "crashed"
-    elif not cases or failed_measures or any(case["status"] != "passed" for case in cases.values()):
-        status = "failed"
+        status = Status.CANCELLED
+    elif crashed or any(case.status is Status.CRASHED for case in cases.values()):
+        status = Status.CRASHED
+    elif not cases or failed_measures or any(case.status is not Status.PASSED for case in cases.values()):
+        status = Status.FAILED
     else:
-        status = "passed"
-    return {"status": status, "reasons": reasons}
+        status = Status.PASSED
+    return RunVerdict(status, reasons)

@@ -7,16 +7,19 @@ when its result JSON exists, ``failed == 0`` and ``completed == num_prompts``; a
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from afd_e2e.profile import BenchSpec
+from afd_e2e.results.model import CasePerformance, Repetition
+from afd_e2e.results.status import Status
 
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
 METRIC_PERCENTILES = "50,90,99"
@@ -48,36 +51,35 @@ def bench_argv(
     return argv
 
 
-def read_result(path: Path, num_prompts: int) -> dict[str, Any]:
-    """Judge one result JSON: status, failure, counts and the kept metrics (a rep dict without index/path)."""
-    rep: dict[str, Any] = {
-        "status": "failed",
-        "failure": None,
-        "completed": None,
-        "failed": None,
-        "num_prompts": num_prompts,
-        "duration_s": None,
-        "metrics": {},
-    }
+def read_result(path: Path, num_prompts: int) -> Repetition:
+    """Judge one result JSON: status, failure, counts and the kept metrics (index and paths left for the caller)."""
+    rep = Repetition(index=0, status=Status.FAILED, failure=None, path="", log="", num_prompts=num_prompts)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        rep["failure"] = f"no result JSON {path.name}"
+        rep.failure = f"no result JSON {path.name}"
         return rep
     except (OSError, json.JSONDecodeError) as exc:
-        rep["failure"] = f"unreadable result JSON {path.name}: {exc}"
+        rep.failure = f"unreadable result JSON {path.name}: {exc}"
         return rep
     completed, failed = data.get("completed"), data.get("failed")
-    rep.update(completed=completed, failed=failed, duration_s=data.get("duration"))
-    rep["metrics"] = {k: data[k] for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS) if isinstance(data.get(k), (int, float))}
+    duration = data.get("duration")
+    rep.completed = completed if isinstance(completed, int) else None
+    rep.failed = failed if isinstance(failed, int) else None
+    rep.duration_s = duration if isinstance(duration, (int, float)) and math.isfinite(duration) else None
+    rep.metrics = {
+        k: data[k]
+        for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS)
+        if isinstance(data.get(k), (int, float)) and not isinstance(data[k], bool) and math.isfinite(data[k])
+    }
     if not isinstance(completed, int) or not isinstance(failed, int):
-        rep["failure"] = f"result JSON {path.name} lacks completed/failed counts"
+        rep.failure = f"result JSON {path.name} lacks completed/failed counts"
     elif failed > 0:
-        rep["failure"] = f"{failed} of {num_prompts} requests failed"
+        rep.failure = f"{failed} of {num_prompts} requests failed"
     elif completed < num_prompts:
-        rep["failure"] = f"completed {completed} of {num_prompts} prompts"
+        rep.failure = f"completed {completed} of {num_prompts} prompts"
     else:
-        rep["status"] = "passed"
+        rep.status = Status.PASSED
     return rep
 
 
@@ -118,9 +120,9 @@ def run_repetition(
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
-) -> tuple[dict[str, Any], bool]:
-    """Run one ``vllm bench serve`` bounded by ``timeout_s``: a rep dict without index/path, and whether the
-    bench ended by itself (False when it was stopped for a timeout or a cancel)."""
+) -> tuple[Repetition, bool]:
+    """Run one ``vllm bench serve`` bounded by ``timeout_s``: the repetition (index and paths left for the caller),
+    and whether the bench ended by itself (False when it was stopped for a timeout or a cancel)."""
     result_path.unlink(missing_ok=True)  # a stale file must not pass for this run's result
     env = {**os.environ, **CLIENT_ENV}
     started = time.monotonic()
@@ -133,15 +135,15 @@ def run_repetition(
                 _stop(process)
                 reason = "cancelled" if cancelled.is_set() else f"timed out after {timeout_s:g} s"
                 rep = read_result(result_path, num_prompts)
-                rep.update(status="cancelled" if cancelled.is_set() else "failed", failure=reason)
+                rep.status, rep.failure = (Status.CANCELLED if cancelled.is_set() else Status.FAILED), reason
                 return rep, False
             if now >= next_beat:
                 progress(f"{label}: {now - started:.0f} s, {_progress_tail(log_path)}")
                 next_beat = now + heartbeat_s
             time.sleep(min(0.5, heartbeat_s))
     rep = read_result(result_path, num_prompts)
-    if rep["failure"] and process.returncode:
-        rep["failure"] += f" (vllm bench serve exited {process.returncode})"
+    if rep.failure and process.returncode:
+        rep.failure += f" (vllm bench serve exited {process.returncode})"
     return rep, True
 
 
@@ -154,11 +156,11 @@ def run_series(
     tokenizer: str,
     out_dir: Path,
     case_id: str,
-    publish: Callable[[dict[str, Any]], None],
+    publish: Callable[[CasePerformance], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
-) -> dict[str, Any]:
+) -> CasePerformance:
     """Warmups then formal repetitions into ``out_dir/bench/<case>/``; the ``performance`` section of a case.
 
     Each finished repetition is published at once. A timed-out or cancelled repetition ends the series (a hung
@@ -166,9 +168,9 @@ def run_series(
     """
     folder = out_dir / "bench" / case_id
     folder.mkdir(parents=True, exist_ok=True)
-    section: dict[str, Any] = {"status": "running", "failure": None, "warmups": [], "repetitions": []}
-    schedule = [("warmup", i, section["warmups"]) for i in range(1, spec.warmups + 1)]
-    schedule += [("rep", i, section["repetitions"]) for i in range(1, spec.repetitions + 1)]
+    section = CasePerformance(Status.RUNNING)
+    schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]
+    schedule += [("rep", i, section.repetitions) for i in range(1, spec.repetitions + 1)]
     for kind, index, bucket in schedule:
         if cancelled.is_set():
             break
@@ -197,19 +199,19 @@ def run_series(
             heartbeat_s=heartbeat_s,
         )
         rel = f"bench/{case_id}/{stem}"
-        bucket.append({"index": index, **rep, "path": f"{rel}.json", "log": f"{rel}.log"})
-        progress(f"{label}: {rep['status']}" + (f" ({rep['failure']})" if rep["failure"] else ""))
-        if rep["failure"] and section["failure"] is None:
-            section["failure"] = f"{kind} {index}: {rep['failure']}"
+        bucket.append(replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log"))
+        progress(f"{label}: {rep.status}" + (f" ({rep.failure})" if rep.failure else ""))
+        if rep.failure and section.failure is None:
+            section.failure = f"{kind} {index}: {rep.failure}"
         publish(section)
         if not ended_by_itself:
             break
     if cancelled.is_set():
-        section["status"] = "cancelled"
-        section["failure"] = section["failure"] or "cancelled"
-    elif section["failure"]:
-        section["status"] = "failed"
+        section.status = Status.CANCELLED
+        section.failure = section.failure or "cancelled"
+    elif section.failure:
+        section.status = Status.FAILED
     else:
-        section["status"] = "passed"
+        section.status = Status.PASSED
     publish(section)
     return section

@@ -1,8 +1,7 @@
 """What the runner hands a workload phase: the contract between ``afd_e2e.runner`` and ``afd_e2e.workloads``.
 
-``afd_e2e.workloads.phases`` provides ``run_correctness(ctx) -> dict`` and ``run_performance(ctx) -> dict``, each
-returning the phase's outcome ``{"status": "passed"|"failed"|..., "failure": None | "one line"}``, and
-``compare(profile, results_data) -> dict`` (the results ``comparisons`` section).
+``afd_e2e.workloads.phases`` provides ``run_correctness(ctx)`` and ``run_performance(ctx)``, each returning the
+phase's ``PhaseOutcome``, and ``compare(profile, results)`` (the results ``comparisons`` section).
 """
 
 from __future__ import annotations
@@ -14,15 +13,23 @@ from pathlib import Path
 
 from afd_e2e.plan.model import CasePlan
 from afd_e2e.profile import Profile
+from afd_e2e.results.model import CaseResults
+from afd_e2e.results.status import Status
+
+
+@dataclass(frozen=True)
+class PhaseOutcome:
+    """What the runner records of a phase: its worst status and, unless it passed, the first failure."""
+
+    status: Status
+    failure: str | None = None
 
 
 @dataclass
 class PhaseContext:
-    profile: Profile  # afd_e2e.profile.Profile
-    case: CasePlan  # afd_e2e.plan.model.CasePlan
-    case_results: (
-        dict  # results["cases"][case.id]; the phase writes its sections into it (gsm8k, parity_outputs, performance)
-    )
+    profile: Profile
+    case: CasePlan
+    case_results: CaseResults  # the phase writes its sections into it (gsm8k, parity_outputs, performance)
     out_dir: Path  # the run's results folder
     progress: Callable[[str], None]  # prints a progress line (the runner's steady progress printer)
     cancelled: threading.Event  # set on SIGTERM/SIGINT; long phases must stop promptly when set

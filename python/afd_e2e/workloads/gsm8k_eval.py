@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.profile import Gsm8kSpec
+from afd_e2e.results.model import Gsm8kQuestion, Gsm8kResult
+from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import Completion, CompletionError, complete
 from afd_e2e.workloads.gsm8k import REQUEST_SEED, Question, grade
 
@@ -50,38 +52,39 @@ def question_record(question: Question, completion: Completion | None, error: st
 
 
 def summarise(
-    spec: Gsm8kSpec, records: list[dict[str, Any]], records_rel: str, status: str, failure: str | None
-) -> dict[str, Any]:
+    spec: Gsm8kSpec, records: list[dict[str, Any]], records_rel: str, status: Status, failure: str | None
+) -> Gsm8kResult:
     """The ``gsm8k`` section of a case in results.json."""
-    return {
-        "status": status,
-        "correct": sum(r["correct"] for r in records),
-        "total": spec.questions,
-        "min_correct": spec.min_correct,
-        "accuracy_meaningful": spec.accuracy_meaningful,
-        "flexible_correct": sum(r["flexible_correct"] for r in records),
-        "records": records_rel,
-        "failure": failure,
-        "questions": [
-            {k: r[k] for k in ("index", "prompt_sha256", "extracted", "flexible", "gold", "correct")} for r in records
+    return Gsm8kResult(
+        status=status,
+        correct=sum(r["correct"] for r in records),
+        total=spec.questions,
+        min_correct=spec.min_correct,
+        accuracy_meaningful=spec.accuracy_meaningful,
+        flexible_correct=sum(r["flexible_correct"] for r in records),
+        records=records_rel,
+        failure=failure,
+        questions=[
+            Gsm8kQuestion(**{k: r[k] for k in ("index", "prompt_sha256", "extracted", "flexible", "gold", "correct")})
+            for r in records
         ],
-    }
+    )
 
 
-def final_status(spec: Gsm8kSpec, records: list[dict[str, Any]], cancelled: bool) -> tuple[str, str | None]:
+def final_status(spec: Gsm8kSpec, records: list[dict[str, Any]], cancelled: bool) -> tuple[Status, str | None]:
     errors = [r for r in records if r["error"]]
     correct = sum(r["correct"] for r in records)
     if cancelled:
-        return "cancelled", f"cancelled after {len(records)} of {spec.questions} questions"
+        return Status.CANCELLED, f"cancelled after {len(records)} of {spec.questions} questions"
     if errors:
         first = errors[0]
         return (
-            "failed",
+            Status.FAILED,
             f"{len(errors)} of {spec.questions} requests failed; question {first['index']}: {first['error']}",
         )
     if correct < spec.min_correct:
-        return "failed", f"strict match {correct}/{spec.questions}, needs {spec.min_correct}"
-    return "passed", None
+        return Status.FAILED, f"strict match {correct}/{spec.questions}, needs {spec.min_correct}"
+    return Status.PASSED, None
 
 
 def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
@@ -99,11 +102,11 @@ def evaluate(
     stop: list[str],
     records_path: Path,
     records_rel: str,
-    publish: Callable[[dict[str, Any]], None],
+    publish: Callable[[Gsm8kResult], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
-) -> dict[str, Any]:
+) -> Gsm8kResult:
     """Ask every question with ``spec.concurrency`` requests in flight; publish the section after each answer."""
     records_path.parent.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
@@ -129,7 +132,7 @@ def evaluate(
             if answered:
                 records = sorted(records + answered, key=lambda r: r["index"])
                 _write_records(records_path, records)
-                publish(summarise(spec, records, records_rel, "running", None))
+                publish(summarise(spec, records, records_rel, Status.RUNNING, None))
             correct = sum(r["correct"] for r in records)
             progress(f"gsm8k: {len(records)}/{len(questions)} answered, {correct} strict-correct, {len(pending)} left")
     finally:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from afd_e2e.profile import ParitySpec
+from afd_e2e.results.model import ParityComparison, ParityOutput, ParityPrompt
+from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import CompletionError, complete
 
 
@@ -19,22 +20,21 @@ def collect_outputs(
     *,
     base_url: str,
     model: str,
-    publish: Callable[[list[dict[str, Any]]], None],
+    publish: Callable[[list[ParityOutput]], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
-) -> list[dict[str, Any]]:
+) -> list[ParityOutput]:
     """``parity_outputs`` of a case: one entry per prompt, in profile order, published as each arrives."""
-    outputs: list[dict[str, Any]] = []
+    outputs: list[ParityOutput] = []
     for number, prompt in enumerate(spec.prompts, 1):
         if cancelled.is_set():
             break
-        entry: dict[str, Any] = {"prompt": prompt, "text": None, "token_ids": None, "error": None}
         try:
             answer = complete(base_url, model, prompt, max_tokens=spec.max_tokens, return_token_ids=True)
         except CompletionError as exc:
-            entry["error"] = str(exc)
+            entry = ParityOutput(prompt, error=str(exc))
         else:
-            entry.update(text=answer.text, token_ids=list(answer.token_ids or ()))
+            entry = ParityOutput(prompt, text=answer.text, token_ids=list(answer.token_ids or ()))
         outputs.append(entry)
         publish(outputs)
         progress(f"parity: {number}/{len(spec.prompts)} prompts")
@@ -51,48 +51,46 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 def compare_outputs(
     spec: ParitySpec,
     baseline_id: str,
-    baseline: list[dict[str, Any]] | None,
+    baseline: list[ParityOutput] | None,
     candidate_id: str,
-    candidate: list[dict[str, Any]] | None,
-) -> dict[str, Any]:
+    candidate: list[ParityOutput] | None,
+) -> ParityComparison:
     """The ``parity`` block of a comparison: share of prompts with identical token ids, first differing position."""
-    result: dict[str, Any] = {
-        "status": "skipped",
-        "failure": None,
-        "identical": 0,
-        "total": len(spec.prompts),
-        "share": None,
-        "min_share": spec.min_identical_share,
-        "prompts": [],
-    }
+    result = ParityComparison(
+        status=Status.SKIPPED,
+        failure=None,
+        identical=0,
+        total=len(spec.prompts),
+        share=None,
+        min_share=spec.min_identical_share,
+    )
     if not spec.prompts:
-        result["failure"] = "the profile lists no parity prompts"
+        result.failure = "the profile lists no parity prompts"
         return result
     for case_id, outputs in ((baseline_id, baseline), (candidate_id, candidate)):
         if not outputs:
-            result["failure"] = f"case {case_id} recorded no parity outputs"
+            result.failure = f"case {case_id} recorded no parity outputs"
             return result
-    by_prompt = [{o["prompt"]: o for o in outputs} for outputs in (baseline, candidate)]
+    by_prompt = [{o.prompt: o for o in outputs or ()} for outputs in (baseline, candidate)]
     errors = []
     for prompt in spec.prompts:
         sides = [side.get(prompt) for side in by_prompt]
         for case_id, side in zip((baseline_id, candidate_id), sides, strict=True):
-            if side is None or side["error"]:
-                errors.append(f"{case_id}: {side['error'] if side else 'prompt not run'}")
-        if any(side is None or side["token_ids"] is None for side in sides):
-            result["prompts"].append({"prompt": prompt, "identical": False, "first_diff_token": None})
+            if side is None or side.error:
+                errors.append(f"{case_id}: {side.error if side else 'prompt not run'}")
+        base, cand = sides
+        if base is None or cand is None or base.token_ids is None or cand.token_ids is None:
+            result.prompts.append(ParityPrompt(prompt, identical=False))
             continue
-        diff = first_difference(sides[0]["token_ids"], sides[1]["token_ids"])
-        result["prompts"].append({"prompt": prompt, "identical": diff is None, "first_diff_token": diff})
-    identical = sum(p["identical"] for p in result["prompts"])
-    share = identical / len(spec.prompts)
-    result.update(identical=identical, share=share)
+        diff = first_difference(base.token_ids, cand.token_ids)
+        result.prompts.append(ParityPrompt(prompt, identical=diff is None, first_diff_token=diff))
+    result.identical = sum(p.identical for p in result.prompts)
+    result.share = result.identical / len(spec.prompts)
     if errors:
-        result.update(status="failed", failure=f"{len(errors)} parity requests failed; {errors[0]}")
-    elif share < spec.min_identical_share:
-        result.update(
-            status="failed", failure=f"{identical}/{len(spec.prompts)} identical, needs {spec.min_identical_share:.0%}"
-        )
+        result.status, result.failure = Status.FAILED, f"{len(errors)} parity requests failed; {errors[0]}"
+    elif result.share < spec.min_identical_share:
+        result.status = Status.FAILED
+        result.failure = f"{result.identical}/{len(spec.prompts)} identical, needs {spec.min_identical_share:.0%}"
     else:
-        result["status"] = "passed"
+        result.status = Status.PASSED
     return result

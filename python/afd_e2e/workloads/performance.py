@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from afd_e2e.results.model import CasePerformance, MetricComparison, PerformanceComparison, SideStats
+from afd_e2e.results.status import Status
 from afd_e2e.workloads import stats
 
 
@@ -30,41 +31,36 @@ METRICS = (
 )
 
 
-def _passed_values(section: dict[str, Any], key: str) -> list[float]:
-    return [
-        rep["metrics"][key] for rep in section["repetitions"] if rep["status"] == "passed" and key in rep["metrics"]
-    ]
+def _passed_values(section: CasePerformance, key: str) -> list[float]:
+    return [rep.metrics[key] for rep in section.repetitions if rep.status is Status.PASSED and key in rep.metrics]
 
 
-def _side_problem(case_id: str, section: dict[str, Any] | None) -> str | None:
+def _side_problem(case_id: str, section: CasePerformance | None) -> str | None:
     if not section:
         return f"case {case_id} recorded no performance"
-    if section["status"] != "passed":
-        passed = sum(rep["status"] == "passed" for rep in section["repetitions"])
-        return f"case {case_id}: {passed} repetitions passed, {section['failure']}"
+    if section.status is not Status.PASSED:
+        passed = sum(rep.status is Status.PASSED for rep in section.repetitions)
+        return f"case {case_id}: {passed} repetitions passed, {section.failure}"
     return None
 
 
 def compare_performance(
     baseline_id: str,
-    baseline: dict[str, Any] | None,
+    baseline: CasePerformance | None,
     candidate_id: str,
-    candidate: dict[str, Any] | None,
+    candidate: CasePerformance | None,
     *,
     threshold_pct: float,
     control: bool,
-) -> dict[str, Any]:
+) -> PerformanceComparison:
     """The ``performance`` block of a comparison. Metrics use passed repetitions only; a side with failed
     repetitions fails the comparison (its figures are still shown); a side without any is ``skipped``."""
     problems = [p for p in (_side_problem(baseline_id, baseline), _side_problem(candidate_id, candidate)) if p]
-    result: dict[str, Any] = {
-        "status": "failed" if problems else "passed",
-        "failure": "; ".join(problems) or None,
-        "control": control,
-        "metrics": [],
-    }
+    result = PerformanceComparison(
+        status=Status.FAILED if problems else Status.PASSED, failure="; ".join(problems) or None, control=control
+    )
     if not baseline or not candidate:
-        result["status"] = "skipped"
+        result.status = Status.SKIPPED
         return result
     for metric in METRICS:
         base, cand = _passed_values(baseline, metric.key), _passed_values(candidate, metric.key)
@@ -74,17 +70,17 @@ def compare_performance(
         delta_pct = (cand_mean - base_mean) / base_mean * 100.0
         interval = stats.welch_interval(base, cand)
         ci_pct = None if interval is None else [bound / base_mean * 100.0 for bound in interval]
-        result["metrics"].append(
-            {
-                "key": metric.key,
-                "name": metric.name,
-                "unit": metric.unit,
-                "higher_is_better": metric.higher_is_better,
-                "baseline": {"mean": base_mean, "std": stats.sample_std(base), "values": base},
-                "candidate": {"mean": cand_mean, "std": stats.sample_std(cand), "values": cand},
-                "delta_pct": delta_pct,
-                "ci95_pct": ci_pct,
-                "verdict": stats.verdict(delta_pct, ci_pct, threshold_pct, metric.higher_is_better),
-            }
+        result.metrics.append(
+            MetricComparison(
+                key=metric.key,
+                name=metric.name,
+                unit=metric.unit,
+                higher_is_better=metric.higher_is_better,
+                baseline=SideStats(base_mean, stats.sample_std(base), base),
+                candidate=SideStats(cand_mean, stats.sample_std(cand), cand),
+                delta_pct=delta_pct,
+                ci95_pct=ci_pct,
+                verdict=stats.verdict(delta_pct, ci_pct, threshold_pct, metric.higher_is_better),
+            )
         )
     return result

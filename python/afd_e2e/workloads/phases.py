@@ -1,10 +1,10 @@
 """The workload phases the runner calls on a ready case, and the comparison of finished cases.
 
 ``ctx`` is a ``afd_e2e.workloads.context.PhaseContext``: profile, case (CasePlan), case_results (this case's
-dict in results.json), out_dir, progress (one-line callback), cancelled (threading.Event), flush (persist
-results.json), and gsm8k_dir (the runner's default staged GSM8K folder, or None). Every phase writes its
-sections into ``case_results`` and flushes as results arrive, so a cancel or crash keeps what was measured, and
-returns the runner's phase outcome ``{status, failure}``.
+``CaseResults``), out_dir, progress (one-line callback), cancelled (threading.Event), flush (persist results.json),
+and gsm8k_dir (the runner's default staged GSM8K folder, or None). Every phase writes its sections into
+``case_results`` and flushes as results arrive, so a cancel or crash keeps what was measured, and returns the
+runner's ``PhaseOutcome``.
 """
 
 from __future__ import annotations
@@ -14,16 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.profile import Profile
+from afd_e2e.results.model import CasePerformance, Comparison, RunResults
+from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance
 from afd_e2e.workloads.completions import CompletionError, served_model_root
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
 PROGRESS_EVERY_S = 10.0
 
 
-def _publisher(ctx: Any, key: str) -> Callable[[Any], None]:
+def _publisher(ctx: PhaseContext, key: str) -> Callable[[Any], None]:
     def publish(section: Any) -> None:
-        ctx.case_results[key] = section
+        setattr(ctx.case_results, key, section)
         ctx.flush()
 
     return publish
@@ -39,16 +42,16 @@ def check_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
         resolve_executable(profile.engine.executable)
 
 
-def _outcome(sections: list[dict[str, Any]]) -> dict[str, Any]:
+def _outcome(sections: list[PhaseOutcome]) -> PhaseOutcome:
     """The phase outcome the runner records: the worst status of its sections, with the first failure."""
-    for status in ("cancelled", "failed"):
-        failures = [s["failure"] for s in sections if s["status"] == status]
+    for status in (Status.CANCELLED, Status.FAILED):
+        failures = [s.failure or str(status) for s in sections if s.status is status]
         if failures:
-            return {"status": status, "failure": "; ".join(failures)}
-    return {"status": "passed", "failure": None}
+            return PhaseOutcome(status, "; ".join(failures))
+    return PhaseOutcome(Status.PASSED)
 
 
-def run_correctness(ctx: Any) -> dict[str, Any]:
+def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
     """GSM8K strict match (when the profile has it) and greedy parity outputs (when it has prompts)."""
     profile: Profile = ctx.profile
     case = ctx.case
@@ -63,7 +66,7 @@ def run_correctness(ctx: Any) -> dict[str, Any]:
         try:
             root = served_model_root(case.base_url, case.served_model_name)
         except CompletionError as exc:
-            section = gsm8k_eval.summarise(spec, [], records_rel, "failed", str(exc))
+            section = gsm8k_eval.summarise(spec, [], records_rel, Status.FAILED, str(exc))
             publish(section)
         else:
             ctx.progress(f"GSM8K: {spec.questions} questions, {spec.shots}-shot, staged in {folder}")
@@ -80,7 +83,7 @@ def run_correctness(ctx: Any) -> dict[str, Any]:
                 cancelled=ctx.cancelled,
                 heartbeat_s=PROGRESS_EVERY_S,
             )
-        sections.append({**section, "failure": f"gsm8k: {section['failure']}" if section["failure"] else None})
+        sections.append(PhaseOutcome(section.status, f"gsm8k: {section.failure}" if section.failure else None))
     if profile.parity is not None and not ctx.cancelled.is_set():
         outputs = parity.collect_outputs(
             profile.parity,
@@ -90,15 +93,15 @@ def run_correctness(ctx: Any) -> dict[str, Any]:
             progress=ctx.progress,
             cancelled=ctx.cancelled,
         )
-        errors = [o["error"] for o in outputs if o["error"]]
+        errors = [o.error for o in outputs if o.error]
         if errors:
-            sections.append({"status": "failed", "failure": f"parity: {len(errors)} requests failed; {errors[0]}"})
-    if ctx.cancelled.is_set() and not any(s["status"] == "cancelled" for s in sections):
-        sections.append({"status": "cancelled", "failure": "cancelled"})
+            sections.append(PhaseOutcome(Status.FAILED, f"parity: {len(errors)} requests failed; {errors[0]}"))
+    if ctx.cancelled.is_set() and not any(s.status is Status.CANCELLED for s in sections):
+        sections.append(PhaseOutcome(Status.CANCELLED, "cancelled"))
     return _outcome(sections)
 
 
-def run_performance(ctx: Any) -> dict[str, Any]:
+def run_performance(ctx: PhaseContext) -> PhaseOutcome:
     """One warmup and N formal ``vllm bench serve`` repetitions, tokenizer = the checkpoint the server loaded."""
     spec = ctx.profile.bench
     case = ctx.case
@@ -107,7 +110,7 @@ def run_performance(ctx: Any) -> dict[str, Any]:
     try:
         tokenizer = served_model_root(case.base_url, case.served_model_name)
     except CompletionError as exc:
-        section = {"status": "failed", "failure": str(exc), "warmups": [], "repetitions": []}
+        section = CasePerformance(Status.FAILED, str(exc))
         publish(section)
     else:
         section = bench.run_series(
@@ -123,35 +126,32 @@ def run_performance(ctx: Any) -> dict[str, Any]:
             cancelled=ctx.cancelled,
             heartbeat_s=PROGRESS_EVERY_S,
         )
-    return _outcome([section])
+    return _outcome([PhaseOutcome(section.status, section.failure)])
 
 
-def compare(profile: Profile, results_data: dict[str, Any]) -> dict[str, Any]:
+def compare(profile: Profile, results: RunResults) -> dict[str, Comparison]:
     """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results."""
-    plan, cases = results_data["plan"], results_data["cases"]
-    labels = {c["id"]: c["label"] for c in plan["cases"]}
-    comparisons: dict[str, Any] = {}
-    for cmp in plan["comparisons"]:
-        base_id, cand_id = cmp["baseline"], cmp["candidate"]
-        base, cand = cases.get(base_id, {}), cases.get(cand_id, {})
-        entry: dict[str, Any] = {
-            "baseline": base_id,
-            "candidate": cand_id,
-            "baseline_label": labels[base_id],
-            "candidate_label": labels[cand_id],
-        }
-        if "parity" in cmp["measures"]:
-            entry["parity"] = parity.compare_outputs(
-                profile.parity, base_id, base.get("parity_outputs"), cand_id, cand.get("parity_outputs")
+    labels = {c.id: c.label for c in results.plan.cases}
+    comparisons: dict[str, Comparison] = {}
+    for cmp in results.plan.comparisons:
+        base, cand = results.case(cmp.baseline), results.case(cmp.candidate)
+        entry = Comparison(cmp.baseline, cmp.candidate, labels[cmp.baseline], labels[cmp.candidate])
+        if "parity" in cmp.measures and profile.parity is not None:
+            entry.parity = parity.compare_outputs(
+                profile.parity,
+                cmp.baseline,
+                base.parity_outputs if base else None,
+                cmp.candidate,
+                cand.parity_outputs if cand else None,
             )
-        if "performance" in cmp["measures"]:
-            entry["performance"] = performance.compare_performance(
-                base_id,
-                base.get("performance"),
-                cand_id,
-                cand.get("performance"),
+        if "performance" in cmp.measures and profile.bench is not None:
+            entry.performance = performance.compare_performance(
+                cmp.baseline,
+                base.performance if base else None,
+                cmp.candidate,
+                cand.performance if cand else None,
                 threshold_pct=profile.bench.parity_threshold_pct,
-                control=cmp["control"],
+                control=cmp.control,
             )
-        comparisons[cmp["id"]] = entry
+        comparisons[cmp.id] = entry
     return comparisons

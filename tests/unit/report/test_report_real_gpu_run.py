@@ -20,7 +20,7 @@ def test_real_gpu_results_show_a_clean_native_vs_afd_run() -> None:
     assert [p["name"] for p in results["cases"]["afd-1a1f"]["processes"]] == ["ffn", "attention"]
     for case in results["cases"].values():
         assert {h["check"]: h["status"] for h in case["hygiene"]} == dict.fromkeys(
-            ("processes", "forced_kill", "ports", "gpu_memory", "leftover_files"), "pass"
+            ("processes", "forced_kill", "ports", "gpu_memory", "leftover_files"), "passed"
         )
     assert results["comparisons"]["correctness"]["parity"]["share"] == 1.0
 

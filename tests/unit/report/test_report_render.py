@@ -36,7 +36,12 @@ def test_partial_results_render_and_say_so(run_status: str, seed_results: dict, 
     seed_results.update(status=run_status, finished_at=None, comparisons={})
     seed_results["verdict"] = {"status": "running", "reasons": []}
     seed_results["cases"] = {
-        "baseline-eager": {"id": "baseline-eager", "status": "running", "smoke": {"status": "running"}}
+        "baseline-eager": {
+            "id": "baseline-eager",
+            "label": "native DP4/TP1/EP4",
+            "kind": "native",
+            "smoke": {"status": "running", "prompt": "The capital of France is"},
+        }
     }
     seed_results["environment"], seed_results["preflight"] = {}, None
     paths = render_all(results_dir(seed_results))

@@ -8,9 +8,12 @@ from pathlib import Path
 from stand_ins import SLEEPER, stand_in_case, stand_in_plan
 
 from afd_e2e.profile import load_profile
+from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.run import execute_run
 
 if __name__ == "__main__":
     out, port = Path(sys.argv[1]), int(sys.argv[2])
-    data = execute_run(load_profile("tiny-cpu"), stand_in_plan(stand_in_case("c", SLEEPER, port=port)), out)
+    data = results_to_json(
+        execute_run(load_profile("tiny-cpu"), stand_in_plan(stand_in_case("c", SLEEPER, port=port)), out)
+    )
     sys.exit(0 if data["status"] == "passed" else 1)

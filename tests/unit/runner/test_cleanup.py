@@ -11,9 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from stand_ins import SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
+from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
 
 from afd_e2e.cli import main
+from afd_e2e.results.model import CheckRecord
+from afd_e2e.results.status import Status
 from afd_e2e.runner.cleanup import clean_up
 from afd_e2e.runner.hygiene import GpuSnapshot
 from afd_e2e.runner.layout import RunLayout
@@ -22,13 +24,11 @@ from afd_e2e.runner.record import RunRecord
 
 
 def statuses(checks):
-    return {c["check"]: c["status"] for c in checks}
+    return {c.check: c.status for c in checks}
 
 
 def test_nothing_recorded_is_nothing_to_clean(tmp_path):
-    assert clean_up(tmp_path) == [
-        {"check": "run", "status": "pass", "detail": f"no run record in {tmp_path}: nothing to clean"}
-    ]
+    assert clean_up(tmp_path) == [CheckRecord("run", Status.PASSED, f"no run record in {tmp_path}: nothing to clean")]
 
 
 def test_leftovers_of_a_killed_run_are_ended_and_the_machine_verified(tmp_path, run_id, spawn):
@@ -46,18 +46,18 @@ def test_leftovers_of_a_killed_run_are_ended_and_the_machine_verified(tmp_path, 
     checks = clean_up(tmp_path)
 
     assert statuses(checks) == {
-        "runner": "pass",
-        "leftovers": "warn",
-        "processes": "pass",
-        "ports": "pass",
-        "gpu_memory": "n/a",
-        "leftover_files": "pass",
+        "runner": "passed",
+        "leftovers": "warned",
+        "processes": "passed",
+        "ports": "passed",
+        "gpu_memory": "skipped",
+        "leftover_files": "passed",
     }
-    assert f"pid {leftover.pid}" in checks[1]["detail"]
+    assert f"pid {leftover.pid}" in checks[1].detail
     assert leftover.popen.wait(timeout=1) == -signal.SIGTERM
     assert not layout.scratch_root.exists()
     again = statuses(clean_up(tmp_path))
-    assert "leftovers" not in again and again["processes"] == "pass"
+    assert "leftovers" not in again and again["processes"] == "passed"
 
 
 def test_a_port_still_held_fails_the_cleanup(tmp_path, run_id):
@@ -74,7 +74,7 @@ def test_a_port_still_held_fails_the_cleanup(tmp_path, run_id):
         holder.listen()
         checks = clean_up(tmp_path)
 
-    assert statuses(checks)["ports"] == "fail"
+    assert statuses(checks)["ports"] == Status.FAILED
 
 
 def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
@@ -96,13 +96,33 @@ def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
 
     checks = clean_up(tmp_path)
 
-    assert statuses(checks)["runner"] == "warn"
+    assert statuses(checks)["runner"] == Status.WARNED
     runner.wait(timeout=1)  # cleanup reaped it already (same parent here), so its exit code is lost
     assert json.loads((tmp_path / "results.json").read_text())["status"] == "cancelled"
     assert find_marked(run_id) == []
-    assert statuses(checks)["processes"] == "pass"
+    assert statuses(checks)["processes"] == Status.PASSED
 
 
 def test_the_cleanup_command_reports_each_check_and_exits_zero_when_clean(tmp_path, capsys):
     assert main(["cleanup", "--out", str(tmp_path)]) == 0
-    assert capsys.readouterr().out == f"cleanup run: pass - no run record in {tmp_path}: nothing to clean\n"
+    assert capsys.readouterr().out == f"cleanup run: passed - no run record in {tmp_path}: nothing to clean\n"
+
+
+def test_within_a_budget_a_server_ignoring_sigterm_is_killed_before_the_deadline(tmp_path, run_id, spawn):
+    """A cancelled job's grace period: the waits shrink so the SIGKILL and the checks fit the seconds left."""
+    port = UNIT_PORT_BASE + 43
+    layout = RunLayout.for_run(tmp_path, run_id)
+    record = RunRecord.start(
+        layout, run_id, stand_in_plan(stand_in_case("c", SLEEPER, port=port)), GpuSnapshot(unavailable="no NVML"), set()
+    )
+    stubborn = spawn(IGNORES_SIGTERM, case_id="c")
+    record.add_process("c", "server", stubborn.pid)
+    wait_for_log(stubborn.log_path, "ignoring SIGTERM")
+
+    started = time.monotonic()
+    checks = clean_up(tmp_path, within_s=2.0)
+
+    assert time.monotonic() - started < 2.0
+    assert statuses(checks)["processes"] == "passed"
+    assert "some needed SIGKILL" in checks[1].detail
+    assert stubborn.popen.wait(timeout=1) == -signal.SIGKILL

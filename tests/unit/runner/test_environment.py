@@ -7,6 +7,7 @@ from pathlib import Path
 
 from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.replay import recorded_machine
+from afd_e2e.results.model import Environment
 from afd_e2e.runner.run import gpu_environment
 
 CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "h200x2-captured" / "pynvml.json"
@@ -14,13 +15,13 @@ CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "h200x2-cap
 
 def test_gpu_environment_from_a_captured_h200_pair():
     env = gpu_environment((0, 1), recorded_machine(CAPTURE))
-    assert env["driver"] == json.loads(CAPTURE.read_text())["driver"] and env["cuda"] == "13.0"
-    assert [(g["index"], g["name"]) for g in env["gpus"]] == [(0, "NVIDIA H200"), (1, "NVIDIA H200")]
-    assert env["topology"] == "0-1 NV18"
+    assert env.driver == json.loads(CAPTURE.read_text())["driver"] and env.cuda == "13.0"
+    assert [(g.index, g.name) for g in env.gpus] == [(0, "NVIDIA H200"), (1, "NVIDIA H200")]
+    assert env.topology == "0-1 NV18"
 
 
 def test_gpu_environment_says_why_without_nvml():
     def no_nvml():
         raise NvmlUnavailable("NVML cannot initialise: no driver")
 
-    assert gpu_environment((0, 1), no_nvml) == {"topology": "not probed: NVML cannot initialise: no driver"}
+    assert gpu_environment((0, 1), no_nvml) == Environment(topology="not probed: NVML cannot initialise: no driver")

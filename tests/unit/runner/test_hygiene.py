@@ -8,6 +8,8 @@ from functools import partial
 
 from stand_ins import SLEEPER, UNIT_PORT_BASE, wait_for_log
 
+from afd_e2e.results.model import CheckRecord
+from afd_e2e.results.status import Status
 from afd_e2e.runner.hygiene import (
     GpuSnapshot,
     check_forced_kill,
@@ -28,10 +30,10 @@ def test_a_leftover_process_fails_the_check_and_is_killed(run_id, spawn):
 
     result = check_processes(partial(find_marked, run_id))
 
-    assert result["status"] == "fail"
-    assert f"pid {leftover.pid}" in result["detail"]
+    assert result.status is Status.FAILED
+    assert f"pid {leftover.pid}" in result.detail
     leftover.popen.wait(timeout=5)
-    assert check_processes(partial(find_marked, run_id))["status"] == "pass"
+    assert check_processes(partial(find_marked, run_id)).status is Status.PASSED
 
 
 def test_a_busy_port_fails_naming_its_holder_and_a_free_one_passes():
@@ -42,16 +44,16 @@ def test_a_busy_port_fails_naming_its_holder_and_a_free_one_passes():
         busy = check_ports([port], "127.0.0.1", settle_s=0.2)
     free = check_ports([port], "127.0.0.1", settle_s=0.2)
 
-    assert busy["status"] == "fail"
-    assert f"{port} held by pid {os.getpid()}" in busy["detail"]
-    assert free == {"check": "ports", "status": "pass", "detail": f"free: {port}"}
+    assert busy.status is Status.FAILED
+    assert f"{port} held by pid {os.getpid()}" in busy.detail
+    assert free == CheckRecord("ports", Status.PASSED, f"free: {port}")
 
 
 def test_gpu_memory_is_not_applicable_without_nvml_or_gpus():
     snapshot = read_gpu_memory(())
 
     assert snapshot.unavailable
-    assert check_gpu_memory(snapshot) == {"check": "gpu_memory", "status": "n/a", "detail": snapshot.unavailable}
+    assert check_gpu_memory(snapshot) == CheckRecord("gpu_memory", Status.SKIPPED, snapshot.unavailable)
 
 
 def test_gpu_memory_must_return_to_its_baseline():
@@ -62,31 +64,25 @@ def test_gpu_memory_must_return_to_its_baseline():
     failed = check_gpu_memory(baseline, read=lambda _devices: leaked, settle_s=0.1)
     passed = check_gpu_memory(baseline, read=lambda _devices: settled, settle_s=0.1)
 
-    assert failed["status"] == "fail"
-    assert failed["detail"] == "device 1: 8194 MiB used, 2 MiB before (pids [4242])"
-    assert passed == {
-        "check": "gpu_memory",
-        "status": "pass",
-        "detail": "back to baseline: device 0: 3 MiB, device 1: 2 MiB",
-    }
+    assert failed.status is Status.FAILED
+    assert failed.detail == "device 1: 8194 MiB used, 2 MiB before (pids [4242])"
+    assert passed == CheckRecord("gpu_memory", Status.PASSED, "back to baseline: device 0: 3 MiB, device 1: 2 MiB")
 
 
 def test_gpu_memory_that_settles_within_the_window_passes():
     readings = iter([GpuSnapshot({0: 900}), GpuSnapshot({0: 400}), GpuSnapshot({0: 0})])
 
-    assert check_gpu_memory(GpuSnapshot({0: 0}), read=lambda _d: next(readings), settle_s=5)["status"] == "pass"
+    assert check_gpu_memory(GpuSnapshot({0: 0}), read=lambda _d: next(readings), settle_s=5).status is Status.PASSED
 
 
 def test_forced_kill_is_a_failure():
     forced = check_forced_kill(TeardownOutcome(10.2, frozenset({"ffn"}), ()), 10.0)
     clean = check_forced_kill(TeardownOutcome(0.41, frozenset(), ()), 10.0)
 
-    assert forced == {
-        "check": "forced_kill",
-        "status": "fail",
-        "detail": "SIGKILL needed for ffn: still running 10 s after SIGTERM",
-    }
-    assert clean["status"] == "pass" and "0.41 s" in clean["detail"]
+    assert forced == CheckRecord(
+        "forced_kill", Status.FAILED, "SIGKILL needed for ffn: still running 10 s after SIGTERM"
+    )
+    assert clean.status is Status.PASSED and "0.41 s" in clean.detail
 
 
 def test_leftover_files_of_the_case_are_removed_and_others_left_alone(tmp_path):
@@ -103,10 +99,10 @@ def test_leftover_files_of_the_case_are_removed_and_others_left_alone(tmp_path):
     with (shm / "vllm_offload_other_run.mmap").open("w") as held_by_another_process:
         result = remove_leftover_files(scratch, before, shm_dir=shm)
 
-        assert result["status"] == "pass"
-        assert f"2 files (1 sockets) in {scratch}" in result["detail"]
-        assert str(shm / "vllm_dist_1234-cpushm") in result["detail"]
-        assert "not ours (open in other processes)" in result["detail"]
+        assert result.status is Status.PASSED
+        assert f"2 files (1 sockets) in {scratch}" in result.detail
+        assert str(shm / "vllm_dist_1234-cpushm") in result.detail
+        assert "not ours (open in other processes)" in result.detail
         assert not scratch.exists()
         assert shm_entries(shm) == {"vllm_before_the_case", "vllm_offload_other_run.mmap"}
         assert not held_by_another_process.closed
@@ -115,4 +111,4 @@ def test_leftover_files_of_the_case_are_removed_and_others_left_alone(tmp_path):
 def test_nothing_left_behind_passes(tmp_path):
     result = remove_leftover_files(tmp_path / "missing", set(), shm_dir=tmp_path)
 
-    assert result == {"check": "leftover_files", "status": "pass", "detail": "nothing left behind"}
+    assert result == CheckRecord("leftover_files", Status.PASSED, "nothing left behind")

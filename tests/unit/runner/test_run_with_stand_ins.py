@@ -11,6 +11,7 @@ import time
 from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan
 
 from afd_e2e.profile import load_profile
+from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
@@ -52,7 +53,7 @@ def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_pa
 
     threading.Thread(target=cancel_once_launched).start()
     started = time.monotonic()
-    data = execute_run(PROFILE, plan, tmp_path, progress=quiet(), flag=flag)
+    data = results_to_json(execute_run(PROFILE, plan, tmp_path, progress=quiet(), flag=flag))
     took = time.monotonic() - started
 
     assert seen_mid_run["status"] == "running"  # results.json was valid while the case was starting
@@ -65,11 +66,11 @@ def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_pa
     assert first["status"] == "cancelled"
     assert first["processes"][0]["exit_code"] == -15
     assert {c["check"]: c["status"] for c in first["hygiene"]} == {
-        "processes": "pass",
-        "forced_kill": "pass",
-        "ports": "pass",
-        "gpu_memory": "n/a",
-        "leftover_files": "pass",
+        "processes": "passed",
+        "forced_kill": "passed",
+        "ports": "passed",
+        "gpu_memory": "skipped",
+        "leftover_files": "passed",
     }
     assert data["cases"]["second"]["status"] == "cancelled"
     assert data["cases"]["second"]["failure"] == "run cancelled before it began"
@@ -79,7 +80,7 @@ def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_pa
 def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
     case = stand_in_case("stubborn", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 32, startup_timeout_s=1.0)
 
-    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+    data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet()))
 
     result = data["cases"]["stubborn"]
     assert result["status"] == "failed"
@@ -90,7 +91,7 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
     assert result["processes"][0]["forced_kill"] is True
     assert result["processes"][0]["exit_code"] == -9
     hygiene = {c["check"]: c for c in result["hygiene"]}
-    assert hygiene["forced_kill"]["status"] == "fail"
+    assert hygiene["forced_kill"]["status"] == "failed"
     assert hygiene["forced_kill"]["detail"] == "SIGKILL needed for server: still running 1 s after SIGTERM"
     assert 1.0 <= result["timings"]["teardown_s"] < 3.0
     assert data["status"] == "failed"
@@ -106,7 +107,7 @@ def test_a_harness_crash_still_tears_down_and_records_it(tmp_path, monkeypatch):
     monkeypatch.setattr(server_module, "wait_until_ready", broken_wait)
     case = stand_in_case("crashy", SLEEPER, port=UNIT_PORT_BASE + 33)
 
-    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+    data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet()))
 
     result = data["cases"]["crashy"]
     assert result["status"] == "crashed"
@@ -119,7 +120,7 @@ def test_a_harness_crash_still_tears_down_and_records_it(tmp_path, monkeypatch):
 def test_the_run_folder_holds_logs_and_record_and_no_scratch_is_left(tmp_path):
     case = stand_in_case("short", "print('hello from the stand-in')", port=UNIT_PORT_BASE + 34)
 
-    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+    data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet()))
 
     result = data["cases"]["short"]
     assert result["failure"].startswith("server exited with code 0 during start-up, ")
@@ -138,7 +139,7 @@ def test_an_executable_that_cannot_start_fails_its_case(tmp_path):
     process = dataclasses.replace(case.processes[0], argv=(str(not_a_program), "serve"))
     case = dataclasses.replace(case, processes=(process,))
 
-    data = execute_run(PROFILE, stand_in_plan(case), tmp_path / "out", progress=quiet())
+    data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path / "out", progress=quiet()))
 
     result = data["cases"]["unstartable"]
     assert result["status"] == "failed"

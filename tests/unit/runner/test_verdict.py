@@ -2,65 +2,85 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from afd_e2e.results.model import (
+    CaseResults,
+    Comparison,
+    Gsm8kResult,
+    ParityComparison,
+    PerformanceComparison,
+    RunVerdict,
+)
+from afd_e2e.results.status import Status
 from afd_e2e.runner.verdict import decide_verdict
+from results_docs import load_fixture, typed
+
+SEED = typed(load_fixture("seed"))
 
 
-def case(status, failure=None, **sections):
-    return {"status": status, "label": "native DP1/TP1", "failure": failure, **sections}
+def run(cases: dict[str, CaseResults], comparisons: dict[str, Comparison] | None = None):
+    return replace(SEED, cases=cases, comparisons=comparisons or {})
+
+
+def case(status: Status, failure: str | None = None, **sections) -> CaseResults:
+    return CaseResults("a", "native DP1/TP1", "native", status, failure, **sections)
+
+
+def parity(status: Status) -> ParityComparison:
+    return ParityComparison(status, None, identical=1, total=1, share=1.0, min_share=1.0)
 
 
 def test_all_cases_passed_and_comparisons_fine_passes():
-    data = {
-        "cases": {"a": case("passed"), "b": case("passed")},
-        "comparisons": {"a-vs-b": {"parity": {"status": "pass"}, "performance": {"status": "parity"}}},
-    }
+    comparison = Comparison("a", "b", "A", "B", parity(Status.PASSED), PerformanceComparison(Status.PASSED))
 
-    verdict = decide_verdict(data)
+    verdict = decide_verdict(run({"a": case(Status.PASSED), "b": case(Status.PASSED)}, {"a-vs-b": comparison}))
 
-    assert verdict["status"] == "passed"
-    assert verdict["reasons"] == [
+    assert verdict.status is Status.PASSED
+    assert verdict.reasons == [
         "a (native DP1/TP1): passed",
         "b (native DP1/TP1): passed",
-        "a-vs-b parity: pass",
-        "a-vs-b performance: parity",
+        "a-vs-b parity: passed",
+        "a-vs-b performance: passed",
     ]
 
 
 def test_a_failed_case_or_measure_fails_with_its_reason():
-    failed_case = decide_verdict({"cases": {"a": case("failed", "smoke: HTTP 500"), "b": case("passed")}})
+    failed_case = decide_verdict(run({"a": case(Status.FAILED, "smoke: HTTP 500"), "b": case(Status.PASSED)}))
     failed_measure = decide_verdict(
-        {"cases": {"a": case("passed")}, "comparisons": {"x": {"parity": {"status": "fail"}}}}
+        run({"a": case(Status.PASSED)}, {"x": Comparison("a", "b", "A", "B", parity(Status.FAILED))})
     )
 
-    assert failed_case["status"] == "failed"
-    assert "a (native DP1/TP1): failed: smoke: HTTP 500" in failed_case["reasons"]
-    assert failed_measure["status"] == "failed"
-    assert "x parity: fail" in failed_measure["reasons"]
+    assert failed_case.status is Status.FAILED
+    assert "a (native DP1/TP1): failed: smoke: HTTP 500" in failed_case.reasons
+    assert failed_measure.status is Status.FAILED
+    assert "x parity: failed" in failed_measure.reasons
 
 
 def test_cancelled_and_crashed_runs_and_empty_runs():
-    assert decide_verdict({"cases": {"a": case("passed")}}, cancelled="cancelled by SIGTERM") == {
-        "status": "cancelled",
-        "reasons": ["run cancelled by SIGTERM", "a (native DP1/TP1): passed"],
-    }
-    assert decide_verdict({"cases": {"a": case("crashed", "harness error: KeyError")}})["status"] == "crashed"
-    assert decide_verdict({"cases": {}}, crashed="OSError: disk full")["status"] == "crashed"
-    assert decide_verdict({"cases": {}}) == {"status": "failed", "reasons": ["no case ran"]}
+    assert decide_verdict(run({"a": case(Status.PASSED)}), cancelled="cancelled by SIGTERM") == RunVerdict(
+        Status.CANCELLED, ["run cancelled by SIGTERM", "a (native DP1/TP1): passed"]
+    )
+    assert decide_verdict(run({"a": case(Status.CRASHED, "harness error: KeyError")})).status is Status.CRASHED
+    assert decide_verdict(run({}), crashed="OSError: disk full").status is Status.CRASHED
+    assert decide_verdict(run({})) == RunVerdict(Status.FAILED, ["no case ran"])
 
 
 def test_skipped_sections_are_named():
-    data = {"cases": {"a": case("passed", gsm8k={"status": "skipped", "failure": "workloads not installed"})}}
+    gsm8k = Gsm8kResult(Status.SKIPPED, 0, 7, 7, True, 0, "gsm8k/a.jsonl", failure="workloads not installed")
 
-    assert "a gsm8k: skipped (workloads not installed)" in decide_verdict(data)["reasons"]
+    assert (
+        "a gsm8k: skipped (workloads not installed)"
+        in decide_verdict(run({"a": case(Status.PASSED, gsm8k=gsm8k)})).reasons
+    )
 
 
 def test_a_forced_routing_control_never_decides_the_verdict():
-    data = {
-        "cases": {"a": case("passed"), "b": case("passed")},
-        "comparisons": {"a-vs-b-afd-balanced": {"performance": {"status": "failed", "control": True}}},
-    }
+    control = Comparison("a", "b", "A", "B", performance=PerformanceComparison(Status.FAILED, control=True))
 
-    verdict = decide_verdict(data)
+    verdict = decide_verdict(
+        run({"a": case(Status.PASSED), "b": case(Status.PASSED)}, {"a-vs-b-afd-balanced": control})
+    )
 
-    assert verdict["status"] == "passed"
-    assert "a-vs-b-afd-balanced performance: failed (forced-routing control, not in the verdict)" in verdict["reasons"]
+    assert verdict.status is Status.PASSED
+    assert "a-vs-b-afd-balanced performance: failed (forced-routing control, not in the verdict)" in verdict.reasons

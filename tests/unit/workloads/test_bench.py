@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
@@ -62,26 +63,24 @@ def test_argv_carries_the_workload():
 
 def test_real_passed_result(tmp_path):
     rep = bench.read_result(_copy("passed.json", tmp_path), 16)
-    assert (rep["status"], rep["failure"], rep["completed"], rep["failed"]) == ("passed", None, 16, 0)
-    metrics = rep["metrics"]
+    assert (rep.status, rep.failure, rep.completed, rep.failed) == ("passed", None, 16, 0)
+    metrics = rep.metrics
     for key in ("request_throughput", "output_throughput", "mean_ttft_ms", "p99_e2el_ms", "median_itl_ms"):
         assert metrics[key] > 0
-    assert rep["duration_s"] == pytest.approx(2.0586, abs=1e-3)
+    assert rep.duration_s == pytest.approx(2.0586, abs=1e-3)
 
 
 def test_real_all_failed_result_fails_despite_exit_code_zero(tmp_path):
     rep = bench.read_result(_copy("all-failed.json", tmp_path), 8)
-    assert (rep["status"], rep["failure"]) == ("failed", "8 of 8 requests failed")
+    assert (rep.status, rep.failure) == ("failed", "8 of 8 requests failed")
 
 
 def test_incomplete_missing_and_broken_results(tmp_path):
-    assert (
-        bench.read_result(_copy("passed.json", tmp_path, completed=12), 16)["failure"] == "completed 12 of 16 prompts"
-    )
-    assert bench.read_result(tmp_path / "absent.json", 16)["failure"] == "no result JSON absent.json"
+    assert bench.read_result(_copy("passed.json", tmp_path, completed=12), 16).failure == "completed 12 of 16 prompts"
+    assert bench.read_result(tmp_path / "absent.json", 16).failure == "no result JSON absent.json"
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
-    assert bench.read_result(tmp_path / "broken.json", 16)["failure"].startswith("unreadable result JSON broken.json")
-    assert "lacks completed/failed" in bench.read_result(_copy("passed.json", tmp_path, failed=None), 16)["failure"]
+    assert bench.read_result(tmp_path / "broken.json", 16).failure.startswith("unreadable result JSON broken.json")
+    assert "lacks completed/failed" in bench.read_result(_copy("passed.json", tmp_path, failed=None), 16).failure
 
 
 def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
@@ -102,19 +101,19 @@ def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
 
 def test_exit_code_is_named_when_no_json_came(tmp_path):
     rep, ended, _ = _run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path)
-    assert ended and rep["failure"] == "no result JSON rep-1.json (vllm bench serve exited 3)"
+    assert ended and rep.failure == "no result JSON rep-1.json (vllm bench serve exited 3)"
 
 
 def test_a_stale_result_file_is_not_taken_for_this_run(tmp_path):
     _copy("passed.json", tmp_path)
     rep, _, _ = _run([sys.executable, "-c", "pass"], tmp_path)
-    assert rep["failure"] == "no result JSON rep-1.json"
+    assert rep.failure == "no result JSON rep-1.json"
 
 
 def test_timeout_stops_the_bench_and_reports_progress(tmp_path):
     script = "import sys, time\nfor i in range(100):\n    print(f'{i}/100', flush=True)\n    time.sleep(0.1)"
     rep, ended, lines = _run([sys.executable, "-c", script], tmp_path, timeout_s=1.0)
-    assert not ended and rep["status"] == "failed" and rep["failure"] == "timed out after 1 s"
+    assert not ended and rep.status == "failed" and rep.failure == "timed out after 1 s"
     assert lines and all(line.startswith("case rep 1/1: ") for line in lines)
     assert any("/100" in line for line in lines)
 
@@ -123,7 +122,7 @@ def test_cancel_stops_the_bench(tmp_path):
     cancelled = threading.Event()
     threading.Timer(0.5, cancelled.set).start()
     rep, ended, _ = _run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, cancelled=cancelled)
-    assert not ended and (rep["status"], rep["failure"]) == ("cancelled", "cancelled")
+    assert not ended and (rep.status, rep.failure) == ("cancelled", "cancelled")
 
 
 def _fake_bench(tmp_path: Path, body: str) -> str:
@@ -144,7 +143,7 @@ def _series(tmp_path, executable, cancelled=None, spec=SPEC):
         tokenizer="/m",
         out_dir=tmp_path,
         case_id="cpu-tp1",
-        publish=lambda s: published.append(json.loads(json.dumps(s))),
+        publish=lambda s: published.append(copy.deepcopy(s)),
         progress=lambda _: None,
         cancelled=cancelled or threading.Event(),
         heartbeat_s=0.2,
@@ -159,22 +158,22 @@ def test_series_writes_warmup_and_repetitions_and_keeps_going_after_a_failure(tm
         f"if not out.endswith('rep-1.json'):\n    open(out, 'w').write({passed!r})"
     )
     section, published = _series(tmp_path, _fake_bench(tmp_path, body))
-    assert [w["status"] for w in section["warmups"]] == ["passed"]
-    assert [(r["index"], r["status"]) for r in section["repetitions"]] == [(1, "failed"), (2, "passed")]
-    assert section["status"] == "failed" and section["failure"] == "rep 1: no result JSON rep-1.json"
-    assert section["repetitions"][1]["path"] == "bench/cpu-tp1/rep-2.json"
+    assert [w.status for w in section.warmups] == ["passed"]
+    assert [(r.index, r.status) for r in section.repetitions] == [(1, "failed"), (2, "passed")]
+    assert section.status == "failed" and section.failure == "rep 1: no result JSON rep-1.json"
+    assert section.repetitions[1].path == "bench/cpu-tp1/rep-2.json"
     assert (tmp_path / "bench/cpu-tp1/warmup-1.json").exists() and (tmp_path / "bench/cpu-tp1/rep-2.log").exists()
     assert len(published) == 4 and published[-1] == section
 
 
 def test_series_stops_after_a_timeout(tmp_path):
     section, _ = _series(tmp_path, _fake_bench(tmp_path, "time.sleep(30)"), spec=replace(SPEC, timeout_s=1.0))
-    assert section["status"] == "failed" and section["failure"] == "warmup 1: timed out after 1 s"
-    assert section["repetitions"] == []
+    assert section.status == "failed" and section.failure == "warmup 1: timed out after 1 s"
+    assert section.repetitions == []
 
 
 def test_series_cancelled_before_start_records_nothing(tmp_path):
     cancelled = threading.Event()
     cancelled.set()
     section, _ = _series(tmp_path, _fake_bench(tmp_path, "pass"), cancelled)
-    assert (section["status"], section["warmups"], section["repetitions"]) == ("cancelled", [], [])
+    assert (section.status, section.warmups, section.repetitions) == ("cancelled", [], [])

@@ -8,6 +8,8 @@ import socket
 import threading
 
 from afd_e2e.profile import Gsm8kSpec
+from afd_e2e.results.model import Gsm8kQuestion
+from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import Completion
 from afd_e2e.workloads.gsm8k import build_questions
 from afd_e2e.workloads.gsm8k_eval import evaluate, question_record, summarise
@@ -23,16 +25,9 @@ def test_record_and_summary_of_graded_answers(gsm8k_data):
     wrong = question_record(questions[1], Completion("#### 4", None, "length"), None)
     assert right["correct"] and right["extracted"] == "18" and right["gold"] == "18" and right["shots"]
     assert not wrong["correct"] and wrong["finish_reason"] == "length"
-    section = summarise(SPEC, [right, wrong], "gsm8k/c.jsonl", "passed", None)
-    assert (section["correct"], section["total"], section["flexible_correct"]) == (1, 3, 1)
-    assert section["questions"][0] == {
-        "index": 0,
-        "prompt_sha256": questions[0].prompt_sha256,
-        "extracted": "18",
-        "flexible": "18",
-        "gold": "18",
-        "correct": True,
-    }
+    section = summarise(SPEC, [right, wrong], "gsm8k/c.jsonl", Status.PASSED, None)
+    assert (section.correct, section.total, section.flexible_correct) == (1, 3, 1)
+    assert section.questions[0] == Gsm8kQuestion(0, questions[0].prompt_sha256, "18", "18", "18", correct=True)
 
 
 def _closed_port() -> int:
@@ -61,9 +56,9 @@ def _evaluate(gsm8k_data, tmp_path, cancelled):
 
 def test_unreachable_server_fails_every_question_with_the_reason(gsm8k_data, tmp_path):
     section, published, lines = _evaluate(gsm8k_data, tmp_path, threading.Event())
-    assert section["status"] == "failed"
-    assert section["failure"].startswith("3 of 3 requests failed; question 0: POST http://127.0.0.1:")
-    assert "ConnectionError" in section["failure"]
+    assert section.status == "failed"
+    assert section.failure.startswith("3 of 3 requests failed; question 0: POST http://127.0.0.1:")
+    assert "ConnectionError" in section.failure
     records = [json.loads(line) for line in (tmp_path / "gsm8k" / "c.jsonl").read_text().splitlines()]
     assert [r["index"] for r in records] == [0, 1, 2] and all(r["error"] and not r["correct"] for r in records)
     assert published[-1] == section and lines[-1].startswith("gsm8k: 3/3 answered")
@@ -73,7 +68,7 @@ def test_cancel_before_start_asks_nothing(gsm8k_data, tmp_path):
     cancelled = threading.Event()
     cancelled.set()
     section, _, _ = _evaluate(gsm8k_data, tmp_path, cancelled)
-    assert (section["status"], section["failure"], section["questions"]) == (
+    assert (section.status, section.failure, section.questions) == (
         "cancelled",
         "cancelled after 0 of 3 questions",
         [],

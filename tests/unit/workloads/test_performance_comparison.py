@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import copy
-import json
+from dataclasses import replace
 
 import pytest
 
 from afd_e2e.profile import load_profile
+from afd_e2e.results.model import CasePerformance, PerformanceComparison, SideStats
+from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.performance import compare_performance
 from afd_e2e.workloads.phases import compare
-from repo_paths import FIXTURES
+from results_docs import load_fixture, typed
 
-SEED = json.loads((FIXTURES / "seed_performance.json").read_text(encoding="utf-8"))
+SEED = typed(load_fixture("seed"))
 # The seed PR's table, as printed: metric key -> (native, AFD, delta).
 SEED_TABLE = {
     "request_throughput": ("2.4047 ± 0.0195", "2.4295 ± 0.0092", "+1.03%"),
@@ -24,63 +26,65 @@ SEED_TABLE = {
 }
 
 
-def _printed(side: dict, like: str) -> str:
+def _printed(side: SideStats, like: str) -> str:
     decimals = len(like.split(" ± ")[0].split(".")[1])
-    return f"{side['mean']:.{decimals}f} ± {side['std']:.{decimals}f}"
+    return f"{side.mean:.{decimals}f} ± {side.std:.{decimals}f}"
+
+
+def _performance(case_id: str) -> CasePerformance:
+    performance = copy.deepcopy(SEED.cases[case_id].performance)
+    assert performance is not None
+    return performance
 
 
 def test_seed_table_reproduced_from_five_repetitions_per_side():
     comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED)["performance"]
-    metrics = {m["key"]: m for m in comparison["performance"]["metrics"]}
+    assert comparison.performance is not None
+    metrics = {m.key: m for m in comparison.performance.metrics}
     assert set(metrics) == set(SEED_TABLE)
     for key, (native, afd, delta) in SEED_TABLE.items():
         metric = metrics[key]
-        assert len(metric["baseline"]["values"]) == len(metric["candidate"]["values"]) == 5
-        assert _printed(metric["baseline"], native) == native
-        assert _printed(metric["candidate"], afd) == afd
-        assert metric["delta_pct"] == pytest.approx(float(delta.rstrip("%")), abs=0.005)
-    assert (comparison["baseline_label"], comparison["candidate_label"]) == ("native DP8/TP1/EP8", "AFD 4A4F")
+        assert len(metric.baseline.values) == len(metric.candidate.values) == 5
+        assert _printed(metric.baseline, native) == native
+        assert _printed(metric.candidate, afd) == afd
+        assert metric.delta_pct == pytest.approx(float(delta.rstrip("%")), abs=0.005)
+    assert (comparison.baseline_label, comparison.candidate_label) == ("native DP8/TP1/EP8", "AFD 4A4F")
 
 
 def test_seed_verdicts_parity_except_ttft():
-    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED)["performance"]["performance"]
-    verdicts = {m["key"]: m["verdict"] for m in comparison["metrics"]}
-    assert verdicts.pop("mean_ttft_ms") == "worse"
-    assert set(verdicts.values()) == {"parity"}
-    assert comparison["status"] == "passed" and comparison["control"] is False
+    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED)["performance"].performance
+    assert comparison is not None
+    verdicts = {m.key: m.verdict for m in comparison.metrics}
+    assert verdicts.pop("mean_ttft_ms") is Verdict.WORSE
+    assert set(verdicts.values()) == {Verdict.PARITY}
+    assert comparison.status is Status.PASSED and comparison.control is False
 
 
 def test_fixture_comparisons_are_what_compare_computes():
-    assert compare(load_profile("qwen3.5-122b-a10b"), SEED) == SEED["comparisons"]
+    assert compare(load_profile("qwen3.5-122b-a10b"), SEED) == SEED.comparisons
 
 
 def test_failed_repetitions_fail_the_comparison_and_are_left_out():
-    native = copy.deepcopy(SEED["cases"]["native-eager-dp8"]["performance"])
-    native["repetitions"][4].update(status="failed", failure="3 of 1024 requests failed")
-    native.update(status="failed", failure="rep 5: 3 of 1024 requests failed")
-    afd = SEED["cases"]["afd-eager-4a4f"]["performance"]
+    native = _performance("native-eager-dp8")
+    native.repetitions[4] = replace(native.repetitions[4], status=Status.FAILED, failure="3 of 1024 requests failed")
+    native.status, native.failure = Status.FAILED, "rep 5: 3 of 1024 requests failed"
+    afd = _performance("afd-eager-4a4f")
     result = compare_performance("native", native, "afd", afd, threshold_pct=2.0, control=False)
-    assert result["status"] == "failed"
-    assert result["failure"] == "case native: 4 repetitions passed, rep 5: 3 of 1024 requests failed"
-    assert all(len(m["baseline"]["values"]) == 4 for m in result["metrics"])
+    assert result.status is Status.FAILED
+    assert result.failure == "case native: 4 repetitions passed, rep 5: 3 of 1024 requests failed"
+    assert all(len(m.baseline.values) == 4 for m in result.metrics)
 
 
 def test_missing_side_is_skipped_and_control_is_marked():
-    afd = SEED["cases"]["afd-eager-4a4f"]["performance"]
-    result = compare_performance("native", None, "afd", afd, threshold_pct=2.0, control=True)
-    assert result == {
-        "status": "skipped",
-        "failure": "case native recorded no performance",
-        "control": True,
-        "metrics": [],
-    }
+    result = compare_performance("native", None, "afd", _performance("afd-eager-4a4f"), threshold_pct=2.0, control=True)
+    assert result == PerformanceComparison(Status.SKIPPED, "case native recorded no performance", control=True)
 
 
 def test_p99_metrics_compared_when_present():
-    sides = copy.deepcopy([SEED["cases"][c]["performance"] for c in ("native-eager-dp8", "afd-eager-4a4f")])
+    sides = [_performance(c) for c in ("native-eager-dp8", "afd-eager-4a4f")]
     for side, value in zip(sides, (100.0, 150.0), strict=True):
-        for index, rep in enumerate(side["repetitions"]):
-            rep["metrics"]["p99_ttft_ms"] = value + index
+        for index, rep in enumerate(side.repetitions):
+            rep.metrics["p99_ttft_ms"] = value + index
     result = compare_performance("a", sides[0], "b", sides[1], threshold_pct=2.0, control=False)
-    p99 = next(m for m in result["metrics"] if m["key"] == "p99_ttft_ms")
-    assert p99["delta_pct"] == pytest.approx(50 / 102 * 100) and p99["verdict"] == "worse"
+    p99 = next(m for m in result.metrics if m.key == "p99_ttft_ms")
+    assert p99.delta_pct == pytest.approx(50 / 102 * 100) and p99.verdict is Verdict.WORSE

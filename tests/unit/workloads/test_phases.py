@@ -11,6 +11,9 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results.status import Status
+from afd_e2e.runner.case import new_case_results
+from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.phases import check_inputs, run_correctness, run_performance
 from repo_paths import GSM8K_DIR
 
@@ -42,7 +45,7 @@ def ctx_without_server(tmp_path, monkeypatch):
     return SimpleNamespace(
         profile=TINY,
         case=case,
-        case_results={},
+        case_results=new_case_results(case),
         out_dir=tmp_path,
         gsm8k_dir=GSM8K_DIR,
         progress=lambda _: None,
@@ -55,16 +58,16 @@ def ctx_without_server(tmp_path, monkeypatch):
 def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_without_server):
     outcome = run_correctness(ctx_without_server)
     results = ctx_without_server.case_results
-    assert outcome["status"] == "failed"
-    assert outcome["failure"].startswith("gsm8k: GET http://127.0.0.1:")
-    assert "; parity: 3 requests failed; POST http://127.0.0.1:" in outcome["failure"]
-    assert results["gsm8k"]["status"] == "failed" and results["gsm8k"]["questions"] == []
-    assert [o["error"] is not None for o in results["parity_outputs"]] == [True, True, True]
+    assert outcome.status is Status.FAILED and outcome.failure is not None
+    assert outcome.failure.startswith("gsm8k: GET http://127.0.0.1:")
+    assert "; parity: 3 requests failed; POST http://127.0.0.1:" in outcome.failure
+    assert results.gsm8k is not None and results.gsm8k.status is Status.FAILED and results.gsm8k.questions == []
+    assert [o.error is not None for o in results.parity_outputs or []] == [True, True, True]
     assert ctx_without_server.flushes
 
 
 def test_performance_without_a_server_fails_with_the_reason_recorded(ctx_without_server):
     outcome = run_performance(ctx_without_server)
-    section = ctx_without_server.case_results["performance"]
-    assert outcome == {"status": "failed", "failure": section["failure"]}
-    assert section["failure"].startswith("GET http://127.0.0.1:") and section["repetitions"] == []
+    section = ctx_without_server.case_results.performance
+    assert outcome == PhaseOutcome(Status.FAILED, section.failure)
+    assert section.failure.startswith("GET http://127.0.0.1:") and section.repetitions == []

@@ -1,0 +1,352 @@
+"""The records of ``results.json`` (schema ``afd-e2e/results/v2``): what a run measured, typed.
+
+Everything downstream (JUnit, annotation, plots, Buildkite upload, the nightly trend) reads these records, never raw
+JSON: ``load_results`` checks a file against them and ``results/schema.json`` is generated from them. Paths inside
+are relative to the results folder. Statuses are ``Status`` (one vocabulary for runs, cases, phases and checks);
+a performance metric's direction is a ``Verdict``. A field with a default may be missing from a file, so new
+optional fields keep older files readable. Metric keys are ``vllm bench serve`` result keys (request_throughput,
+output_throughput, mean_ttft_ms, ..., p99_*). ``plan.cases[].control`` and ``plan.comparisons[].control`` mark the
+forced-routing control, which never enters the verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from afd_e2e.plan.model import RunPlan
+from afd_e2e.results.status import Status, Verdict
+
+SCHEMA = "afd-e2e/results/v2"
+
+
+# ---- where and on what the run ran --------------------------------------------------------------------------------
+
+
+@dataclass
+class GpuInfo:
+    index: int
+    name: str
+    memory_total_mib: int
+
+
+@dataclass
+class CheckpointIdentity:
+    """What the served checkpoint declares and weighs."""
+
+    path: str
+    architectures: list[str] = field(default_factory=list)
+    model_type: str | None = None
+    size_gib: float | None = None
+
+
+@dataclass
+class Environment:
+    """The machine and software the run used; empty until the run probed it."""
+
+    hostname: str | None = None
+    python: str | None = None
+    vllm: str | None = None
+    torch: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    gpus: list[GpuInfo] = field(default_factory=list)
+    topology: str | None = None  # one line: "0-1 NV18" per pair, or why it was not probed
+    checkpoint: CheckpointIdentity | None = None
+
+
+@dataclass
+class BuildInfo:
+    """The Buildkite build and job the run belonged to (from ``BUILDKITE_*``), the keys a trend matches runs on."""
+
+    build_number: int | None = None
+    build_id: str | None = None
+    build_url: str | None = None
+    job_id: str | None = None
+    pipeline_slug: str | None = None
+    organization_slug: str | None = None
+    branch: str | None = None
+    commit: str | None = None
+    source: str | None = None  # schedule, ui, api, webhook, trigger_job
+    pull_request: str | None = None  # the number, when the build is for a pull request
+    agent_name: str | None = None
+    agent_tags: dict[str, str] = field(default_factory=dict)  # BUILDKITE_AGENT_META_DATA_<TAG>, tag names lowercased
+
+
+# ---- preflight ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PreflightCheck:
+    name: str
+    status: Status
+    measured: str
+    wanted: str = ""
+    fix: str = ""
+
+
+@dataclass
+class HardwareGpu:
+    index: int
+    name: str
+    uuid: str
+    bus_id: str
+    memory_total_mib: int
+    memory_used_mib: int | None  # as nvidia-smi shows it; None when NVML lacks the v2 reading
+    memory_used_v1_mib: int  # driver-reserved included
+    compute_pids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class HardwareLink:
+    gpus: list[int]  # the pair (i, j), i < j
+    kind: str  # NVLINK, PCIE or UNKNOWN
+    label: str  # NV18, PIX, PXB, PHB, NODE, SYS or "?"
+    nvlinks: int
+    source: str  # nvml, "nvidia-smi topo -m" or none
+
+
+@dataclass
+class Hardware:
+    """The GPU inventory preflight judged: every GPU and the link of every pair, as ``nvidia-smi topo -m`` shows it."""
+
+    driver: str
+    cuda: str | None
+    gpus: list[HardwareGpu]
+    links: list[HardwareLink]
+    matrix: list[list[str]]  # header row, then one row per GPU
+
+
+@dataclass
+class PreflightRecord:
+    """The real ``afd-e2e preflight`` report, taken at the start of the run."""
+
+    status: Status  # passed when the agent fits (no check failed), failed otherwise
+    profile: str
+    devices: list[int]
+    checks: list[PreflightCheck]
+    hardware: Hardware | None = None  # None on the CPU or without NVML (the GPU checks then say why)
+    software: dict[str, str | None] = field(default_factory=dict)  # what was found installed, by name
+    seconds: float | None = None  # how long the checks took
+
+
+# ---- a case -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Timings:
+    launch_to_ready_s: float | None = None
+    teardown_s: float | None = None
+    wall_s: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ProcessRecord:
+    """One launched process: exactly what was started (secret values redacted) and how it ended."""
+
+    name: str
+    pid: int | None
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    exit_code: int | None = None
+    forced_kill: bool = False
+    log: str = ""  # logs/<case>/<name>.log
+
+
+@dataclass
+class SmokeResult:
+    status: Status
+    prompt: str
+    completion: str | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    failure: str | None = None
+
+
+@dataclass
+class Gsm8kQuestion:
+    index: int
+    prompt_sha256: str
+    extracted: str | None
+    flexible: str | None
+    gold: str | None
+    correct: bool
+
+
+@dataclass
+class Gsm8kResult:
+    status: Status
+    correct: int
+    total: int
+    min_correct: int
+    accuracy_meaningful: bool
+    flexible_correct: int
+    records: str  # gsm8k/<case>.jsonl: every question with prompt and completion
+    failure: str | None = None
+    questions: list[Gsm8kQuestion] = field(default_factory=list)
+
+
+@dataclass
+class ParityOutput:
+    """One greedy completion of a parity prompt, token ids as the server returned them."""
+
+    prompt: str
+    text: str | None = None
+    token_ids: list[int] | None = None
+    error: str | None = None
+
+
+@dataclass
+class Repetition:
+    """One ``vllm bench serve`` run: judged from its result JSON (``path``), output in ``log``."""
+
+    index: int
+    status: Status
+    failure: str | None
+    path: str  # bench/<case>/rep-N.json (warmup-N.json)
+    log: str  # bench/<case>/rep-N.log
+    completed: int | None = None
+    failed: int | None = None
+    num_prompts: int | None = None
+    duration_s: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CasePerformance:
+    status: Status
+    failure: str | None = None
+    warmups: list[Repetition] = field(default_factory=list)
+    repetitions: list[Repetition] = field(default_factory=list)
+
+
+@dataclass
+class CheckRecord:
+    """One after-the-fact check (hygiene after a case, cleanup after a run)."""
+
+    check: str  # processes, ports, gpu_memory, forced_kill, leftover_files, runner, ...
+    status: Status
+    detail: str
+
+
+@dataclass
+class CaseResults:
+    id: str
+    label: str
+    kind: str
+    status: Status = Status.RUNNING
+    failure: str | None = None
+    timings: Timings = field(default_factory=Timings)
+    processes: list[ProcessRecord] = field(default_factory=list)
+    log_tail: str | None = None  # the end of the failing process's log, capped (the whole log is in logs/)
+    smoke: SmokeResult | None = None
+    gsm8k: Gsm8kResult | None = None
+    parity_outputs: list[ParityOutput] | None = None
+    performance: CasePerformance | None = None
+    hygiene: list[CheckRecord] = field(default_factory=list)
+
+
+# ---- comparisons --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ParityPrompt:
+    prompt: str
+    identical: bool
+    first_diff_token: int | None = None
+
+
+@dataclass
+class ParityComparison:
+    status: Status
+    failure: str | None
+    identical: int
+    total: int
+    share: float | None
+    min_share: float
+    prompts: list[ParityPrompt] = field(default_factory=list)
+
+
+@dataclass
+class SideStats:
+    mean: float
+    std: float
+    values: list[float]
+
+
+@dataclass
+class MetricComparison:
+    key: str
+    name: str
+    unit: str
+    higher_is_better: bool
+    baseline: SideStats
+    candidate: SideStats
+    delta_pct: float
+    ci95_pct: list[float] | None  # Welch's 95% interval of the delta, in % of the baseline mean
+    verdict: Verdict
+
+
+@dataclass
+class PerformanceComparison:
+    status: Status
+    failure: str | None = None
+    control: bool = False
+    metrics: list[MetricComparison] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    baseline: str
+    candidate: str
+    baseline_label: str
+    candidate_label: str
+    parity: ParityComparison | None = None
+    performance: PerformanceComparison | None = None
+
+
+# ---- the run ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunVerdict:
+    status: Status
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Interruption:
+    """A run whose runner vanished (SIGKILL, a lost agent), closed afterwards by ``afd-e2e cleanup``."""
+
+    found_at: str  # ISO 8601 UTC
+    how: str  # one line: what cleanup found
+
+
+@dataclass
+class RunResults:
+    """The one record of a run, written from its first moment and after every step."""
+
+    schema: str
+    profile: str
+    platform: str  # cuda or cpu
+    smoke_only: bool
+    status: Status
+    started_at: str  # ISO 8601 UTC
+    plan: RunPlan
+    finished_at: str | None = None
+    run_id: str | None = None
+    build: BuildInfo | None = None  # None outside Buildkite
+    environment: Environment = field(default_factory=Environment)
+    preflight: PreflightRecord | None = None
+    cases: dict[str, CaseResults] = field(default_factory=dict)
+    comparisons: dict[str, Comparison] = field(default_factory=dict)
+    verdict: RunVerdict = field(default_factory=lambda: RunVerdict(Status.RUNNING))
+    interruption: Interruption | None = None
+
+    def case(self, case_id: str) -> CaseResults | None:
+        return self.cases.get(case_id)
+
+    @property
+    def partial(self) -> bool:
+        """The run did not reach its verdict: still running, cancelled, crashed or interrupted."""
+        return self.status in (Status.RUNNING, Status.CANCELLED, Status.CRASHED, Status.INTERRUPTED)

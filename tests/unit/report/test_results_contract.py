@@ -1,0 +1,123 @@
+"""The results contract: the shipped JSON Schema is the model's, fixtures fit it, and a malformed results.json is a
+one-line error (exit 2) from ``afd-e2e report``, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from afd_e2e.cli import main
+from afd_e2e.results.codec import from_json, to_json
+from afd_e2e.results.model import RunResults
+from afd_e2e.results.schema import SCHEMA_FILE, schema_text
+from repo_paths import FIXTURES, SHARED
+from results_docs import RESULTS_FIXTURES, load_fixture
+
+FIXTURE_NAMES = sorted(path.parent.name for path in RESULTS_FIXTURES.glob("*/results.json"))
+
+
+def test_the_shipped_schema_is_the_one_the_model_generates(capsys):
+    assert SCHEMA_FILE.read_text(encoding="utf-8") == schema_text()
+    assert main(["schema", "results"]) == 0
+    assert capsys.readouterr().out == schema_text()
+    jsonschema.Draft202012Validator.check_schema(json.loads(schema_text()))
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_every_fixture_fits_the_shipped_schema_and_reads_back_unchanged(name):
+    data = load_fixture(name)
+    jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    assert to_json(from_json(RunResults, data)) == data
+
+
+def test_the_seed_fixture_is_what_its_script_makes_now():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "AFD_E2E_SHARED": str(SHARED)}
+    script = FIXTURES / "make_seed_results.py"
+    assert subprocess.run([sys.executable, str(script), "--check"], env=env, check=False).returncode == 0
+
+
+def _seed() -> dict:
+    return load_fixture("seed")
+
+
+def _with(path: list, value) -> dict:
+    data = _seed()
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return data
+
+
+def _without(path: list) -> dict:
+    data = _seed()
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    return data
+
+
+SEED_TEXT = (RESULTS_FIXTURES / "seed" / "results.json").read_text(encoding="utf-8")
+MALFORMED = {
+    "empty": ("", "is empty"),
+    "truncated": (SEED_TEXT[: len(SEED_TEXT) // 2], "is not valid JSON"),
+    "not an object": ("[1, 2]", "the top level is list, not an object"),
+    "wrong schema": (json.dumps(_with(["schema"], "afd-e2e/results/v1")), "has schema 'afd-e2e/results/v1'"),
+    "no schema": (json.dumps(_without(["schema"])), "has schema None"),
+    "case is a string": (
+        json.dumps(_with(["cases", "baseline-eager"], "oops")),
+        "at cases.baseline-eager: expected an object",
+    ),
+    "missing key": (
+        json.dumps(_without(["cases", "afd-eager-4a4f", "label"])),
+        "at cases.afd-eager-4a4f.label: missing field",
+    ),
+    "unknown status": (
+        json.dumps(_with(["verdict", "status"], "pass")),
+        "at verdict.status: expected one of running|passed",
+    ),
+    "wrong type": (
+        json.dumps(_with(["cases", "afd-eager-4a4f", "timings", "launch_to_ready_s"], "655.8")),
+        "at cases.afd-eager-4a4f.timings.launch_to_ready_s: expected a number, got a string",
+    ),
+    "NaN where a number is due": (
+        json.dumps(_with(["comparisons", "performance", "performance", "metrics", 0, "delta_pct"], float("nan"))),
+        "at comparisons.performance.performance.metrics[0].delta_pct: expected a finite number, got nan",
+    ),
+    "misspelt key": (
+        json.dumps(_with(["cases", "afd-eager-4a4f", "gsm8"], None)),
+        "at cases.afd-eager-4a4f.gsm8: unknown field",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_results_file_is_a_one_line_error(name, tmp_path, capsys):
+    text, expected = MALFORMED[name]
+    (tmp_path / "results.json").write_text(text, encoding="utf-8")
+
+    assert main(["report", str(tmp_path)]) == 2
+
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("afd-e2e report: error: "), err
+    assert expected in err, err
+    assert "Traceback" not in err
+
+
+def test_a_huge_log_tail_renders(tmp_path, capsys):
+    out = tmp_path / "seed"
+    shutil.copytree(RESULTS_FIXTURES / "seed", out)
+    data = _seed()
+    data["cases"]["afd-eager-4a4f"].update(status="failed", failure="engine died", log_tail="x" * (50 * 2**20))
+    (out / "results.json").write_text(json.dumps(data), encoding="utf-8")
+
+    assert main(["report", str(out)]) == 0
+
+    assert (out / "annotation.md").stat().st_size <= 1024 * 1024
