@@ -15,6 +15,7 @@ import pytest
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
@@ -60,7 +61,7 @@ def test_a_cancel_during_each_phase_is_recorded_as_cancelled_everywhere(tiny_mod
     flag = CancelFlag()
     progress = CancelDuring(phase, CANCEL_AFTER_S[phase], flag)
 
-    data = execute_run(PROFILE, plan, tmp_path, gsm8k_dir=GSM8K_DIR, progress=progress, flag=flag)
+    data = results_to_json(execute_run(PROFILE, plan, tmp_path, gsm8k_dir=GSM8K_DIR, progress=progress, flag=flag))
 
     assert phase in progress.entered
     assert plan.cases[0].phases == ("smoke", "correctness", "performance")  # every phase is reached in turn

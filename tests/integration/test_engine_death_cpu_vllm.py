@@ -17,6 +17,7 @@ import pytest
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
@@ -110,8 +111,14 @@ def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_
 
     clock = PhaseClock()
     killer = EngineKiller(tmp_path, bench_running)
-    data = execute_run(
-        PROFILE, one_case_plan(tiny_model, PORT_BASE, ("performance",)), tmp_path, progress=clock, gsm8k_dir=GSM8K_DIR
+    data = results_to_json(
+        execute_run(
+            PROFILE,
+            one_case_plan(tiny_model, PORT_BASE, ("performance",)),
+            tmp_path,
+            progress=clock,
+            gsm8k_dir=GSM8K_DIR,
+        )
     )
     case = data["cases"]["cpu-tp1"]
 
@@ -134,7 +141,9 @@ def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_
 def test_an_engine_killed_during_startup_fails_the_case_within_seconds_naming_the_role(tiny_model, tmp_path):
     clock = PhaseClock()
     killer = EngineKiller(tmp_path, lambda _out: True)  # as soon as the EngineCore exists
-    data = execute_run(PROFILE, one_case_plan(tiny_model, PORT_BASE + 20, ("smoke",)), tmp_path, progress=clock)
+    data = results_to_json(
+        execute_run(PROFILE, one_case_plan(tiny_model, PORT_BASE + 20, ("smoke",)), tmp_path, progress=clock)
+    )
     case = data["cases"]["cpu-tp1"]
 
     assert killer.killed_at is not None
