@@ -8,9 +8,10 @@ import json
 import threading
 import time
 
-from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan
+from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, api_stand_in, stand_in_case, stand_in_plan
 
 from afd_e2e.profile import load_profile
+from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.markers import find_marked
@@ -145,3 +146,38 @@ def test_an_executable_that_cannot_start_fails_its_case(tmp_path):
     assert result["status"] == "failed"
     assert result["failure"].startswith("cannot start server: [Errno 8] Exec format error")
     assert result["processes"] == []
+
+
+def with_budgets(**seconds: float):
+    return dataclasses.replace(PROFILE, budgets=dataclasses.replace(PROFILE.budgets, **seconds))
+
+
+def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
+    port = UNIT_PORT_BASE + 36
+    case = stand_in_case("slow", api_stand_in(port), port=port)
+
+    started = time.monotonic()
+    data = execute_run(with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet())
+
+    result = data.cases["slow"]
+    assert result.status is Status.FAILED
+    assert result.failure == "smoke ran past its budget (budgets.smoke_s = 1 s)"
+    assert 1.0 <= result.timings.phases["smoke"] < 3.5  # the budget plus the abandoned work's stop
+    assert time.monotonic() - started < 10
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_longer_write(tmp_path):
+    port = UNIT_PORT_BASE + 37
+    case = stand_in_case("dies", api_stand_in(port, dies_after_first_completion_s=0.5), port=port)
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+
+    result = data.cases["dies"]
+    assert result.status is Status.FAILED
+    assert result.failure.startswith("server engine died during smoke (/health answered 503, "), result.failure
+    assert result.timings.phases["smoke"] < 0.5 + 5.0  # its death 0.5 s in, then within 5 s (stop join included)
+    time.sleep(1.0)  # the abandoned smoke request has failed by now (its server is gone) and tried to write
+    assert read_results(tmp_path)["cases"]["dies"]["smoke"] is None
+    assert data.cases["dies"].smoke is None
+    assert find_marked(run_id_of(tmp_path)) == []
