@@ -66,6 +66,7 @@ def builtin(base_url: str, model: Path, args: argparse.Namespace, concurrency: i
         progress=lambda _: None,
         cancelled=threading.Event(),
         heartbeat_s=10.0,
+        request_timeout_s=600.0,
     )
     elapsed = time.perf_counter() - started
     if section["status"] != "passed":

@@ -7,9 +7,6 @@ from typing import Any
 
 import requests
 
-# One 512-token GSM8K answer at the seed's ~100 ms per output token takes ~50 s; a request past this is stuck.
-REQUEST_TIMEOUT_S = 600.0
-
 
 class CompletionError(Exception):
     """A request that did not produce a completion; the message is one line for results.json."""
@@ -22,9 +19,9 @@ class Completion:
     finish_reason: str | None
 
 
-def _request_json(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
+def _request_json(method: str, url: str, timeout_s: float, **kwargs: Any) -> dict[str, Any]:
     try:
-        response = requests.request(method, url, timeout=REQUEST_TIMEOUT_S, **kwargs)
+        response = requests.request(method, url, timeout=timeout_s, **kwargs)
     except requests.RequestException as exc:
         raise CompletionError(f"{method} {url}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from exc
     if response.status_code != 200:
@@ -45,8 +42,9 @@ def complete(
     stop: list[str] | None = None,
     seed: int | None = None,
     return_token_ids: bool = False,
+    timeout_s: float,
 ) -> Completion:
-    """One greedy completion (temperature 0)."""
+    """One greedy completion (temperature 0), given up after ``timeout_s`` (the profile's ``budgets.request_s``)."""
     payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0}
     if stop:
         payload["stop"] = stop
@@ -54,7 +52,7 @@ def complete(
         payload["seed"] = seed
     if return_token_ids:
         payload["return_token_ids"] = True
-    body = _request_json("POST", f"{base_url}/v1/completions", json=payload)
+    body = _request_json("POST", f"{base_url}/v1/completions", timeout_s, json=payload)
     try:
         choice = body["choices"][0]
         text = choice["text"]
@@ -68,9 +66,9 @@ def complete(
     return Completion(text, tuple(token_ids) if token_ids is not None else None, choice.get("finish_reason"))
 
 
-def served_model_root(base_url: str, model: str) -> str:
+def served_model_root(base_url: str, model: str, *, timeout_s: float) -> str:
     """The checkpoint path the server loaded (``root`` of the model card): the tokenizer benchmarks must use."""
-    body = _request_json("GET", f"{base_url}/v1/models")
+    body = _request_json("GET", f"{base_url}/v1/models", timeout_s)
     for card in body.get("data") or []:
         if card.get("id") == model and card.get("root"):
             return str(card["root"])

@@ -23,6 +23,7 @@ def collect_outputs(
     publish: Callable[[list[ParityOutput]], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
+    request_timeout_s: float,
 ) -> list[ParityOutput]:
     """``parity_outputs`` of a case: one entry per prompt, in profile order, published as each arrives."""
     outputs: list[ParityOutput] = []
@@ -30,7 +31,9 @@ def collect_outputs(
         if cancelled.is_set():
             break
         try:
-            answer = complete(base_url, model, prompt, max_tokens=spec.max_tokens, return_token_ids=True)
+            answer = complete(
+                base_url, model, prompt, max_tokens=spec.max_tokens, return_token_ids=True, timeout_s=request_timeout_s
+            )
         except CompletionError as exc:
             entry = ParityOutput(prompt, error=str(exc))
         else:
