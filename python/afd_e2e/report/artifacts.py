@@ -13,6 +13,7 @@ ARTIFACT_GLOBS = (
     "annotation*.md",
     "junit/*.xml",
     "plots/*.png",
+    "trend/*",
     "logs/**/*",
     "gsm8k/*.jsonl",
     "bench/**/*.json",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 
@@ -21,12 +22,12 @@ def no_opt_in(monkeypatch):
             monkeypatch.delenv(name)
 
 
-def test_a_closed_gate_prints_every_reason_and_exits_nonzero(tmp_path, capsys):
+def test_a_closed_gate_prints_every_reason_and_exits_3(tmp_path, capsys):
     code = main(["run", "--profile", "qwen3.5-122b-a10b", "--out", str(tmp_path)])
 
     err = capsys.readouterr().err
-    assert code == 1
-    assert "profile qwen3.5-122b-a10b may not run here (closed)" in err
+    assert code == 3
+    assert "profile qwen3.5-122b-a10b not run: its opt-in gates are closed" in err
     for variable in ("AFD_E2E_BACKEND", "AFD_E2E_LARGE_MODEL", "AFD_GPU_E2E_MODEL", "AFD_E2E_DEVICES"):
         assert f"  - {variable}" in err
     assert not (tmp_path / "results.json").exists()
@@ -38,7 +39,7 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
 
     code = main(["run", "--profile", "tiny-cpu", "--out", str(tmp_path)])
 
-    assert code == 1
+    assert code == 3
     assert capsys.readouterr().err.splitlines()[1:] == [
         "  - AFD_E2E_TINY_MODEL is not set; point it at the staged checkpoint directory"
     ]
@@ -46,11 +47,18 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
 
 def test_a_port_in_use_is_named_with_its_holder_before_anything_starts(tmp_path, capsys):
     port = UNIT_PORT_BASE + 50
+    ckpt = tmp_path / "ckpt"  # passes the checkpoint checks, which come first
+    ckpt.mkdir()
+    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 8}
+    config["num_experts_per_tok"] = 2
+    (ckpt / "config.json").write_text(json.dumps(config))
+    (ckpt / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (ckpt / "tokenizer.json").write_text("{}")
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()
         code = main(
-            ["run", "--profile", "tiny-cpu", "--model", str(tmp_path), "--port-base", str(port), "--out", str(tmp_path)]
+            ["run", "--profile", "tiny-cpu", "--model", str(ckpt), "--port-base", str(port), "--out", str(tmp_path)]
         )
 
     err = capsys.readouterr().err
