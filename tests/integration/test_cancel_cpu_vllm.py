@@ -74,7 +74,7 @@ def test_a_cancel_during_each_phase_is_recorded_as_cancelled_everywhere(tiny_mod
         part = case.get(section) or {}
         assert part.get("status") not in ("failed", "crashed", "running"), (section, part.get("failure"))
     hygiene = {c["check"]: c for c in case["hygiene"]}
-    assert all(c["status"] != "fail" for c in hygiene.values()), hygiene
+    assert all(c["status"] != "failed" for c in hygiene.values()), hygiene
     assert find_marked(json.loads((tmp_path / "run-record.json").read_text())["run_id"]) == []
 
     annotation = (tmp_path / "annotation.md").read_text(encoding="utf-8")

@@ -133,7 +133,7 @@ def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_
     assert bench_processes(PORT_BASE) == []  # the bench was stopped, not left running against a dead port
     assert len(performance["warmups"]) + len(performance["repetitions"]) == 1  # no repetition after the death
     hygiene = {c["check"]: c["status"] for c in case["hygiene"]}
-    assert hygiene["forced_kill"] == "pass" and hygiene["processes"] == "pass"
+    assert hygiene["forced_kill"] == "passed" and hygiene["processes"] == "passed"
     assert find_marked(run_id_of(tmp_path)) == []
     assert data["verdict"]["status"] == "failed"
 
@@ -154,5 +154,5 @@ def test_an_engine_killed_during_startup_fails_the_case_within_seconds_naming_th
     assert clock.began["teardown"] - killer.killed_at < DETECTION_LIMIT_S
     assert case["log_tail"]
     hygiene = {c["check"]: c["status"] for c in case["hygiene"]}
-    assert hygiene["forced_kill"] == "pass" and hygiene["processes"] == "pass"
+    assert hygiene["forced_kill"] == "passed" and hygiene["processes"] == "passed"
     assert find_marked(run_id_of(tmp_path)) == []

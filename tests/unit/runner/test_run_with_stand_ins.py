@@ -181,3 +181,22 @@ def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_l
     assert read_results(tmp_path)["cases"]["dies"]["smoke"] is None
     assert data.cases["dies"].smoke is None
     assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_failure(tmp_path):
+    case = stand_in_case("loading", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 38)  # like vLLM while it loads
+    flag = CancelFlag()
+    threading.Timer(0.5, flag.cancel, args=("cancelled by SIGTERM",)).start()
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet(), flag=flag)
+
+    result = data.cases["loading"]
+    assert result.status is Status.CANCELLED and data.status is Status.CANCELLED
+    assert result.processes[0].forced_kill is True
+    forced = next(c for c in result.hygiene if c.check == "forced_kill")
+    assert forced.status is Status.WARNED
+    assert forced.detail == (
+        "cancel escalated to SIGKILL for server: still running 1 s after SIGTERM (vLLM ignores SIGTERM while loading)"
+    )
+    assert not any(c.status is Status.FAILED for c in result.hygiene)
+    assert find_marked(run_id_of(tmp_path)) == []
