@@ -18,7 +18,8 @@ from afd_e2e.plan import build_plan
 from afd_e2e.profile import ReplaySpec, ServingSpec, load_profile
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
-from afd_e2e.runner.serving import serving
+from afd_e2e.runner.cancellation import CancelFlag
+from afd_e2e.runner.server import CaseServers
 from afd_e2e.workloads import replay
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.phases import run_replay, run_serving
@@ -58,7 +59,9 @@ def measured(tmp_path_factory):
         )
 
     right, wrong = ctx(case), ctx(dataclasses.replace(case, served_model_name="tiny-cpu-renamed"))
-    with serving(case, work):
+    with CaseServers(case, work / "logs", scratch=work / "scratch", cache=work / ".cache") as up:
+        up.launch()
+        up.wait_ready(CancelFlag())
         outcomes = {"serving": run_serving(right), "replay": run_replay(right), "wrong name": run_serving(wrong)}
     return SimpleNamespace(right=right.case_results, wrong=wrong.case_results, outcomes=outcomes, lines=lines)
 

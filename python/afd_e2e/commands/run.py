@@ -32,6 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="staged GSM8K folder with train.jsonl and test.jsonl (default: the profile's env var)",
     )
+    parser.add_argument(
+        "--allow-busy-gpus",
+        action="store_true",
+        help="run even where another process holds a planned GPU (recorded in the results and the annotation)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     plan, skipped = without_unrunnable_control(profile, plan, rebuild)
     if skipped:
         print(f"afd-e2e run: {skipped}", file=sys.stderr)
-    results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir)
+    results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir, allow_busy_gpus=args.allow_busy_gpus)
     print(f"results: {(args.out / 'results.json').resolve()} ({results.status})")
     if skipped:
         print(f"afd-e2e run: {skipped}", file=sys.stderr)  # again beside the verdict, where readers look

@@ -15,7 +15,7 @@ import psutil
 
 from afd_e2e.results.model import CheckRecord
 from afd_e2e.results.status import Status
-from afd_e2e.runner.case import CANCEL_GRACE_S
+from afd_e2e.runner.cancellation import CANCEL_GRACE_S
 from afd_e2e.runner.hygiene import (
     GPU_SETTLE_S,
     PORT_SETTLE_S,

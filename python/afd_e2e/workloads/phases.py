@@ -64,7 +64,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
         records_rel = f"gsm8k/{case.id}.jsonl"
         publish = _publisher(ctx, "gsm8k")
         try:
-            root = served_model_root(case.base_url, case.served_model_name)
+            root = served_model_root(case.base_url, case.served_model_name, timeout_s=profile.budgets.request_s)
         except CompletionError as exc:
             section = gsm8k_eval.summarise(spec, [], records_rel, Status.FAILED, str(exc))
             publish(section)
@@ -82,6 +82,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
                 progress=ctx.progress,
                 cancelled=ctx.cancelled,
                 heartbeat_s=PROGRESS_EVERY_S,
+                request_timeout_s=profile.budgets.request_s,
             )
         sections.append(PhaseOutcome(section.status, f"gsm8k: {section.failure}" if section.failure else None))
     if profile.parity is not None and not ctx.cancelled.is_set():
@@ -92,6 +93,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
             publish=_publisher(ctx, "parity_outputs"),
             progress=ctx.progress,
             cancelled=ctx.cancelled,
+            request_timeout_s=profile.budgets.request_s,
         )
         errors = [o.error for o in outputs if o.error]
         if errors:
@@ -108,7 +110,7 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
     publish = _publisher(ctx, "performance")
     executable = resolve_executable(ctx.profile.engine.executable)
     try:
-        tokenizer = served_model_root(case.base_url, case.served_model_name)
+        tokenizer = served_model_root(case.base_url, case.served_model_name, timeout_s=ctx.profile.budgets.request_s)
     except CompletionError as exc:
         section = CasePerformance(Status.FAILED, str(exc))
         publish(section)
@@ -139,6 +141,7 @@ def run_replay(ctx: PhaseContext) -> PhaseOutcome:
         publish=_publisher(ctx, "replay"),
         progress=ctx.progress,
         cancelled=ctx.cancelled,
+        request_timeout_s=ctx.profile.budgets.request_s,
     )
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
@@ -146,7 +149,11 @@ def run_replay(ctx: PhaseContext) -> PhaseOutcome:
 def run_serving(ctx: PhaseContext) -> PhaseOutcome:
     """The OpenAI API checks (``workloads.serving``), each recorded as it finishes."""
     section = serving_checks.run_serving_checks(
-        ctx.profile.serving, base_url=ctx.case.base_url, model=ctx.case.served_model_name, progress=ctx.progress
+        ctx.profile.serving,
+        base_url=ctx.case.base_url,
+        model=ctx.case.served_model_name,
+        progress=ctx.progress,
+        request_timeout_s=ctx.profile.budgets.request_s,
     )
     _publisher(ctx, "serving")(section)
     return _outcome([PhaseOutcome(section.status, section.failure)])
@@ -166,6 +173,7 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
         prompt=ctx.profile.smoke.prompt,
         progress=ctx.progress,
         cancelled=ctx.cancelled,
+        request_timeout_s=ctx.profile.budgets.request_s,
     )
     _publisher(ctx, "profiler")(section)
     return _outcome([PhaseOutcome(section.status, section.failure)])

@@ -59,11 +59,12 @@ def check_traces(
     prompt: str,
     progress: Callable[[str], None],
     cancelled: threading.Event,
+    request_timeout_s: float,
 ) -> ProfilerResult:
     """Drive the profiler's schedule, then judge each role's folder (``role_dirs``: role -> relative folder)."""
     for number in range(1, REQUESTS + 1):
         try:
-            complete(base_url, model, prompt, max_tokens=8)
+            complete(base_url, model, prompt, max_tokens=8, timeout_s=request_timeout_s)
         except CompletionError as exc:
             return ProfilerResult(Status.FAILED, f"request {number} failed: {exc}", spec.upload_limit_mib)
     return judge_traces(spec, out_dir=out_dir, role_dirs=role_dirs, progress=progress, cancelled=cancelled)

@@ -23,7 +23,9 @@ def pairing_key(request: ReplayRequest) -> str:
     return f"round {request.round} #{request.index}: {request.output.prompt}"
 
 
-def _one(base_url: str, model: str, spec: ParitySpec, number: int, index: int, prompt: str) -> ReplayRequest:
+def _one(
+    base_url: str, model: str, spec: ParitySpec, timeout_s: float, number: int, index: int, prompt: str
+) -> ReplayRequest:
     """One request through parity's own collection (a one-prompt spec), so both phases record the same fields."""
     outputs = parity.collect_outputs(
         replace(spec, prompts=(prompt,)),
@@ -32,6 +34,7 @@ def _one(base_url: str, model: str, spec: ParitySpec, number: int, index: int, p
         publish=lambda _: None,
         progress=lambda _: None,
         cancelled=threading.Event(),
+        request_timeout_s=timeout_s,
     )
     return ReplayRequest(round=number, index=index, output=outputs[0])
 
@@ -45,6 +48,7 @@ def run_replay(
     publish: Callable[[ReplayResult], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
+    request_timeout_s: float,
 ) -> ReplayResult:
     """Every round's requests sent together; a request that fails fails the phase, naming the first error."""
     result = ReplayResult(status=Status.RUNNING, failure=None, rounds=spec.rounds, batch=spec.batch)
@@ -55,7 +59,10 @@ def run_replay(
                 result.status, result.failure = Status.CANCELLED, "cancelled"
                 publish(result)
                 return result
-            futures = [pool.submit(_one, base_url, model, prompts, number, i, p) for i, p in enumerate(batch)]
+            futures = [
+                pool.submit(_one, base_url, model, prompts, request_timeout_s, number, i, p)
+                for i, p in enumerate(batch)
+            ]
             result.requests += [f.result() for f in futures]
             result.answered = sum(r.output.error is None for r in result.requests)
             publish(result)

@@ -16,7 +16,6 @@ import requests
 from afd_e2e.profile import ServingSpec
 from afd_e2e.results.model import ServingCheck, ServingResult
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.completions import REQUEST_TIMEOUT_S
 
 UNKNOWN_MODEL = "afd-e2e-no-such-model"
 
@@ -25,15 +24,15 @@ class _Problem(Exception):
     """A check's failure, one line."""
 
 
-def _post(base_url: str, payload: dict[str, Any]) -> requests.Response:
+def _post(base_url: str, payload: dict[str, Any], timeout_s: float) -> requests.Response:
     try:
-        return requests.post(f"{base_url}/v1/completions", json=payload, timeout=REQUEST_TIMEOUT_S)
+        return requests.post(f"{base_url}/v1/completions", json=payload, timeout=timeout_s)
     except requests.RequestException as exc:
         raise _Problem(f"POST /v1/completions: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from exc
 
 
-def _completion(base_url: str, payload: dict[str, Any]) -> dict[str, Any]:
-    response = _post(base_url, payload)
+def _completion(base_url: str, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    response = _post(base_url, payload, timeout_s)
     if response.status_code != 200:
         raise _Problem(f"HTTP {response.status_code}: {' '.join(response.text.split())[:200]}")
     try:
@@ -69,17 +68,17 @@ def _check_usage(body: dict[str, Any]) -> str:
     return f"prompt {prompt} + completion {completion} = total {total}, matching the token ids returned"
 
 
-def _check_unknown_model(base_url: str, spec: ServingSpec) -> str:
-    response = _post(base_url, {"model": UNKNOWN_MODEL, "prompt": spec.prompt, "max_tokens": 1})
+def _check_unknown_model(base_url: str, spec: ServingSpec, timeout_s: float) -> str:
+    response = _post(base_url, {"model": UNKNOWN_MODEL, "prompt": spec.prompt, "max_tokens": 1}, timeout_s)
     if not 400 <= response.status_code < 500:
         raise _Problem(f"model {UNKNOWN_MODEL!r} answered HTTP {response.status_code}, expected a 4xx rejection")
     return f"model {UNKNOWN_MODEL!r} rejected with HTTP {response.status_code}"
 
 
-def _check_concurrent(base_url: str, payload: dict[str, Any], concurrency: int) -> str:
+def _check_concurrent(base_url: str, payload: dict[str, Any], concurrency: int, timeout_s: float) -> str:
     def one(_: int) -> str | None:
         try:
-            _completion(base_url, payload)
+            _completion(base_url, payload, timeout_s)
         except _Problem as exc:
             return str(exc)
         return None
@@ -92,9 +91,9 @@ def _check_concurrent(base_url: str, payload: dict[str, Any], concurrency: int) 
 
 
 def run_serving_checks(
-    spec: ServingSpec, *, base_url: str, model: str, progress: Callable[[str], None]
+    spec: ServingSpec, *, base_url: str, model: str, progress: Callable[[str], None], request_timeout_s: float
 ) -> ServingResult:
-    """The four checks, each recorded whatever the others did."""
+    """The four checks, each recorded whatever the others did; each request given up after ``request_timeout_s``."""
     payload = {
         "model": model,
         "prompt": spec.prompt,
@@ -114,7 +113,7 @@ def run_serving_checks(
 
     def completion() -> str:
         nonlocal body
-        body = _completion(base_url, payload)
+        body = _completion(base_url, payload, request_timeout_s)
         return _check_completion(body)
 
     def usage() -> str:
@@ -124,8 +123,8 @@ def run_serving_checks(
 
     record("completion", completion)
     record("usage", usage)
-    record("unknown_model", lambda: _check_unknown_model(base_url, spec))
-    record("concurrent", lambda: _check_concurrent(base_url, payload, spec.concurrency))
+    record("unknown_model", lambda: _check_unknown_model(base_url, spec, request_timeout_s))
+    record("concurrent", lambda: _check_concurrent(base_url, payload, spec.concurrency, request_timeout_s))
     failed = [c for c in result.checks if c.status is Status.FAILED]
     result.status = Status.FAILED if failed else Status.PASSED
     result.failure = "; ".join(f"{c.check}: {c.detail}" for c in failed) or None
