@@ -93,7 +93,7 @@ class PhaseWrites:
     results (under the store's lock) on every flush while the phase is open. Once closed, flushes from the
     phase's thread go nowhere, so an abandoned phase never races the results being saved."""
 
-    SECTIONS = ("smoke", "gsm8k", "parity_outputs", "performance")
+    SECTIONS = ("smoke", "gsm8k", "parity_outputs", "performance", "replay", "serving", "profiler")
     IN_FLIGHT: ClassVar[dict[Status, tuple[Status, ...]]] = {
         Status.CANCELLED: (Status.RUNNING, Status.FAILED),
         Status.FAILED: (Status.RUNNING, Status.CANCELLED),

@@ -85,6 +85,10 @@ def compare_replay(
     candidate: ReplayResult | None,
 ) -> ParityComparison:
     """The ``replay`` block of a comparison: the profile's parity rule over every paired request."""
+    for case_id, side in ((baseline_id, baseline), (candidate_id, candidate)):
+        if side is None or not side.requests:
+            failure = f"case {case_id} recorded no replay requests"
+            return ParityComparison(Status.SKIPPED, failure, 0, 0, None, mode=spec.mode, top_logprobs=spec.top_logprobs)
     sides = [side.requests if side else [] for side in (baseline, candidate)]
     keys = tuple(dict.fromkeys(pairing_key(r) for side in sides for r in side))
     as_parity = [[replace(r.output, prompt=pairing_key(r)) for r in side] or None for side in sides]

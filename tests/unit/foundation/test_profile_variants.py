@@ -247,3 +247,14 @@ def test_the_cpu_variant_profile_inherits_all_but_what_it_names():
     plan = build_plan(profile, model_path="/m")
     assert plan.case("cpu-tp2").processes[0].env_set["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
     assert plan.case("cpu-tp1").processes[0].env_set["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+
+
+def test_a_side_without_replay_requests_is_skipped_naming_the_case():
+    from afd_e2e.results.model import ReplayResult
+    from afd_e2e.results.status import Status
+    from afd_e2e.workloads.replay import compare_replay
+
+    spec = load_profile("tiny-gpu-features").parity
+    empty = ReplayResult(Status.FAILED, "x", rounds=3, batch=64)
+    result = compare_replay(spec, "afd-1a1f", None, "afd-1a1f-graph", empty)
+    assert result.status is Status.SKIPPED and result.failure == "case afd-1a1f recorded no replay requests"
