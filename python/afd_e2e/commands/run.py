@@ -34,6 +34,7 @@ def gate_environment(profile: Profile) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from afd_e2e.preflight.runner import record_preflight
     from afd_e2e.results.status import Status
     from afd_e2e.runner.run import execute_run
 
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         port_base=args.port_base,
         forced_routing_control=args.forced_routing_control,
     )
-    results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir)
+    preflight = record_preflight(profile, plan, model_path=decision.model_path)
+    results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir, preflight=preflight)
     print(f"results: {(args.out / 'results.json').resolve()} ({results.status})")
     return 0 if results.verdict.status is Status.PASSED else 1

@@ -12,6 +12,7 @@ from afd_e2e.cli import main
 from afd_e2e.commands.run import gate_environment
 from afd_e2e.gates import BACKEND_ENV
 from afd_e2e.profile import load_profile
+from afd_e2e.results import Status, load_results
 
 
 @pytest.fixture(autouse=True)
@@ -44,17 +45,23 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
     ]
 
 
-def test_a_port_in_use_is_named_with_its_holder_before_anything_starts(tmp_path, capsys):
+def test_a_port_in_use_is_a_recorded_preflight_misfit_before_anything_starts(tmp_path, capsys):
     port = UNIT_PORT_BASE + 50
+    out = tmp_path / "out"
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()
         code = main(
-            ["run", "--profile", "tiny-cpu", "--model", str(tmp_path), "--port-base", str(port), "--out", str(tmp_path)]
+            ["run", "--profile", "tiny-cpu", "--model", str(tmp_path), "--port-base", str(port), "--out", str(out)]
         )
 
-    err = capsys.readouterr().err
-    assert code == 2
-    assert f"port {port} is held by pid {os.getpid()} (" in err
-    assert "pass another --port-base" in err
-    assert not (tmp_path / "results.json").exists()
+    assert code == 1
+    results = load_results(out)
+    assert results.preflight is not None and results.preflight.status is Status.FAILED
+    ports = next(c for c in results.preflight.checks if c.name == "ports")
+    assert ports.status is Status.FAILED and f"pid {os.getpid()}" in ports.measured
+    assert results.cases == {} and results.status is Status.FAILED
+    assert any(reason.startswith("preflight ports: ") for reason in results.verdict.reasons)
+    assert not (out / "run-record.json").exists()  # nothing was launched
+    annotation = (out / "annotation.md").read_text(encoding="utf-8")
+    assert "**Preflight** ❌ failed" in annotation and "| ports | ❌ failed |" in annotation
