@@ -20,6 +20,7 @@ from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, preformatted
 from afd_e2e.report.status import icon
 from afd_e2e.results.model import (
+    LOG_TAIL_CHARS,
     CasePerformance,
     CaseResults,
     Comparison,
@@ -446,7 +447,9 @@ def _failures(results: RunResults) -> str:
                     f"exit code {markdown_text(process.exit_code)}{forced}"
                 )
         if case.log_tail:
-            lines += ["", "<details><summary>log tail</summary>", "", preformatted(case.log_tail), "", "</details>"]
+            logs = ", ".join(p.log for p in case.processes if p.log) or "logs/"
+            tail = preformatted(case.log_tail, LOG_TAIL_CHARS, whole=logs)
+            lines += ["", "<details><summary>log tail</summary>", "", tail, "", "</details>"]
         blocks.append("\n".join(lines))
     return "### Failures\n\n" + "\n\n".join(blocks) + "\n" if blocks else ""
 
@@ -468,9 +471,10 @@ def _model_output(results: RunResults) -> str:
                 "| GSM8K question | Extracted | Flexible | Gold | Strict match |",
                 "| ---: | --- | --- | --- | --- |",
             ]
+            records = case.gsm8k.records if case.gsm8k else None
             lines += [
-                f"| {q.index} | {markdown_text(q.extracted, 80)} | {markdown_text(q.flexible, 80)} "
-                f"| {markdown_text(q.gold, 80)} | {'✅' if q.correct else '❌'} |"
+                f"| {q.index} | {markdown_text(q.extracted, 80, records)} | {markdown_text(q.flexible, 80, records)} "
+                f"| {markdown_text(q.gold, 80, records)} | {'✅' if q.correct else '❌'} |"
                 for q in questions
             ]
         if lines:

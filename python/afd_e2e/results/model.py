@@ -17,6 +17,7 @@ from afd_e2e.plan.model import RunPlan
 from afd_e2e.results.status import Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
+LOG_TAIL_CHARS = 64 * 1024  # a case's log_tail is at most this long; the whole logs are in logs/<case>/
 
 
 # ---- where and on what the run ran --------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ class CaseResults:
     failure: str | None = None
     timings: Timings = field(default_factory=Timings)
     processes: list[ProcessRecord] = field(default_factory=list)
-    log_tail: str | None = None  # the end of the failing process's log, capped (the whole log is in logs/)
+    log_tail: str | None = None  # the end of the failing process's log, at most LOG_TAIL_CHARS (whole: logs/<case>/)
     smoke: SmokeResult | None = None
     gsm8k: Gsm8kResult | None = None
     parity_outputs: list[ParityOutput] | None = None
