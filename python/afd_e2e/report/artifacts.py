@@ -10,12 +10,14 @@ from pathlib import Path
 
 ARTIFACT_GLOBS = (
     "results.json",
+    "run-record.json",
     "annotation*.md",
     "junit/*.xml",
     "plots/*.png",
     "logs/**/*",
     "gsm8k/*.jsonl",
     "bench/**/*.json",
+    "bench/**/*.log",
 )
 
 

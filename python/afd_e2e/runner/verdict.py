@@ -6,9 +6,13 @@ from afd_e2e.results.model import RunResults, RunVerdict
 from afd_e2e.results.status import Status
 
 
-def decide_verdict(results: RunResults, *, cancelled: str | None = None, crashed: str | None = None) -> RunVerdict:
+def decide_verdict(
+    results: RunResults, *, cancelled: str | None = None, crashed: str | None = None, interrupted: str | None = None
+) -> RunVerdict:
     """Passed only when every case passed and no comparison measure failed; the reasons say why in one line each."""
     reasons: list[str] = []
+    if interrupted:
+        reasons.append(f"run interrupted: {interrupted}")
     if cancelled:
         reasons.append(f"run {cancelled}")
     if crashed:
@@ -36,7 +40,9 @@ def decide_verdict(results: RunResults, *, cancelled: str | None = None, crashed
                 continue
             reasons.append(f"{comparison_id} {measure}: {section.status}")
             failed_measures |= section.status.is_failure
-    if cancelled:
+    if interrupted:
+        status = Status.INTERRUPTED
+    elif cancelled:
         status = Status.CANCELLED
     elif crashed or any(case.status is Status.CRASHED for case in cases.values()):
         status = Status.CRASHED

@@ -32,7 +32,7 @@ def test_inside_buildkite_annotates_and_uploads_from_the_results_folder(rendered
     assert annotate["stdin"] == paths.annotation.read_text(encoding="utf-8")
     assert [call["argv"] for call in uploads] == [
         ["artifact", "upload", pattern]
-        for pattern in ("results.json", "annotation*.md", "junit/*.xml", "plots/*.png", "logs/**/*")
+        for pattern in ("results.json", "annotation*.md", "junit/*.xml", "plots/*.png", "logs/**/*")  # what exists
     ]
     assert {call["cwd"] for call in agent_stub.calls} == {str(paths.out_dir)}
 

@@ -9,6 +9,7 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.report import render_all
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES
+from afd_e2e.report.artifacts import list_artifacts, matching_globs
 from junit_xsd import assert_valid_junit
 
 
@@ -74,3 +75,18 @@ def test_real_crashed_run_renders_without_plots(crashed_results: dict, results_d
     paths = render_all(results_dir(crashed_results))
     assert paths.plots == () and paths.annotation_style == "error"
     assert assert_valid_junit(paths.junit[0]).get("errors") == "3"  # two crashed cases and the verdict
+
+
+def test_every_file_a_run_writes_is_uploaded(seed_dir: Path) -> None:
+    written = ["run-record.json", "logs/a/server.log", "gsm8k/a.jsonl"]
+    written += ["bench/a/warmup-1.json", "bench/a/warmup-1.log", "bench/a/rep-1.json", "bench/a/rep-1.log"]
+    for name in written:
+        (seed_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (seed_dir / name).write_text("x\n", encoding="utf-8")
+    paths = render_all(seed_dir)
+    uploaded = {
+        str(p.relative_to(seed_dir)) for glob in matching_globs(seed_dir) for p in seed_dir.glob(glob) if p.is_file()
+    }
+    on_disk = {str(p.relative_to(seed_dir)) for p in seed_dir.rglob("*") if p.is_file()}
+    assert on_disk == uploaded
+    assert set(written) <= set(list_artifacts(seed_dir)) and paths.annotation.name in uploaded
