@@ -16,6 +16,7 @@ from afd_e2e.cli import main
 from afd_e2e.results.codec import from_json, to_json
 from afd_e2e.results.model import RunResults
 from afd_e2e.results.schema import SCHEMA_FILE, schema_text
+from junit_xsd import assert_valid_junit
 from repo_paths import FIXTURES, SHARED
 from results_docs import RESULTS_FIXTURES, load_fixture
 
@@ -121,3 +122,32 @@ def test_a_huge_log_tail_renders(tmp_path, capsys):
     assert main(["report", str(out)]) == 0
 
     assert (out / "annotation.md").stat().st_size <= 1024 * 1024
+
+
+def test_the_real_tiny_cpu_run_carries_its_preflight_and_shows_it(tmp_path):
+    data = load_fixture("tiny-cpu")
+    jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    preflight = data["preflight"]
+    checks = {check["name"]: check for check in preflight["checks"]}
+    assert preflight["status"] == "passed" and preflight["seconds"] < 1.0
+    assert checks["gpu count"] == {
+        "name": "gpu count",
+        "status": "skipped",
+        "measured": "profile tiny-cpu runs on the CPU",
+        "wanted": "",
+        "fix": "",
+    }
+    assert checks["ports"]["status"] == checks["checkpoint config"]["status"] == checks["vllm"]["status"] == "passed"
+    assert preflight["software"]["vllm"].endswith("+cpu")
+    out = tmp_path / "tiny-cpu"
+    shutil.copytree(RESULTS_FIXTURES / "tiny-cpu", out)
+
+    assert main(["report", str(out)]) == 0
+
+    annotation = (out / "annotation.md").read_text(encoding="utf-8")
+    assert "**Preflight** ✅ passed: ⏭️ 11 skipped · ✅ 10 passed" in annotation
+    assert "| gpu count | ⏭️ skipped | profile tiny\\-cpu runs on the CPU |  |  |" in annotation
+    suite = next(
+        s for s in assert_valid_junit(out / "junit" / "tiny-cpu-1.xml") if s.get("name").endswith(".preflight")
+    )
+    assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("21", "11", "0")
