@@ -3,13 +3,16 @@
 #
 # Options arrive as BUILDKITE_PLUGIN_AFD_E2E_<OPTION> (OPTION upper-cased, "-" -> "_"; lists as _0, _1, ...;
 # booleans as true/false). When check_gates finds the profile's opt-in gates closed it exports AFD_E2E_SKIPPED
-# (the reason): the later hooks then do nothing and the job passes, with an info annotation saying why, instead of
-# a GPU job that fails later.
+# (the reason) with AFD_E2E_SKIPPED_JOB (this job's id): the later hooks then do nothing and the job passes, with an
+# info annotation saying why, instead of a GPU job that fails later. A flag the job inherited (step, pipeline or
+# agent environment) is never trusted: the environment hook forgets it, and a flag of another job is ignored.
 
 AFD_E2E_OPTION_PREFIX=BUILDKITE_PLUGIN_AFD_E2E_
 # plugin.yml's configuration properties, in env var form (a test keeps the two lists equal).
 AFD_E2E_OPTIONS=(PROFILE CASES CASES_META_DATA DEVICES MODEL GSM8K_DIR OUT_DIR PORT_BASE VENV CLEANUP_TIMEOUT REPORT_TIMEOUT
-  PUBLISH TEST_ENGINE_TOKEN_ENV)
+  CANCEL_GRACE_PERIOD PUBLISH TEST_ENGINE_TOKEN_ENV)
+# After a cancel: what the agent needs, of its grace period, to end the job once pre-exit is done.
+AFD_E2E_CANCEL_RESERVE_MS=1000
 
 die() {
   echo "afd-e2e plugin: error: $*" >&2
@@ -42,14 +45,14 @@ plugin_list() {
 # check_options: fail on a missing profile, a misspelt option or a malformed value, before anything runs.
 check_options() {
   local var name value
-  [[ -n "$(plugin_option PROFILE)" ]] || die "the profile option is missing; fix: set profile: <name> under the plugin"
+  [[ -n "$(profiles)" ]] || die "the profile option is missing; fix: set profile: <name> under the plugin"
   for var in $(compgen -v "$AFD_E2E_OPTION_PREFIX"); do
     name="${var#"$AFD_E2E_OPTION_PREFIX"}"
     [[ ! "$name" =~ ^(.+)_[0-9]+$ ]] || name="${BASH_REMATCH[1]}"
     [[ " ${AFD_E2E_OPTIONS[*]} " == *" $name "* ]] ||
       die "unknown option ${var#"$AFD_E2E_OPTION_PREFIX"}; fix: use the options in plugin.yml"
   done
-  for name in PORT_BASE CLEANUP_TIMEOUT REPORT_TIMEOUT; do
+  for name in PORT_BASE CLEANUP_TIMEOUT REPORT_TIMEOUT CANCEL_GRACE_PERIOD; do
     value="$(plugin_option "$name")"
     [[ -z "$value" || "$value" =~ ^[0-9]+$ ]] || die "option $name=$value is not a whole number; fix: give an integer"
   done
@@ -72,9 +75,33 @@ use_venv() {
   esac
 }
 
+# profiles: the profile option's items, one per line (a list: the GPU step of a profile set's agent pool, which runs
+# them one after another, each in its own folder below out-dir).
+profiles() {
+  plugin_list PROFILE
+}
+
+several_profiles() {
+  (($(profiles | wc -l) > 1))
+}
+
+# use_profile P: the profile the functions below act on (AFD_E2E_PROFILE), with its afd-e2e arguments.
+use_profile() {
+  AFD_E2E_PROFILE="$1"
+  target_args
+}
+
+# profile_slug P: P as the generator spells it in a profile set's case choices and folder names (step_slug).
+profile_slug() {
+  local slug
+  slug="$(printf '%s' "$1" | sed -E 's/[^A-Za-z0-9_-]+/-/g; s/^-+//; s/-+$//')"
+  slug="${slug:0:60}"
+  printf '%s' "${slug:-profile}"
+}
+
 # target_args: set AFD_E2E_TARGET to the --profile/--devices/--model arguments every afd-e2e command takes.
 target_args() {
-  AFD_E2E_TARGET=(--profile "$(plugin_option PROFILE)")
+  AFD_E2E_TARGET=(--profile "$AFD_E2E_PROFILE")
   [[ -z "$(plugin_option DEVICES)" ]] || AFD_E2E_TARGET+=(--devices "$(plugin_option DEVICES)")
   [[ -z "$(plugin_option MODEL)" ]] || AFD_E2E_TARGET+=(--model "$(plugin_option MODEL)")
 }
@@ -83,33 +110,75 @@ out_dir() {
   plugin_option OUT_DIR afd-e2e-out
 }
 
-# selected_cases: the case ids to run, one per line: the block step's choice when cases-meta-data names one,
-# else the cases option, else nothing (all the profile's cases).
+# run_dir: where the current profile's run writes: out-dir, or its own folder below it when there are several.
+run_dir() {
+  if several_profiles; then
+    printf '%s/%s' "$(out_dir)" "$(profile_slug "$AFD_E2E_PROFILE")"
+  else
+    out_dir
+  fi
+}
+
+# selected_cases: the current profile's case ids to run, one per line: the block step's choice when cases-meta-data
+# names one, else the cases option, else nothing (all the profile's cases). An item is a case id, or, in a profile
+# set, "<profile slug>/<case id>" (items of other profiles are not this one's). Returns 3 when a choice was made and
+# none of it is this profile's: the profile is not run.
 selected_cases() {
-  local key chosen
+  local key chosen="" item prefix found=0
   key="$(plugin_option CASES_META_DATA)"
   if [[ -n "$key" ]]; then
     chosen="$(buildkite-agent meta-data get "$key" --default "")" || return 1
-    if [[ -n "$chosen" ]]; then
-      printf '%s\n' "$chosen"
-      return 0
-    fi
   fi
-  plugin_list CASES
+  [[ -n "$chosen" ]] || chosen="$(plugin_list CASES)"
+  [[ -n "$chosen" ]] || return 0
+  prefix="$(profile_slug "$AFD_E2E_PROFILE")/"
+  while IFS= read -r item; do
+    if [[ -n "$item" && "$item" != */* ]]; then
+      printf '%s\n' "$item"
+      found=1
+    elif [[ "$item" == "$prefix"* ]]; then
+      printf '%s\n' "${item#"$prefix"}"
+      found=1
+    fi
+  done <<<"$chosen"
+  ((found)) || return 3
 }
 
+# forget_inherited_skip: the environment hook's first act; only this job's own gate check may skip it.
+forget_inherited_skip() {
+  if [[ -n "${AFD_E2E_SKIPPED+set}${AFD_E2E_SKIPPED_JOB+set}${AFD_E2E_CLOSED+set}" ]]; then
+    warn "ignoring the inherited AFD_E2E_SKIPPED=${AFD_E2E_SKIPPED:-}: only this job's gate check may skip it"
+  fi
+  unset AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB AFD_E2E_CLOSED
+}
+
+# open_profiles: the profiles whose gates this job's gate checks did not find closed, one per line.
+open_profiles() {
+  local profile closed=""
+  [[ -z "${BUILDKITE_JOB_ID:-}" || "${AFD_E2E_SKIPPED_JOB:-}" != "$BUILDKITE_JOB_ID" ]] || closed="${AFD_E2E_CLOSED:-}"
+  while IFS= read -r profile; do
+    [[ $'\n'"$closed" == *$'\n'"$profile"$'\n'* ]] || printf '%s\n' "$profile"
+  done < <(profiles)
+}
+
+# gates_closed: this job's gate check found the gates closed (a flag set for another job does not count).
 gates_closed() {
-  [[ -n "${AFD_E2E_SKIPPED:-}" ]]
+  [[ -n "${AFD_E2E_SKIPPED:-}" ]] || return 1
+  if [[ -z "${BUILDKITE_JOB_ID:-}" || "${AFD_E2E_SKIPPED_JOB:-}" != "$BUILDKITE_JOB_ID" ]]; then
+    warn "ignoring AFD_E2E_SKIPPED: it was not set by this job's gate check"
+    return 1
+  fi
 }
 
-# profile_in_checkout: the profile option is a .yaml path, which exists only once the repository is checked out
+# profile_in_checkout: the current profile is a .yaml path, which exists only once the repository is checked out
 # (after the environment hook): its gates are checked in pre-command instead.
 profile_in_checkout() {
-  [[ "$(plugin_option PROFILE)" == *.yaml || "$(plugin_option PROFILE)" == *.yml ]]
+  [[ "$AFD_E2E_PROFILE" == *.yaml || "$AFD_E2E_PROFILE" == *.yml ]]
 }
 
-# check_gates: afd-e2e gates for the target. Closed gates export AFD_E2E_SKIPPED and annotate why (info);
-# malformed gates, or no afd-e2e, annotate an error and return afd-e2e's exit status.
+# check_gates: afd-e2e gates for the current profile. Closed gates add it to AFD_E2E_CLOSED (exported with this
+# job's id) and annotate why (info); when every profile is closed, AFD_E2E_SKIPPED says why the job runs nothing.
+# Malformed gates, or no afd-e2e, annotate an error and return afd-e2e's exit status.
 check_gates() {
   local output status=0
   echo "--- :lock: afd-e2e gates ${AFD_E2E_TARGET[*]}"
@@ -118,8 +187,13 @@ check_gates() {
   case "$status" in
     0) ;;
     1)
-      AFD_E2E_SKIPPED="the opt-in gates of profile $(plugin_option PROFILE) are closed on ${BUILDKITE_AGENT_NAME:-this agent}"
-      export AFD_E2E_SKIPPED
+      AFD_E2E_CLOSED="${AFD_E2E_CLOSED:-}${AFD_E2E_PROFILE}"$'\n'
+      AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
+      export AFD_E2E_CLOSED AFD_E2E_SKIPPED_JOB
+      if [[ -z "$(open_profiles)" ]]; then
+        AFD_E2E_SKIPPED="the opt-in gates of profile $(profiles | paste -sd, - | sed 's/,/, /g') are closed on ${BUILDKITE_AGENT_NAME:-this agent}"
+        export AFD_E2E_SKIPPED
+      fi
       annotate info gates "$(where) did not run: its opt-in gates are closed.$(fenced "$output")"
       ;;
     *)
@@ -147,7 +221,7 @@ fenced() {
 
 # where: "profile P on agent A", for annotations.
 where() {
-  printf '**afd-e2e %s** on %s' "$(plugin_option PROFILE)" "${BUILDKITE_AGENT_NAME:-this agent}"
+  printf '**afd-e2e %s** on %s' "$AFD_E2E_PROFILE" "${BUILDKITE_AGENT_NAME:-this agent}"
 }
 
 # print_gpus: the agent's GPUs and their topology, first in the job log.
@@ -162,11 +236,137 @@ print_gpus() {
   nvidia-smi topo -m || warn "nvidia-smi topo -m exited $?"
 }
 
-# bounded SECONDS COMMAND...: run COMMAND, killed after SECONDS (and 10 s more if it ignores SIGTERM).
+# bounded MS KILL_AFTER COMMAND...: run COMMAND, killed after MS milliseconds (and KILL_AFTER seconds more if it
+# ignores SIGTERM).
 bounded() {
-  local seconds=$1 status=0
-  shift
-  timeout --kill-after=10 "$seconds" "$@" || status=$?
-  [[ $status -ne 124 && $status -ne 137 ]] || warn "$* ran out of its ${seconds} s"
+  local limit status=0 kill_after=$2
+  limit="$(seconds "$1")"
+  shift 2
+  timeout --kill-after="$kill_after" "$limit" "$@" || status=$?
+  [[ $status -ne 124 && $status -ne 137 ]] || warn "$* ran out of its ${limit} s"
   return "$status"
+}
+
+now_ms() {
+  date +%s%3N
+}
+
+# seconds MS: milliseconds (at least 0) as the seconds timeout(1) takes ("7.250").
+seconds() {
+  local ms=$(($1 > 0 ? $1 : 0))
+  printf '%d.%03d' $((ms / 1000)) $((ms % 1000))
+}
+
+# job_cancelled: the agent says so, or the command hook received its SIGTERM (a cancel, a timeout, an agent stop).
+job_cancelled() {
+  [[ "${BUILDKITE_JOB_CANCELLED:-}" == true || -e "$(cancel_mark)" ]]
+}
+
+# cancel_mark: where the command hook notes when the job was cancelled (milliseconds since the epoch).
+cancel_mark() {
+  printf '%s/afd-e2e-cancelled-%s' "${TMPDIR:-/tmp}" "${BUILDKITE_JOB_ID:-local}"
+}
+
+# run_noting_cancel COMMAND...: run COMMAND; on SIGTERM/SIGINT (a cancel) note the moment for pre-exit's budget,
+# pass the signal on and wait for COMMAND's own teardown. Returns COMMAND's exit status.
+run_noting_cancel() {
+  local pid status=0
+  "$@" &
+  pid=$!
+  trap 'now_ms >"$(cancel_mark)"; kill -TERM "$pid" 2>/dev/null || true' TERM INT
+  while true; do
+    status=0
+    wait "$pid" || status=$?
+    kill -0 "$pid" 2>/dev/null || break # a trapped signal interrupted wait: COMMAND is still tearing down
+  done
+  trap - TERM INT
+  return "$status"
+}
+
+# cancel_deadline_ms: when the agent will SIGKILL this cancelled job: the grace period (the cancel-grace-period
+# option, else the agent's BUILDKITE_CANCEL_GRACE_PERIOD, else Buildkite's 10 s) from the moment of the cancel (noted
+# by the command hook; unknown: now), less what the agent needs to end the job.
+cancel_deadline_ms() {
+  local grace cancelled_at
+  grace="$(plugin_option CANCEL_GRACE_PERIOD "${BUILDKITE_CANCEL_GRACE_PERIOD:-10}")"
+  cancelled_at="$(cat "$(cancel_mark)" 2>/dev/null || now_ms)"
+  printf '%d' $((cancelled_at + grace * 1000 - AFD_E2E_CANCEL_RESERVE_MS))
+}
+
+# run_profiles: afd-e2e run for each open profile, with the cases chosen for it, into its run_dir. Returns the first
+# failing run's exit status (0 when every run passes); after a cancel no further profile starts.
+run_profiles() {
+  local profile cases chosen status verdict=0 case_id
+  local -a listed args
+  mapfile -t listed < <(open_profiles)
+  for profile in "${listed[@]}"; do
+    use_profile "$profile"
+    chosen=0
+    cases="$(selected_cases)" || chosen=$?
+    if [[ $chosen -eq 3 ]]; then
+      annotate info "not-chosen-$(profile_slug "$profile")" "$(where): none of its cases was chosen in the block step, not run."
+      continue
+    fi
+    [[ $chosen -eq 0 ]] || return "$chosen"
+
+    args=(run "${AFD_E2E_TARGET[@]}" --out "$(run_dir)")
+    [[ -z "$(plugin_option PORT_BASE)" ]] || args+=(--port-base "$(plugin_option PORT_BASE)")
+    [[ -z "$(plugin_option GSM8K_DIR)" ]] || args+=(--gsm8k-dir "$(plugin_option GSM8K_DIR)")
+    while IFS= read -r case_id; do
+      [[ -z "$case_id" ]] || args+=(--case "$case_id")
+    done <<<"$cases"
+
+    echo "--- :test_tube: afd-e2e ${args[*]}"
+    status=0
+    run_noting_cancel afd-e2e "${args[@]}" || status=$?
+    [[ $verdict -ne 0 ]] || verdict=$status
+    [[ ! -e "$(cancel_mark)" ]] || break
+  done
+  return "$verdict"
+}
+
+# clean_up_runs DEADLINE_MS KILL_AFTER: afd-e2e cleanup of each open profile's run_dir, bounded by cleanup-timeout,
+# or (DEADLINE_MS set: a cancelled job) by an equal share of what is left until DEADLINE_MS. Failures are annotated.
+clean_up_runs() {
+  local deadline_ms=$1 kill_after=$2 i limit_ms
+  local -a listed cleanup
+  mapfile -t listed < <(open_profiles)
+  for ((i = 0; i < ${#listed[@]}; i++)); do
+    use_profile "${listed[i]}"
+    cleanup=(afd-e2e cleanup --out "$(run_dir)")
+    limit_ms=$(($(plugin_option CLEANUP_TIMEOUT 120) * 1000))
+    if [[ -n "$deadline_ms" ]]; then
+      limit_ms=$(((deadline_ms - $(now_ms)) / (${#listed[@]} - i)))
+      cleanup+=(--within "$(seconds $((limit_ms > 1100 ? limit_ms - 1000 : 100)))")
+      limit_ms=$((limit_ms - 500))
+    fi
+    bounded "$limit_ms" "$kill_after" "${cleanup[@]}" ||
+      annotate warning cleanup "$(where): \`afd-e2e cleanup\` failed or ran out of time; check the agent for leftover processes, ports or GPU memory."
+  done
+}
+
+# report_runs DEADLINE_MS KILL_AFTER: afd-e2e report (and publish) of each open profile's results, bounded by
+# report-timeout, or (DEADLINE_MS set) by what is left until it, and only when at least 2 s are left (a report cut
+# short uploads nothing useful). Never fails.
+report_runs() {
+  local deadline_ms=$1 kill_after=$2 profile out limit_ms
+  local -a listed args
+  mapfile -t listed < <(open_profiles)
+  for profile in "${listed[@]}"; do
+    use_profile "$profile"
+    out="$(run_dir)"
+    limit_ms=$(($(plugin_option REPORT_TIMEOUT 300) * 1000))
+    [[ -z "$deadline_ms" ]] || limit_ms=$((deadline_ms - 500 - $(now_ms)))
+    if [[ ! -f "$out/results.json" ]]; then
+      echo "afd-e2e: no ${out}/results.json, nothing to report"
+    elif [[ -n "$deadline_ms" ]] && ((limit_ms < 2000)); then
+      echo "afd-e2e: no time left in the cancel grace period for the report; render it later with afd-e2e report ${out}"
+    else
+      args=(report "$out")
+      [[ "$(plugin_option PUBLISH true)" == false ]] || args+=(--publish)
+      [[ -z "$(plugin_option TEST_ENGINE_TOKEN_ENV)" ]] || args+=(--test-engine-token-env "$(plugin_option TEST_ENGINE_TOKEN_ENV)")
+      echo "--- :memo: afd-e2e ${args[*]}"
+      bounded "$limit_ms" "$kill_after" afd-e2e "${args[@]}" || warn "the report was not fully published"
+    fi
+  done
 }

@@ -23,6 +23,7 @@ load helpers
   run source_hook environment
   assert_success
   assert_line "AFD_E2E_SKIPPED=the opt-in gates of profile qwen3.5-122b-a10b are closed on gpu-agent-1"
+  assert_line "AFD_E2E_SKIPPED_JOB=job-1"
   run calls
   assert_line --index 1 --partial "buildkite-agent annotate --style info --context afd-e2e-job-1-gates"
   assert_line --index 1 --partial "did not run: its opt-in gates are closed"

@@ -12,8 +12,12 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 # Every test starts in an empty build directory with buildkite-agent, nvidia-smi and afd-e2e stubbed
 # (tests/stubs/record-call) and only the profile option set.
 setup() {
+  setup_stubs
+}
+
+setup_stubs() {
   local name var
-  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
+  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB AFD_E2E_CLOSED BUILDKITE_JOB_CANCELLED BUILDKITE_CANCEL_GRACE_PERIOD BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
     unset "$var"
   done
   STUB_BIN="$BATS_TEST_TMPDIR/bin"
@@ -24,7 +28,7 @@ setup() {
   export PATH="$STUB_BIN:/usr/bin:/bin"  # only the stubs and the system: no afd-e2e from a developer's env
   export STUB_CALLS="$BATS_TEST_TMPDIR/calls.log"
   : >"$STUB_CALLS"
-  export BUILDKITE_JOB_ID=job-1 BUILDKITE_AGENT_NAME=gpu-agent-1
+  export BUILDKITE_JOB_ID=job-1 BUILDKITE_AGENT_NAME=gpu-agent-1 TMPDIR="$BATS_TEST_TMPDIR"
   export BUILDKITE_PLUGIN_AFD_E2E_PROFILE=qwen3.5-122b-a10b
   cd "$BATS_TEST_TMPDIR" || return
 }
@@ -37,7 +41,13 @@ hook() {
 # what it exported for them.
 source_hook() {
   # shellcheck disable=SC2016 # expanded by the inner shell
-  bash -c 'trap '\''echo "AFD_E2E_SKIPPED=${AFD_E2E_SKIPPED-<unset>}"; echo "PATH=$PATH"'\'' EXIT; source "$1"' _ "$(hook "$1")"
+  bash -c 'trap '\''echo "AFD_E2E_SKIPPED=${AFD_E2E_SKIPPED-<unset>}"; echo "AFD_E2E_SKIPPED_JOB=${AFD_E2E_SKIPPED_JOB-<unset>}"; echo "PATH=$PATH"'\'' EXIT; source "$1"' _ "$(hook "$1")"
+}
+
+# skipped_by_this_job: the state this job's environment hook leaves when the profile's gates are closed.
+skipped_by_this_job() {
+  export AFD_E2E_SKIPPED="the opt-in gates of profile qwen3.5-122b-a10b are closed on gpu-agent-1"
+  export AFD_E2E_SKIPPED_JOB="$BUILDKITE_JOB_ID"
 }
 
 # calls: the recorded calls, one per line ("afd-e2e gates --profile ...").

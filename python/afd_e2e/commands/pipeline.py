@@ -1,6 +1,6 @@
 """``afd-e2e pipeline``: print the steps the large-model GPU tests add to this build, for ``pipeline upload``.
 
-Run it in a bootstrap step: ``afd-e2e pipeline --profile P | buildkite-agent pipeline upload``. Each decision is
+Run it in a bootstrap step: ``afd-e2e pipeline --profile P | buildkite-agent pipeline upload --no-interpolation``. Each decision is
 also summarised on stderr, so the bootstrap step's log says why.
 """
 
@@ -13,16 +13,30 @@ import sys
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents_api import API_URL, TIMEOUT_S, TOKEN_ENV, agents_lookup
 from afd_e2e.pipeline.build_env import BuildEnv
-from afd_e2e.pipeline.decide import decide
-from afd_e2e.pipeline.generate import DEFAULT_PLUGIN, GpuStepSettings, ProfileDecision, build_pipeline
+from afd_e2e.pipeline.decide import ProfileDecision, decide
+from afd_e2e.pipeline.generate import (
+    DEFAULT_PLUGIN,
+    GpuStepSettings,
+    build_pipeline,
+    check_distinct,
+)
+from afd_e2e.pipeline.profile_sets import PROFILE_SETS, resolve_profile_set
 from afd_e2e.pipeline.steps import render
-from afd_e2e.profile import load_profile
+from afd_e2e.profile import builtin_profiles, load_profile
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("pipeline", help="print the Buildkite steps for this build (block, run or why not)")
     parser.add_argument(
-        "--profile", action="append", required=True, help="a profile name or .yaml path (repeatable: one group each)"
+        "--profile", action="append", default=[], help="a profile name or .yaml path (repeatable: one group each)"
+    )
+    parser.add_argument(
+        "--profile-set",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a set of shipped profiles as one group: one block for all its cases, one GPU step per agent pool "
+        f"(repeatable; {', '.join(f'{s.name}: {s.description}' for s in PROFILE_SETS.values())})",
     )
     parser.add_argument(
         "--plugin", default=DEFAULT_PLUGIN, help=f"plugin reference with its version ({DEFAULT_PLUGIN})"
@@ -59,14 +73,25 @@ def run(args: argparse.Namespace) -> int:
     lookup = agents_lookup(
         os.environ, token_env=args.agents_token_env, base_url=args.agents_api_url, timeout_s=args.agents_api_timeout
     )
-    decisions = []
-    for reference in args.profile:
-        profile = load_profile(reference)
-        decision = decide(env, profile, lookup, allowed_teams=tuple(args.allowed_teams))
+    if not args.profile and not args.profile_set:
+        raise UsageError("no profile given", "pass --profile NAME or --profile-set NAME")
+    sets = [(name, resolve_profile_set(name, builtin_profiles())) for name in args.profile_set]
+    profiles = [
+        (reference, load_profile(reference)) for reference in [*(r for _, refs in sets for r in refs), *args.profile]
+    ]
+    check_distinct(profiles)
+    decisions = {}
+    in_sets = {reference for _, references in sets for reference in references}
+    for reference, profile in profiles:
+        decision = decide(
+            env, profile, lookup, allowed_teams=tuple(args.allowed_teams), devices_on_agent=reference in in_sets
+        )
         print(f"afd-e2e pipeline: {profile.name}: {decision.action} ({decision.build})", file=sys.stderr)
         for line in decision.reasons + decision.warnings:
             print(f"  - {line}", file=sys.stderr)
-        decisions.append(ProfileDecision(reference, profile, decision))
+        decisions[reference] = ProfileDecision(reference, profile, decision)
     settings = GpuStepSettings(plugin=args.plugin, timeout_in_minutes=args.timeout_in_minutes, priority=args.priority)
-    print(render(build_pipeline(decisions, settings), args.format), end="")
+    set_decisions = [(name, [decisions[r] for r in refs]) for name, refs in sets]
+    pipeline = build_pipeline([decisions[r] for r in args.profile], settings, set_decisions)
+    print(render(pipeline, args.format), end="")
     return 0

@@ -40,8 +40,27 @@ class Decision:
     gate_env: Mapping[str, str] = field(default_factory=dict)  # the opt-in the GPU step runs under
 
 
-def decide(env: BuildEnv, profile: Profile, agents: AgentsLookup, *, allowed_teams: tuple[str, ...] = ()) -> Decision:
-    gates = evaluate_gates(profile, env.variables, require_model_dir=False)
+@dataclass(frozen=True)
+class ProfileDecision:
+    """A profile as the plugin should load it (name or path), the loaded profile, and what was decided for it."""
+
+    reference: str
+    profile: Profile
+    decision: Decision
+
+
+def decide(
+    env: BuildEnv,
+    profile: Profile,
+    agents: AgentsLookup,
+    *,
+    allowed_teams: tuple[str, ...] = (),
+    devices_on_agent: bool = False,
+) -> Decision:
+    """``devices_on_agent`` (a profile set, whose profiles differ in size): the devices gate is left to the GPU
+    agent's own environment, since one bootstrap value cannot fit every profile; it is neither judged nor forwarded."""
+    devices = ",".join(map(str, profile.default_devices)) if devices_on_agent and profile.device_count else None
+    gates = evaluate_gates(profile, env.variables, devices=devices, require_model_dir=False)
     if gates.status == INVALID:
         raise UsageError(f"profile {profile.name}: {'; '.join(gates.reasons)}", "correct the opt-in variables")
     build = env.describe()
@@ -62,7 +81,10 @@ def decide(env: BuildEnv, profile: Profile, agents: AgentsLookup, *, allowed_tea
     if found.status == NONE:
         return Decision(EXPLAIN, build, (found.detail,))
     warnings = (found.detail,) if found.status == UNKNOWN else ()
-    gate_env = {name: env.variables[name] for name in _gate_variables(profile) if name in env.variables}
+    forwarded = [
+        name for name in _gate_variables(profile) if not (devices_on_agent and name == profile.gates.devices_env)
+    ]
+    gate_env = {name: env.variables[name] for name in forwarded if name in env.variables}
 
     if env.is_scheduled and not warnings:
         return Decision(RUN, build, ("scheduled builds run unattended", found.detail), gate_env=gate_env)

@@ -137,11 +137,13 @@ class Pipeline:
 
 
 def render(pipeline: Pipeline, fmt: str = "yaml") -> str:
-    """YAML or JSON for ``buildkite-agent pipeline upload``.
+    """YAML or JSON for ``buildkite-agent pipeline upload --no-interpolation``: every string is written literally.
 
-    Every string is meant literally, so ``$`` is doubled: upload-time interpolation turns ``$$`` back into ``$``.
+    Upload-time interpolation cannot carry arbitrary text: ``\\$`` and ``$$`` both become ``$``, so no escaping
+    keeps a ``\\`` right before a ``$`` (a branch named ``rel\\${SECRET}`` would expand). The output is therefore
+    meant for an upload without interpolation, and no command carries a dynamic value (those go in ``env``).
     """
-    data = _escape_dollars(pipeline.to_dict())
+    data = pipeline.to_dict()
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
     return yaml.dump(data, Dumper=_BlockTextDumper, sort_keys=False, allow_unicode=True, width=1000)
@@ -156,16 +158,6 @@ def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 
 
 _BlockTextDumper.add_representer(str, _represent_str)
-
-
-def _escape_dollars(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("$", "$$")
-    if isinstance(value, dict):
-        return {_escape_dollars(k): _escape_dollars(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_escape_dollars(v) for v in value]
-    return value
 
 
 def _dependencies(keys: tuple[str, ...]) -> dict[str, Any]:

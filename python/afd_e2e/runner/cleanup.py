@@ -9,6 +9,7 @@ how that was found, so its report never shows a run in progress forever.
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from afd_e2e.results.model import CheckRecord, Interruption
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import RESULTS_FILE, load_results, now_iso, results_to_json, write_json_atomic
 from afd_e2e.runner.case import CANCEL_GRACE_S
-from afd_e2e.runner.hygiene import check_gpu_memory, check_ports, check_processes, record, remove_leftover_files
+from afd_e2e.runner.hygiene import (
+    GPU_SETTLE_S,
+    PORT_SETTLE_S,
+    check_gpu_memory,
+    check_ports,
+    check_processes,
+    record,
+    remove_leftover_files,
+)
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.teardown import terminate
@@ -28,29 +37,42 @@ from afd_e2e.runner.verdict import decide_verdict
 RUNNER_GRACE_S = CANCEL_GRACE_S + 5.0  # its teardown grace plus time to write results
 
 
-def _stop_runner(run: RunRecord) -> CheckRecord:
+class _Budget:
+    """Waits that fit ``within_s`` seconds (a cancelled job's grace period): each takes at most a share of what is
+    left, so the SIGKILLs and the port and GPU checks still happen before the deadline. No budget: the defaults."""
+
+    def __init__(self, within_s: float | None) -> None:
+        self.deadline = None if within_s is None else time.monotonic() + within_s
+
+    def wait(self, default_s: float, share: float) -> float:
+        if self.deadline is None:
+            return default_s
+        return max(0.0, min(default_s, (self.deadline - time.monotonic()) * share))
+
+
+def _stop_runner(run: RunRecord, grace_s: float) -> CheckRecord:
     runner = run.runner_process()
     if runner is None:
         return record("runner", Status.PASSED, "the runner has exited")
     runner.terminate()
-    _, alive = psutil.wait_procs([runner], timeout=RUNNER_GRACE_S)
+    _, alive = psutil.wait_procs([runner], timeout=grace_s)
     if alive:
         runner.kill()
-        return record(
-            "runner", Status.WARNED, f"runner pid {runner.pid} ignored SIGTERM for {RUNNER_GRACE_S:.0f} s: killed"
-        )
+        return record("runner", Status.WARNED, f"runner pid {runner.pid} ignored SIGTERM for {grace_s:.1f} s: killed")
     return record("runner", Status.WARNED, f"runner pid {runner.pid} was still running: stopped with SIGTERM")
 
 
-def clean_up(out_dir: Path) -> list[CheckRecord]:
-    """Stop and remove a run's leftovers; return check records (``failed`` means the machine is still not clean)."""
+def clean_up(out_dir: Path, within_s: float | None = None) -> list[CheckRecord]:
+    """Stop and remove a run's leftovers (within ``within_s`` seconds when given); return check records (``failed``
+    means the machine is still not clean)."""
+    budget = _Budget(within_s)
     run = RunRecord.load(out_dir)
     if run is None:
         return [record("run", Status.PASSED, f"no run record in {out_dir}: nothing to clean")]
     find = partial(find_marked, run.run_id)
-    checks = [_stop_runner(run)]
+    checks = [_stop_runner(run, budget.wait(RUNNER_GRACE_S, 0.3))]
     leftovers = find()
-    outcome = terminate(find, CANCEL_GRACE_S)
+    outcome = terminate(find, budget.wait(CANCEL_GRACE_S, 0.4))
     if leftovers:
         names = ", ".join(m.describe() for m in leftovers)
         how = "some needed SIGKILL" if outcome.forced else "all stopped on SIGTERM"
@@ -59,8 +81,8 @@ def clean_up(out_dir: Path) -> list[CheckRecord]:
         )
     checks += [
         check_processes(find),
-        check_ports(run.data["ports"], run.data["host"]),
-        check_gpu_memory(run.gpu_baseline),
+        check_ports(run.data["ports"], run.data["host"], settle_s=budget.wait(PORT_SETTLE_S, 0.3)),
+        check_gpu_memory(run.gpu_baseline, settle_s=budget.wait(GPU_SETTLE_S, 0.5)),
         remove_leftover_files(Path(run.data["scratch_root"]), run.data["shm_before"]),
     ]
     closed = close_abandoned(out_dir, run, checks[0])

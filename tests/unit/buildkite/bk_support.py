@@ -72,6 +72,7 @@ class FakeAgent:
         self.env = {
             "PATH": f"{self.bin}:/usr/bin:/bin",
             "HOME": str(workdir),
+            "TMPDIR": str(workdir),
             "STUB_CALLS": str(self.calls_log),
             "BUILDKITE_AGENT_NAME": name,
             "BUILDKITE_JOB_ID": "job-1",

@@ -72,7 +72,10 @@ def test_several_profiles_one_group_each(generate, valid_pipeline):
     pipeline, _ = pipeline_of(generated, valid_pipeline)
     assert [g["key"] for g in pipeline["steps"]] == ["afd-e2e-qwen3-5-122b-a10b", "afd-e2e-tiny-cpu"]
     assert len(gpu_steps(pipeline)) == 1
-    assert "AFD_E2E_BACKEND=gpu but profile tiny-cpu runs on cpu" in pipeline["steps"][1]["steps"][0]["command"]
+    assert (
+        "AFD_E2E_BACKEND=gpu but profile tiny-cpu runs on cpu"
+        in pipeline["steps"][1]["steps"][0]["env"]["AFD_E2E_ANNOTATION"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -85,6 +88,11 @@ def test_several_profiles_one_group_each(generate, valid_pipeline):
         ),
         (OPT_IN, ["--plugin", "acme/afd-e2e"], "error: --plugin=acme/afd-e2e has no version (fix: pin one, e.g."),
         (OPT_IN, ["--timeout-in-minutes", "0"], "error: --timeout-in-minutes=0 is not positive"),
+        (
+            OPT_IN,
+            ["--profile", "qwen3.5-122b-a10b"],
+            "error: profile qwen3.5-122b-a10b is given twice ('qwen3.5-122b-a10b' and 'qwen3.5-122b-a10b')",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(generate, variables, args, message):

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import shlex
+import dataclasses
 
 import pytest
 import yaml
 
-from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, Decision
+from afd_e2e.errors import UsageError
+from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, Decision, ProfileDecision
 from afd_e2e.pipeline.generate import (
     DEFAULT_PLUGIN,
     GpuStepSettings,
-    ProfileDecision,
     build_pipeline,
     step_slug,
 )
 from afd_e2e.pipeline.steps import render
 from afd_e2e.profile import load_profile
+from repo_paths import REPO
+
+PROFILES = REPO / "python" / "afd_e2e" / "profiles"
 
 GATES = {"AFD_E2E_BACKEND": "gpu", "AFD_E2E_LARGE_MODEL": "1", "AFD_GPU_E2E_MODEL": "/m", "AFD_E2E_DEVICES": "0,1"}
 DECISIONS = {
@@ -57,9 +60,10 @@ def test_explain_is_an_info_annotation_and_no_gpu_step(qwen):
     group = group_for(qwen, DECISIONS["explain"])
     (step,) = group["steps"]
     assert "agents" not in step and "plugins" not in step
-    argv = shlex.split(step["command"])
-    assert argv[:6] == ["buildkite-agent", "annotate", "--style", "info", "--context", "afd-e2e-qwen3-5-122b-a10b-info"]
-    assert argv[6] == (
+    assert step["command"] == (
+        "printenv AFD_E2E_ANNOTATION | buildkite-agent annotate --style info --context afd-e2e-qwen3-5-122b-a10b-info"
+    )
+    assert step["env"]["AFD_E2E_ANNOTATION"] == (
         "**afd-e2e qwen3.5-122b-a10b** is not run in this pull request #12:\n\n"
         "- AFD_E2E_LARGE_MODEL is not set; set AFD_E2E_LARGE_MODEL=1"
     )
@@ -109,7 +113,7 @@ def test_block_then_run_with_a_choice_of_cases(qwen):
 def test_a_failed_agent_check_is_a_warning_annotation_and_in_the_prompt(qwen):
     kinds = steps_by_kind(group_for(qwen, DECISIONS["block, warned"]))
     assert "--style warning" in kinds["annotation"]["command"]
-    assert "could not check: HTTP 401" in kinds["annotation"]["command"]
+    assert "could not check: HTTP 401" in kinds["annotation"]["env"]["AFD_E2E_ANNOTATION"]
     assert "could not check: HTTP 401" in kinds["block"]["prompt"]
 
 
@@ -156,6 +160,26 @@ def test_several_profiles_have_distinct_keys(valid_pipeline, qwen):
     assert groups["afd-e2e-deepseek-v2-lite-2a2f"]["concurrency_group"] == "afd-e2e/gpus=4,queue=gpu-4"
     assert "agents" not in groups["afd-e2e-tiny-cpu"]
     assert groups["afd-e2e-tiny-cpu"]["concurrency_group"] == "afd-e2e/queue=default"
+
+
+def test_a_profile_given_twice_is_refused(qwen, tmp_path):
+    copy = tmp_path / "qwen.yaml"
+    copy.write_text(PROFILES.joinpath("qwen3.5-122b-a10b.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    twice = [
+        ProfileDecision("qwen3.5-122b-a10b", qwen, DECISIONS["run"]),
+        ProfileDecision(str(copy), qwen, DECISIONS["run"]),
+    ]
+    with pytest.raises(
+        UsageError, match=rf"profile qwen3.5-122b-a10b is given twice \('qwen3.5-122b-a10b' and '{copy}'\)"
+    ):
+        build_pipeline(twice, GpuStepSettings())
+
+
+def test_profiles_whose_step_keys_collide_are_refused(qwen):
+    other = dataclasses.replace(qwen, name="qwen3-5-122b-a10b")
+    pair = [ProfileDecision("a", qwen, DECISIONS["run"]), ProfileDecision("b", other, DECISIONS["run"])]
+    with pytest.raises(UsageError, match="share the step key afd-e2e-qwen3-5-122b-a10b"):
+        build_pipeline(pair, GpuStepSettings())
 
 
 @pytest.mark.parametrize(

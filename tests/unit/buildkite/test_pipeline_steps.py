@@ -60,13 +60,11 @@ def test_block_with_a_multiple_select_field(valid_pipeline):
     valid_pipeline(Pipeline((block,)).to_dict())
 
 
-def test_render_doubles_dollars_so_upload_interpolation_keeps_them():
-    step = CommandStep(label="cost $5", key="x", command="echo $HOME", env={"MODEL": "/m/$x"})
-    rendered = yaml.safe_load(render(Pipeline((step,))))
-    (out,) = rendered["steps"]
-    assert out["command"] == "echo $$HOME"
-    assert out["label"] == "cost $$5"
-    assert out["env"] == {"MODEL": "/m/$$x"}
+def test_render_writes_every_string_literally_for_an_upload_without_interpolation():
+    step = CommandStep(label="cost $5", key="x", command="true", env={"MODEL": "/m/$x", "B": r"rel\${S}"})
+    (out,) = yaml.safe_load(render(Pipeline((step,))))["steps"]
+    assert out["label"] == "cost $5"
+    assert out["env"] == {"MODEL": "/m/$x", "B": r"rel\${S}"}
 
 
 def test_yaml_and_json_carry_the_same_pipeline():

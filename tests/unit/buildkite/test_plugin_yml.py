@@ -14,8 +14,8 @@ from bk_support import REPO
 
 from afd_e2e import __version__
 from afd_e2e.cli import build_parser
-from afd_e2e.pipeline.decide import BLOCK, RUN, Decision
-from afd_e2e.pipeline.generate import OUT_DIR, GpuStepSettings, ProfileDecision, build_pipeline
+from afd_e2e.pipeline.decide import BLOCK, RUN, Decision, ProfileDecision
+from afd_e2e.pipeline.generate import OUT_DIR, GpuStepSettings, build_pipeline
 from afd_e2e.profile import load_profile
 
 PLUGIN = yaml.safe_load((REPO / "plugin.yml").read_text(encoding="utf-8"))

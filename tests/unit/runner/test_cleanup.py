@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from stand_ins import SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
+from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
 
 from afd_e2e.cli import main
 from afd_e2e.results import load_results
@@ -99,6 +99,26 @@ def test_the_cleanup_command_reports_each_check_and_exits_zero_when_clean(tmp_pa
     assert capsys.readouterr().out == f"cleanup run: passed - no run record in {tmp_path}: nothing to clean\n"
 
 
+def test_within_a_budget_a_server_ignoring_sigterm_is_killed_before_the_deadline(tmp_path, run_id, spawn):
+    """A cancelled job's grace period: the waits shrink so the SIGKILL and the checks fit the seconds left."""
+    port = UNIT_PORT_BASE + 43
+    layout = RunLayout.for_run(tmp_path, run_id)
+    record = RunRecord.start(
+        layout, run_id, stand_in_plan(stand_in_case("c", SLEEPER, port=port)), GpuSnapshot(unavailable="no NVML"), set()
+    )
+    stubborn = spawn(IGNORES_SIGTERM, case_id="c")
+    record.add_process("c", "server", stubborn.pid)
+    wait_for_log(stubborn.log_path, "ignoring SIGTERM")
+
+    started = time.monotonic()
+    checks = clean_up(tmp_path, within_s=2.0)
+
+    assert time.monotonic() - started < 2.0
+    assert statuses(checks)["processes"] == "passed"
+    assert "some needed SIGKILL" in checks[1].detail
+    assert stubborn.popen.wait(timeout=1) == -signal.SIGKILL
+
+
 def _start_stand_in_run(out: Path, port: int) -> subprocess.Popen:
     """A real runner of one stand-in case that never becomes ready, once it has launched its server."""
     script = Path(__file__).with_name("stand_in_run.py")
@@ -117,7 +137,7 @@ def _start_stand_in_run(out: Path, port: int) -> subprocess.Popen:
 
 
 def test_a_run_whose_runner_was_killed_is_closed_as_interrupted_and_reported_so(tmp_path):
-    runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 43)
+    runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 46)
     runner.kill()  # SIGKILL: no teardown, no last write; results.json still says running
     runner.wait(timeout=5)
     assert load_results(tmp_path).status is Status.RUNNING
@@ -142,7 +162,7 @@ def test_a_run_whose_runner_was_killed_is_closed_as_interrupted_and_reported_so(
 
 
 def test_cleanup_after_a_finished_run_leaves_its_results_alone(tmp_path):
-    runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 44)
+    runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 47)
     clean_up(tmp_path)  # stops the live runner, which writes its own cancelled results
     runner.wait(timeout=5)
     before = (tmp_path / "results.json").read_text()

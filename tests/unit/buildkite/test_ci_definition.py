@@ -1,0 +1,33 @@
+"""One CI definition: this repository's pipeline runs .ci/run, which is scripts/test (the one test command), then the
+generator; no lint or test command is repeated outside scripts/test."""
+
+from __future__ import annotations
+
+import yaml
+from bk_support import REPO
+
+PIPELINE = yaml.safe_load((REPO / ".buildkite" / "pipeline.yml").read_text(encoding="utf-8"))
+
+
+def commands(step: dict) -> list[str]:
+    return step.get("commands") or [step["command"]]
+
+
+def test_the_pipeline_runs_ci_run_then_the_generator():
+    ci, generator = PIPELINE["steps"]
+    assert commands(ci) == [".ci/run"]
+    assert generator["depends_on"] == [ci["key"]]
+    assert commands(generator)[-1].startswith("afd-e2e pipeline ")
+
+
+def test_ci_run_is_scripts_test():
+    lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert [line for line in lines if line and not line.startswith("#")][-1] == "exec scripts/test"
+
+
+def test_lint_and_tests_are_listed_once_in_scripts_test():
+    everywhere = [*(c for step in PIPELINE["steps"] for c in commands(step)), (REPO / ".ci/run").read_text("utf-8")]
+    for tool in ("shellcheck", "ruff", "pytest", "run-bats"):
+        assert not [text for text in everywhere if tool in text], tool
+        assert tool in (REPO / "scripts" / "test").read_text(encoding="utf-8")
+    assert (REPO / "scripts" / "test").read_text(encoding="utf-8").count("shellcheck -x") == 1
