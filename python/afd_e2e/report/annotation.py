@@ -9,6 +9,7 @@ logs or the machine is escaped. Buildkite caps an annotation at 1 MiB: past that
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -387,9 +388,8 @@ def _environment(results: RunResults) -> str:
     build_text = ""
     if build is not None:
         number = f"#{build.build_number}" if build.build_number is not None else "build"
-        link = (
-            f"[{number}]({build.build_url})" if build.build_url and build.build_url.startswith("https://") else number
-        )
+        url = build.build_url or ""
+        link = f'<a href="{html.escape(url, quote=True)}">{number}</a>' if url.startswith("https://") else number
         parts = [link, markdown_text(build.pipeline_slug or ""), markdown_text(build.branch or "")]
         parts += [markdown_text((build.commit or "")[:12]), markdown_text(build.source or "")]
         build_text = " · ".join(part for part in parts if part)
