@@ -211,6 +211,7 @@ class Repetition:
     num_prompts: int | None = None
     duration_s: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)  # the exact ``vllm bench serve`` command (secrets redacted)
 
 
 @dataclass
@@ -219,6 +220,7 @@ class CasePerformance:
     failure: str | None = None
     warmups: list[Repetition] = field(default_factory=list)
     repetitions: list[Repetition] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # the bench client's environment (secrets redacted)
 
 
 @dataclass
