@@ -31,7 +31,7 @@ from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings, load_readings
 from afd_e2e.gpu.replay import ReplayNvml
-from afd_e2e.gpu.smi import parse_topo_m, run_topo_m
+from afd_e2e.gpu.smi import read_topo_m, run_topo_m
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.runner import hardware_checks
 from afd_e2e.profile import Profile, load_profile
@@ -65,7 +65,7 @@ def naive(gpus: int) -> int:
         gpu = ET.fromstring(xml.stdout).find("gpu")
         assert gpu is not None and gpu.findtext("fb_memory_usage/total")
         topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, check=True)
-        links += sum(1 for a, b in parse_topo_m(topo.stdout) if index in (a, b))
+        links += sum(1 for a, b in read_topo_m(topo.stdout).cells if index in (a, b))
     return links
 
 
@@ -85,7 +85,9 @@ def simulated(repeats: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         smi = Path(tmp) / "nvidia-smi"
         xml = FIXTURES / "h200x2-captured" / "nvidia-smi-q.xml"
-        smi.write_text(FAKE_SMI.format(topo=FIXTURES / "topo-m-pcie8-numa.txt", xml=xml), encoding="utf-8")
+        smi.write_text(
+            FAKE_SMI.format(topo=FIXTURES / "topo" / "pcie8-pix-pxb-sys-mlx5.txt", xml=xml), encoding="utf-8"
+        )
         smi.chmod(0o755)
         path = os.environ["PATH"]
         os.environ["PATH"] = f"{tmp}{os.pathsep}{path}"

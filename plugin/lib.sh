@@ -186,7 +186,7 @@ check_gates() {
   printf '%s\n' "$output"
   case "$status" in
     0) ;;
-    1)
+    3) # afd-e2e's exit status for "not run: gates closed" (README: exit statuses)
       AFD_E2E_CLOSED="${AFD_E2E_CLOSED:-}${AFD_E2E_PROFILE}"$'\n'
       AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
       export AFD_E2E_CLOSED AFD_E2E_SKIPPED_JOB

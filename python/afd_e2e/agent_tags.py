@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from afd_e2e.gpu.inventory import Inventory
-from afd_e2e.gpu.topology import NVLINK
+from afd_e2e.gpu.topology import NVLINK, PCIE, UNKNOWN, Link
 
 # The keys hardware_tags derives, in the order they are printed.
 HARDWARE_KEYS = ("gpu", "gpus", "gpu_memory_gib", "interconnect", "nvidia_driver", "cuda")
@@ -27,7 +27,8 @@ def hardware_tags(inventory: Inventory) -> dict[str, str]:
     """Tags for an agent owning every GPU of the machine; empty without GPUs.
 
     gpu: model slug (slugs joined by ``+`` on a mixed machine); gpus: count; gpu_memory_gib: the smallest GPU's
-    memory in whole GiB; interconnect: ``nvlink`` when every pair of GPUs has NVLink, else ``pcie``;
+    memory in whole GiB; interconnect: ``nvlink`` when every pair of GPUs has NVLink, ``pcie`` when some pair is
+    known to have none, ``unknown`` when some pair could not be placed (never guessed as ``pcie``);
     nvidia_driver: the driver's major version; cuda: the CUDA version the driver supports.
     """
     if not inventory.gpus:
@@ -36,12 +37,19 @@ def hardware_tags(inventory: Inventory) -> dict[str, str]:
         "gpu": "+".join(sorted({model_slug(g.name) for g in inventory.gpus})),
         "gpus": str(len(inventory.gpus)),
         "gpu_memory_gib": str(min(g.memory_total_mib for g in inventory.gpus) // 1024),
-        "interconnect": NVLINK if all(link.kind == NVLINK for link in inventory.links.values()) else "pcie",
+        "interconnect": interconnect_tag(list(inventory.links.values())),
         "nvidia_driver": inventory.driver.split(".")[0],
     }
     if inventory.cuda:
         tags["cuda"] = inventory.cuda
     return tags
+
+
+def interconnect_tag(links: list[Link]) -> str:
+    kinds = {link.kind for link in links}
+    if PCIE in kinds:
+        return PCIE
+    return UNKNOWN if UNKNOWN in kinds else NVLINK
 
 
 def format_tags(tags: Mapping[str, str]) -> str:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from afd_e2e import __version__
-from afd_e2e.errors import UsageError
+from afd_e2e.errors import EXIT_BAD_INPUT, UsageError
 
 # Each module defines ``register(subparsers)``, which adds its parser with ``func`` set to a handler
 # taking the parsed args and returning an exit code.
@@ -40,12 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit statuses (README): 0 passed, 1 failed (a verdict, a preflight), 2 bad input, 3 not run (gates closed)."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
     except UsageError as exc:
-        print(f"afd-e2e {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        error = exc
+    except OSError as exc:  # a path given on the command line that cannot be used: one line, never a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        error = UsageError(f"{where}{exc.strerror or exc}", "check the path and this user's permissions on it")
+    print(f"afd-e2e {args.command}: error: {error}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
-"""One exception type for bad input: every message is one line naming the problem and the fix."""
+"""One exception type for bad input: every message is one line naming the problem and the fix; and the exit
+statuses every command uses (README: exit statuses)."""
 
 from __future__ import annotations
+
+EXIT_PASSED = 0  # the verdict passed (run), the agent fits (preflight), the gates are open (gates)
+EXIT_FAILED = 1  # the verdict failed (run), the agent does not fit (preflight)
+EXIT_BAD_INPUT = 2  # a UsageError: the one line names the problem and the fix
+EXIT_GATES_CLOSED = 3  # not run: the profile's opt-in gates are closed (run, gates)
 
 
 class UsageError(Exception):

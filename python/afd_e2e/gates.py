@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from afd_e2e.errors import EXIT_BAD_INPUT, EXIT_GATES_CLOSED, EXIT_PASSED, UsageError
 from afd_e2e.profile import Profile
 
 BACKEND_ENV = "AFD_E2E_BACKEND"
@@ -20,12 +21,14 @@ OPEN, CLOSED, INVALID = "open", "closed", "invalid"
 
 @dataclass(frozen=True)
 class GateDecision:
-    """``open`` runs; ``closed`` lists what is not opted in; ``invalid`` lists malformed values and fixes."""
+    """``open`` runs; ``closed`` lists what is not opted in; ``invalid`` holds each malformed value as a UsageError
+    (its rendering also leads ``reasons``)."""
 
     status: str
     reasons: tuple[str, ...] = ()
     model_path: str | None = None
     devices: tuple[int, ...] = field(default_factory=tuple)
+    errors: tuple[UsageError, ...] = ()
 
     @property
     def is_open(self) -> bool:
@@ -33,28 +36,33 @@ class GateDecision:
 
     @property
     def exit_code(self) -> int:
-        return {OPEN: 0, CLOSED: 1, INVALID: 2}[self.status]
+        return {OPEN: EXIT_PASSED, CLOSED: EXIT_GATES_CLOSED, INVALID: EXIT_BAD_INPUT}[self.status]
+
+    def usage_error(self, context: str) -> UsageError:
+        """The malformed gates as one UsageError (problems and fixes each joined once)."""
+        problems = "; ".join(e.problem for e in self.errors)
+        return UsageError(f"{context}: {problems}", "; ".join(dict.fromkeys(e.fix for e in self.errors)))
 
 
-def parse_devices(text: str, expected: int, source: str) -> tuple[tuple[int, ...], str | None]:
-    """Parse a comma-separated device list; return (devices, error-with-fix or None)."""
+def parse_devices(text: str, expected: int, source: str) -> tuple[int, ...]:
+    """Parse a comma-separated device list; UsageError naming the entry and the fix."""
     items = [item.strip() for item in text.split(",")]
     if not text.strip() or any(not item for item in items):
-        return (), f"{source}={text!r} has an empty entry; fix: give {expected} comma-separated GPU ids, e.g. 0,1"
+        raise UsageError(f"{source}={text!r} has an empty entry", f"give {expected} comma-separated GPU ids, e.g. 0,1")
     devices: list[int] = []
     for item in items:
         if not item.lstrip("-").isdigit():
-            return (), f"{source}={text!r}: {item!r} is not an integer; fix: use GPU ids like 0,2,4,6"
+            raise UsageError(f"{source}={text!r}: {item!r} is not an integer", "use GPU ids like 0,2,4,6")
         value = int(item)
         if value < 0:
-            return (), f"{source}={text!r}: {value} is negative; fix: GPU ids start at 0"
+            raise UsageError(f"{source}={text!r}: {value} is negative", "GPU ids start at 0")
         devices.append(value)
     duplicates = sorted({d for d in devices if devices.count(d) > 1})
     if duplicates:
-        return (), f"{source}={text!r} repeats {duplicates}; fix: list each GPU once"
+        raise UsageError(f"{source}={text!r} repeats {duplicates}", "list each GPU once")
     if len(devices) != expected:
-        return (), f"{source}={text!r} lists {len(devices)} devices; fix: this profile needs exactly {expected}"
-    return tuple(devices), None
+        raise UsageError(f"{source}={text!r} lists {len(devices)} devices", f"this profile needs exactly {expected}")
+    return tuple(devices)
 
 
 def evaluate_gates(
@@ -72,7 +80,7 @@ def evaluate_gates(
     """
     gates = profile.gates
     closed: list[str] = []
-    invalid: list[str] = []
+    invalid: list[UsageError] = []
 
     backend = env.get(BACKEND_ENV, "")
     if not backend:
@@ -81,7 +89,7 @@ def evaluate_gates(
         if backend in ("gpu", "cpu"):
             closed.append(f"{BACKEND_ENV}={backend} but profile {profile.name} runs on {gates.backend}")
         else:
-            invalid.append(f"{BACKEND_ENV}={backend!r} is not a backend; fix: set it to gpu or cpu")
+            invalid.append(UsageError(f"{BACKEND_ENV}={backend!r} is not a backend", "set it to gpu or cpu"))
 
     if gates.large_model:
         flag = env.get(LARGE_MODEL_ENV, "")
@@ -90,7 +98,7 @@ def evaluate_gates(
         elif flag == "0":
             closed.append(f"{LARGE_MODEL_ENV}=0 opts out of large-model runs")
         elif flag != "1":
-            invalid.append(f"{LARGE_MODEL_ENV}={flag!r} is not 0 or 1; fix: set {LARGE_MODEL_ENV}=1")
+            invalid.append(UsageError(f"{LARGE_MODEL_ENV}={flag!r} is not 0 or 1", f"set {LARGE_MODEL_ENV}=1"))
 
     path = model_path if model_path is not None else env.get(gates.model_env, "")
     resolved_model: str | None = None
@@ -100,7 +108,9 @@ def evaluate_gates(
         resolved_model = path
     elif not Path(path).is_dir():
         what = "a file" if Path(path).exists() else "missing"
-        invalid.append(f"{gates.model_env}={path} is {what}, not a directory; fix: point it at the checkpoint folder")
+        invalid.append(
+            UsageError(f"{gates.model_env}={path} is {what}, not a directory", "point it at the checkpoint folder")
+        )
     else:
         resolved_model = str(Path(path).resolve())
 
@@ -112,12 +122,13 @@ def evaluate_gates(
             example = ",".join(str(d) for d in profile.default_devices) or "0,1"
             closed.append(f"{source} is not set; set {gates.devices_env}={example} ({profile.device_count} unique ids)")
         else:
-            resolved_devices, error = parse_devices(raw, profile.device_count, source)
-            if error:
-                invalid.append(error)
+            try:
+                resolved_devices = parse_devices(raw, profile.device_count, source)
+            except UsageError as exc:
+                invalid.append(exc)
 
     if invalid:
-        return GateDecision(INVALID, tuple(invalid + closed))
+        return GateDecision(INVALID, tuple([*map(str, invalid), *closed]), errors=tuple(invalid))
     if closed:
         return GateDecision(CLOSED, tuple(closed))
     return GateDecision(OPEN, (), resolved_model, resolved_devices)

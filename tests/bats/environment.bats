@@ -18,7 +18,7 @@ load helpers
 }
 
 @test "closed gates: the job is marked skipped, passes, and an info annotation says why" {
-  export STUB_AFD_E2E_GATES_EXIT=1
+  export STUB_AFD_E2E_GATES_EXIT=3
   export STUB_AFD_E2E_GATES_OUTPUT="AFD_E2E_LARGE_MODEL is not set; set AFD_E2E_LARGE_MODEL=1 to opt in"
   run source_hook environment
   assert_success
@@ -31,7 +31,7 @@ load helpers
 }
 
 @test "malformed gates fail the job with an error annotation" {
-  export STUB_AFD_E2E_GATES_EXIT=2 STUB_AFD_E2E_GATES_OUTPUT="AFD_E2E_DEVICES='0,0' repeats [0]; fix: list each GPU once"
+  export STUB_AFD_E2E_GATES_EXIT=2 STUB_AFD_E2E_GATES_OUTPUT="AFD_E2E_DEVICES='0,0' repeats [0] (fix: list each GPU once)"
   run "$(hook environment)"
   assert_failure 2
   assert_output --partial "repeats [0]"

@@ -59,7 +59,7 @@ load helpers
 }
 
 @test "a profile from the checkout with closed gates: skipped for the later hooks, with the reason" {
-  export BUILDKITE_PLUGIN_AFD_E2E_PROFILE=ci/profiles/qwen.yml STUB_AFD_E2E_GATES_EXIT=1
+  export BUILDKITE_PLUGIN_AFD_E2E_PROFILE=ci/profiles/qwen.yml STUB_AFD_E2E_GATES_EXIT=3
   run source_hook pre-command
   assert_success
   assert_line "AFD_E2E_SKIPPED=the opt-in gates of profile ci/profiles/qwen.yml are closed on gpu-agent-1"

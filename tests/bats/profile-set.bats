@@ -20,7 +20,7 @@ setup() {
 }
 
 @test "every profile closed: the job is skipped, naming them all" {
-  export STUB_AFD_E2E_GATES_EXIT=1
+  export STUB_AFD_E2E_GATES_EXIT=3
   run source_hook environment
   assert_success
   assert_line "AFD_E2E_SKIPPED=the opt-in gates of profile tiny-gpu-1a1f, tiny-gpu-features are closed on gpu-agent-1"

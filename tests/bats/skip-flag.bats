@@ -15,7 +15,7 @@ load helpers
 }
 
 @test "an inherited flag still skips nothing when the gates are closed: this job's reason replaces it" {
-  export AFD_E2E_SKIPPED="set in the step's env" STUB_AFD_E2E_GATES_EXIT=1
+  export AFD_E2E_SKIPPED="set in the step's env" STUB_AFD_E2E_GATES_EXIT=3
   run source_hook environment
   assert_success
   assert_line "AFD_E2E_SKIPPED=the opt-in gates of profile qwen3.5-122b-a10b are closed on gpu-agent-1"

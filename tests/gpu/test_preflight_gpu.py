@@ -24,7 +24,7 @@ from afd_e2e.gpu.inventory import build_inventory
 from afd_e2e.gpu.memory import read_device_memory
 from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
-from afd_e2e.gpu.smi import parse_topo_m, run_topo_m
+from afd_e2e.gpu.smi import read_topo_m, run_topo_m
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS
 from afd_e2e.preflight.runner import run_preflight
@@ -110,7 +110,7 @@ def test_the_nvml_matrix_of_every_gpu_matches_nvidia_smi_topo_m():
     links = build_inventory(MACHINE).links
     n = len(MACHINE.gpus)
     assert len(links) == n * (n - 1) // 2
-    assert {pair: link.label for pair, link in links.items()} == parse_topo_m(run_topo_m())
+    assert {pair: link.label for pair, link in links.items()} == read_topo_m(run_topo_m()).cells
 
 
 def _wait_ready(proc: subprocess.Popen, deadline: float) -> None:
@@ -233,7 +233,7 @@ def test_agent_tags_print_what_nvidia_smi_reports():
         r"<cuda_version>([\d.]+)</cuda_version>",
         subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True, timeout=60, check=True).stdout,
     )
-    all_nvlink = all(label.startswith("NV") for label in parse_topo_m(run_topo_m()).values())
+    all_nvlink = all(label.startswith("NV") for label in read_topo_m(run_topo_m()).cells.values())
     print("\nagent tags:", done.stdout.strip())
     assert tags == {
         "gpu": "+".join(sorted({re.sub(r"[^a-z0-9]+", "-", r[0].lower()).strip("-") for r in rows})),

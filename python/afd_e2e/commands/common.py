@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
+from pathlib import Path
 
 from afd_e2e.errors import UsageError
 from afd_e2e.gates import parse_devices
@@ -36,11 +38,39 @@ def resolve_devices(profile: Profile, flag: str | None) -> tuple[int, ...]:
         if flag and not profile.device_count:
             raise UsageError(f"--devices={flag} given but profile {profile.name} runs on the CPU", "drop --devices")
         return profile.default_devices
-    devices, error = parse_devices(raw, profile.device_count, source)
-    if error:
-        problem, _, fix = error.partition("; fix: ")
-        raise UsageError(problem, fix)
-    return devices
+    return parse_devices(raw, profile.device_count, source)
+
+
+MAX_PORT = 65535
+KERNEL_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def check_port_base(port_base: int | None) -> None:
+    if port_base is not None and not 1 <= port_base <= MAX_PORT:
+        raise UsageError(
+            f"--port-base {port_base} is outside 1..{MAX_PORT}, the TCP port range",
+            "pass a port base such that the whole plan fits below 65536, e.g. 20000",
+        )
+
+
+def check_out_dir(out: Path) -> None:
+    """The results folder can be created and written: not on a kernel filesystem, not a file, not below a file."""
+    resolved = Path(os.path.abspath(out))
+    kernel = next((k for k in KERNEL_FILESYSTEMS if resolved == k or k in resolved.parents), None)
+    fix = "pass --out a folder on a writable disk, e.g. afd-e2e-out"
+    if kernel is not None:
+        raise UsageError(f"--out {out} is under {kernel}, a kernel filesystem, not a disk", fix)
+    if resolved.exists() and not resolved.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder", fix)
+    blocking = next((p for p in resolved.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UsageError(f"--out {out} is below {blocking}, which is a file", fix)
+    try:
+        resolved.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=resolved):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})", fix) from exc
 
 
 def resolve_model(profile: Profile, flag: str | None) -> str | None:
@@ -49,6 +79,7 @@ def resolve_model(profile: Profile, flag: str | None) -> str | None:
 
 def plan_from_args(args: argparse.Namespace) -> tuple[Profile, RunPlan]:
     profile = load_profile(args.profile)
+    check_port_base(args.port_base)
     model = resolve_model(profile, args.model) or f"${{{profile.gates.model_env}}}"
     devices = resolve_devices(profile, args.devices)
     plan = build_plan(

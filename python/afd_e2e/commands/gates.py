@@ -1,4 +1,4 @@
-"""``afd-e2e gates``: is this profile opted in by the environment? Exit 0 open, 1 closed, 2 malformed."""
+"""``afd-e2e gates``: is this profile opted in by the environment? Exit 0 open, 3 closed, 2 malformed."""
 
 from __future__ import annotations
 

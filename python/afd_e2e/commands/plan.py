@@ -1,12 +1,20 @@
-"""``afd-e2e plan``: the processes each case launches, as paste-able shell or as JSON."""
+"""``afd-e2e plan``: the processes each case launches, as paste-able shell or as JSON.
+
+The text form names the executable the runner would launch by its full path (resolved like the runner does), so a
+pasted command runs without this environment on PATH; where it is not found here, a comment says so and how.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from afd_e2e.commands.common import add_profile_args, plan_from_args
+from afd_e2e.errors import UsageError
+from afd_e2e.plan import RunPlan
 from afd_e2e.plan.render import render_text
+from afd_e2e.system.executables import resolve_executable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +24,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def with_resolved_executables(plan: RunPlan) -> tuple[RunPlan, list[str]]:
+    """The plan with each argv[0] as the runner resolves it, and a note for each name not found here."""
+    resolved: dict[str, str] = {}
+    notes = []
+    for name in sorted({p.argv[0] for case in plan.cases for p in case.processes}):
+        try:
+            resolved[name] = resolve_executable(name)
+        except UsageError as exc:
+            notes.append(f"# {exc.problem}: {exc.fix}; the commands below need {name} on PATH")
+
+    def resolve(process):
+        return replace(process, argv=(resolved.get(process.argv[0], process.argv[0]), *process.argv[1:]))
+
+    cases = tuple(replace(case, processes=tuple(map(resolve, case.processes))) for case in plan.cases)
+    return replace(plan, cases=cases), notes
+
+
 def run(args: argparse.Namespace) -> int:
     _, plan = plan_from_args(args)
-    print(json.dumps(plan.to_dict(), indent=2) if args.json else render_text(plan), end="" if not args.json else "\n")
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+        return 0
+    pasteable, notes = with_resolved_executables(plan)
+    print("".join(f"{note}\n" for note in notes) + render_text(pasteable), end="")
     return 0

@@ -5,7 +5,8 @@ towards the pair; where nvidia-ml-py cannot name a link's far end (older version
 active link counts when NVML says NVLink P2P works between the two, which is exact on two GPUs and on NVSwitch
 systems. NVML's P2P status is the last word: NVLink that CUDA cannot use (e.g. fabric manager down) is not NVLink.
 Without NVLink, the PCIe common ancestor gives PIX/PXB/PHB/NODE/SYS. Pairs NVML cannot place come from
-``nvidia-smi topo -m`` when the probe had to read it.
+``nvidia-smi topo -m`` when the probe had to read it. A pair neither places is UNKNOWN, never PCIe: also a pair that
+``topo -mp`` shows (a PCIe path, but that form cannot show NVLink) and every pair when the text was refused.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
+from afd_e2e.errors import UsageError
 from afd_e2e.gpu.readings import MachineReadings
-from afd_e2e.gpu.smi import parse_topo_m
+from afd_e2e.gpu.smi import TopoMatrix, read_topo_m
 
 NVLINK, PCIE, UNKNOWN = "nvlink", "pcie", "unknown"
 P2P_OK = 0
@@ -62,17 +64,29 @@ def needs_topo_m(readings: MachineReadings) -> bool:
     return any(nvml_link(readings, a, b) is None for a, b in combinations(range(len(readings.gpus)), 2))
 
 
+def _read_smi(readings: MachineReadings) -> tuple[TopoMatrix | None, str]:
+    """The recorded ``topo -m`` matrix, or None and why it cannot place pairs."""
+    if not readings.topo_m:
+        return None, "none"
+    try:
+        return read_topo_m(readings.topo_m), ""
+    except UsageError as exc:
+        return None, exc.problem
+
+
 def link_matrix(readings: MachineReadings) -> dict[tuple[int, int], Link]:
     """The link of every GPU pair (i, j), i < j, over the whole machine."""
-    from_smi = parse_topo_m(readings.topo_m) if readings.topo_m else {}
+    smi, why_not = _read_smi(readings)
     links = {}
     for a, b in combinations(range(len(readings.gpus)), 2):
         link = nvml_link(readings, a, b)
-        if link is None and (a, b) in from_smi:
-            label = from_smi[(a, b)]
+        label = smi.cells.get((a, b)) if smi is not None and link is None else None
+        if label is not None and smi is not None and not smi.shows_nvlink:
+            link = Link(UNKNOWN, f"{label}?", 0, "nvidia-smi topo -mp (a PCIe path; this form cannot show NVLink)")
+        elif label is not None:
             count = int(label[2:]) if label.startswith("NV") else 0
             link = Link(NVLINK if count else PCIE, label, count, "nvidia-smi topo -m")
-        links[(a, b)] = link or Link(UNKNOWN, "?", 0, "none")
+        links[(a, b)] = link or Link(UNKNOWN, "?", 0, why_not or "nvidia-smi topo -m has no cell for this pair")
     return links
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from afd_e2e.errors import UsageError
 from afd_e2e.gates import BACKEND_ENV, CLOSED, INVALID, LARGE_MODEL_ENV, evaluate_gates
 from afd_e2e.pipeline.agents import NONE, UNKNOWN, AgentsLookup
 from afd_e2e.pipeline.build_env import BuildEnv
@@ -62,7 +61,7 @@ def decide(
     devices = ",".join(map(str, profile.default_devices)) if devices_on_agent and profile.device_count else None
     gates = evaluate_gates(profile, env.variables, devices=devices, require_model_dir=False)
     if gates.status == INVALID:
-        raise UsageError(f"profile {profile.name}: {'; '.join(gates.reasons)}", "correct the opt-in variables")
+        raise gates.usage_error(f"profile {profile.name}")
     build = env.describe()
     if gates.status == CLOSED:
         return Decision(EXPLAIN, build, gates.reasons)

@@ -77,7 +77,12 @@ def build_plan(
         block = base + index * stride
         processes = _case_processes(profile, case, devices, model_path, block)
         highest = max(p for proc in processes for p in proc.ports)
-        if highest >= block + stride or highest > 65535:
+        if highest > 65535:
+            raise UsageError(
+                f"case {case.id} needs ports up to {highest}, beyond 65535 (the highest TCP port)",
+                f"lower the port base to at most {base - (highest - 65535)}",
+            )
+        if highest >= block + stride:
             raise UsageError(
                 f"case {case.id} needs ports up to {highest}, beyond its block {block}..{block + stride - 1}",
                 "raise engine.port_stride or lower the port base",

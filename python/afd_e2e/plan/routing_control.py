@@ -17,6 +17,21 @@ STRATEGY = "afd_balanced"
 SUFFIX = "afd-balanced"
 
 
+def strategy_refusal(known: tuple[str, ...] | None, problem: str | None, vllm: str | None) -> UsageError | None:
+    """Why the control cannot run on the vLLM that would be launched (None when it knows the strategy).
+
+    vLLM raises ``Unknown routing strategy`` only in the FFN engine's first forward, after the model is loaded; this
+    asks beforehand (``afd_e2e.system.engine_probe`` lists the strategies once vLLM's general plugins are loaded).
+    """
+    if known is not None and STRATEGY in known:
+        return None
+    fix = f"install an AFD plugin that registers the {STRATEGY} routing strategy, or drop --forced-routing-control"
+    if known is None:
+        return UsageError(f"cannot tell whether vLLM knows {STRATEGY_ENV}={STRATEGY}: {problem or 'not asked'}", fix)
+    available = ", ".join(known) or "none"
+    return UsageError(f"{STRATEGY_ENV}={STRATEGY} is unknown to vLLM {vllm}: it knows {available}", fix)
+
+
 def control_label(label: str) -> str:
     return f"{label}, {STRATEGY} routing (control)"
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from afd_e2e.errors import EXIT_FAILED, EXIT_PASSED
+
+if TYPE_CHECKING:
+    from afd_e2e.preflight.software import InstalledSoftware
 
 from afd_e2e.results.status import Status
 
@@ -39,6 +44,7 @@ class PreflightReport:
     devices: tuple[int, ...]
     checks: tuple[Check, ...]
     hardware: dict[str, Any] | None  # the inventory (GPUs, link matrix), None without NVML
+    software: InstalledSoftware | None = None  # both interpreters and what vLLM's reported
 
     @property
     def fits(self) -> bool:
@@ -46,7 +52,7 @@ class PreflightReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.fits else 1
+        return EXIT_PASSED if self.fits else EXIT_FAILED
 
     def count(self, status: Status) -> int:
         return sum(1 for check in self.checks if check.status == status)
@@ -58,4 +64,5 @@ class PreflightReport:
             "fits": self.fits,
             "checks": [{**asdict(check), "status": check.status.value} for check in self.checks],
             "hardware": self.hardware,
+            "software": self.software.to_dict() if self.software is not None else None,
         }

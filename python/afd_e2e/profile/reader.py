@@ -41,7 +41,7 @@ class Reader:
             self.fail(
                 self.key(name),
                 f"must be {_kind_names(kinds)}, got {type(value).__name__} {value!r}",
-                fix or f"set {name} to a {_kind_names(kinds)}",
+                fix or f"set {name} to {_kind_names(kinds)}",
             )
         return value
 
@@ -79,18 +79,6 @@ class Reader:
             where = self.path or "top level"
             allowed = ", ".join(sorted(self.seen))
             self.fail(self.key(str(unknown[0])), f"unknown key at {where}", f"remove it or use one of: {allowed}")
-
-
-def _kind_names(kinds: tuple[type, ...]) -> str:
-    names = {
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        bool: "true/false",
-        list: "a list",
-        dict: "a mapping",
-    }
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
 def _kind_names(kinds: tuple[type, ...]) -> str:

@@ -96,6 +96,7 @@ class Progress:
             self._phase_started = time.monotonic()
 
     def __call__(self, message: str) -> None:
+        message = message.rstrip().rstrip(",;:").rstrip()  # "bench warmup 1/1: 10 s, " when a part was empty
         with self._lock:
             spent = elapsed(time.monotonic() - self._phase_started)
             parts = ["afd-e2e", self.case_id, self.phase, spent, message] if self.case_id else ["afd-e2e", message]

@@ -160,18 +160,22 @@ def execute_run(
     gsm8k_dir: Path | None = None,
     progress: Progress | None = None,
     flag: CancelFlag | None = None,
-    preflight: PreflightRecord | None = None,
+    preflight: Callable[[], PreflightRecord] | None = None,
 ) -> RunResults:
     """Run ``plan`` into ``out_dir``; return the results (also in ``out_dir/results.json``).
 
-    ``preflight`` (what ``afd-e2e run`` checked a moment before) is recorded; when the agent does not fit, the run
-    stops there, before anything is launched, with the failed checks as its verdict.
+    The phases' inputs are checked first (bad input is a UsageError, nothing written). Then ``preflight`` (``afd-e2e
+    run`` passes the same checks as ``afd-e2e preflight``) is taken and recorded; when the agent does not fit, the
+    run stops there, before anything is launched, with the failed checks as its verdict.
     """
+    if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
+        phases.check_inputs(profile, gsm8k_dir)
     progress = progress or Progress()
     run_id = new_run_id()
     layout = RunLayout.for_run(out_dir, run_id)
-    start = {"run_id": run_id, "build": describe_build(os.environ), "preflight": preflight}
-    if preflight is not None and preflight.status is Status.FAILED:
+    checked = preflight() if preflight is not None else None
+    start = {"run_id": run_id, "build": describe_build(os.environ), "preflight": checked}
+    if checked is not None and checked.status is Status.FAILED:
         layout.out_dir.mkdir(parents=True, exist_ok=True)
         store = ResultsStore.start(layout.out_dir, plan, environment=describe_environment(plan), **start)
         with progress:
@@ -179,8 +183,6 @@ def execute_run(
             _conclude(store, progress)
         return store.results
     executables = check_can_start(plan)
-    if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
-        phases.check_inputs(profile, gsm8k_dir)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
     store = ResultsStore.start(layout.out_dir, plan, environment=describe_environment(plan), **start)
     results = store.results

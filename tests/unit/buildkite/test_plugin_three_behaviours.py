@@ -111,7 +111,7 @@ def test_nightly_run(generate, gpu_agent):
 
 def test_nightly_on_an_agent_whose_gates_are_closed_passes_with_the_reason(generate, gpu_agent):
     (gpu,) = generate({"BUILDKITE_SOURCE": "schedule", **OPT_IN}, [GPU_AGENT])
-    gpu_agent.env |= {"STUB_AFD_E2E_GATES_EXIT": "1", "STUB_AFD_E2E_GATES_OUTPUT": "AFD_GPU_E2E_MODEL is missing"}
+    gpu_agent.env |= {"STUB_AFD_E2E_GATES_EXIT": "3", "STUB_AFD_E2E_GATES_OUTPUT": "AFD_GPU_E2E_MODEL is missing"}
 
     statuses = gpu_agent.run_plugin(gpu, REPO)
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 
 from afd_e2e.cli import main
+from afd_e2e.errors import UsageError
+from afd_e2e.system.executables import resolve_executable
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -33,8 +36,22 @@ def test_plan_text_commands_are_pasteable(capsys, monkeypatch):
     _, out, _ = run(capsys, "plan", "--profile", "qwen3.5-122b-a10b", "--case", "afd-eager-4a4f")
     command_lines = [line for line in out.splitlines() if line.startswith("  setsid ")]
     argv = shlex.split(command_lines[0].removeprefix("  setsid ").removesuffix(" &"))
-    assert argv[:3] == ["vllm", "serve", "/models/q"]
+    assert argv[0] == resolve_executable("vllm") and os.path.isabs(argv[0])  # pastes without the venv on PATH
+    assert argv[1:3] == ["serve", "/models/q"]
     assert argv[argv.index("--additional-config") + 1].startswith('{"afd":{"role":"ffn"')
+
+
+def test_plan_text_says_how_when_the_executable_is_not_here(capsys, monkeypatch):
+    def missing(name):
+        raise UsageError(f"no {name!r} executable next to /x/python or on PATH", "install vLLM into this environment")
+
+    monkeypatch.setattr("afd_e2e.commands.plan.resolve_executable", missing)
+    _, out, _ = run(capsys, "plan", "--profile", "tiny-cpu", "--model", "/m")
+    assert out.splitlines()[0] == (
+        "# no 'vllm' executable next to /x/python or on PATH: install vLLM into this environment;"
+        " the commands below need vllm on PATH"
+    )
+    assert "  setsid vllm serve /m" in out
 
 
 def test_plan_json_matches_text(capsys):
@@ -58,7 +75,7 @@ def test_gates_exit_codes(capsys, monkeypatch, tmp_path):
     for name in ("AFD_E2E_BACKEND", "AFD_E2E_LARGE_MODEL", "AFD_GPU_E2E_MODEL", "AFD_E2E_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     code, out, _ = run(capsys, "gates", "--profile", "qwen3.5-122b-a10b")
-    assert code == 1 and "closed" in out
+    assert code == 3 and "closed" in out
     monkeypatch.setenv("AFD_E2E_BACKEND", "gpu")
     monkeypatch.setenv("AFD_E2E_LARGE_MODEL", "1")
     monkeypatch.setenv("AFD_GPU_E2E_MODEL", str(tmp_path))

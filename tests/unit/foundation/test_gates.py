@@ -29,7 +29,7 @@ def test_all_gates_set_opens(tmp_path):
 
 def test_nothing_set_closes_with_every_reason():
     decision = evaluate_gates(SEED, {})
-    assert decision.status == CLOSED and decision.exit_code == 1
+    assert decision.status == CLOSED and decision.exit_code == 3
     text = "\n".join(decision.reasons)
     for variable in ("AFD_E2E_BACKEND", "AFD_E2E_LARGE_MODEL", "AFD_GPU_E2E_MODEL", "AFD_E2E_DEVICES"):
         assert variable in text
@@ -50,7 +50,7 @@ def test_large_model_opt_out_closes(tmp_path):
         ({"AFD_E2E_DEVICES": "0,2,x,6,1,3,5,7"}, "'x' is not an integer"),
         ({"AFD_E2E_DEVICES": "0,2,-4,6,1,3,5,7"}, "-4 is negative"),
         ({"AFD_E2E_DEVICES": "0,2,4,6,1,3,5,5"}, "repeats [5]"),
-        ({"AFD_E2E_DEVICES": "0,1,2,3"}, "lists 4 devices; fix: this profile needs exactly 8"),
+        ({"AFD_E2E_DEVICES": "0,1,2,3"}, "lists 4 devices (fix: this profile needs exactly 8)"),
         ({"AFD_E2E_DEVICES": "0,,1"}, "empty entry"),
         ({"AFD_E2E_LARGE_MODEL": "yes"}, "is not 0 or 1"),
         ({"AFD_E2E_BACKEND": "tpu"}, "is not a backend"),
@@ -83,4 +83,12 @@ def test_tiny_cpu_needs_no_devices(tmp_path):
 
 
 def test_parse_devices_accepts_spaces():
-    assert parse_devices(" 1, 0 ", 2, "X") == ((1, 0), None)
+    assert parse_devices(" 1, 0 ", 2, "X") == (1, 0)
+
+
+def test_malformed_gates_render_one_fix_each_never_nested(tmp_path):
+    decision = evaluate_gates(SEED, seed_env(tmp_path, AFD_E2E_DEVICES="0,0,1,2,3,4,5,6", AFD_E2E_BACKEND="tpu"))
+    error = decision.usage_error("profile qwen3.5-122b-a10b")
+    assert str(error).count("(fix: ") == 1 and "; fix" not in str(error)
+    assert error.problem.startswith("profile qwen3.5-122b-a10b: AFD_E2E_BACKEND='tpu' is not a backend; ")
+    assert error.fix == "set it to gpu or cpu; list each GPU once"

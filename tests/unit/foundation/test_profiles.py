@@ -89,9 +89,26 @@ def test_unknown_profile_lists_the_shipped_ones():
 def test_broken_yaml_is_one_line(tmp_path):
     bad = tmp_path / "broken.yaml"
     bad.write_text("name: [unclosed\n")
-    with pytest.raises(UsageError, match="cannot read profile") as info:
+    with pytest.raises(UsageError, match=r"broken\.yaml:2:1: YAML syntax error: expected ',' or '\]'") as info:
         load_profile(str(bad))
     assert "\n" not in str(info.value)
+
+
+def test_a_missing_profile_path_is_no_such_file_not_an_unknown_profile(tmp_path):
+    with pytest.raises(UsageError, match=r"missing\.yml: no such file"):
+        load_profile(str(tmp_path / "missing.yml"))
+    with pytest.raises(UsageError, match="unknown profile 'nope'"):
+        load_profile("nope")
+
+
+def test_type_errors_read_as_english(tmp_path):
+    doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text())
+    doc["engine"]["port_base"] = "high"
+    path = tmp_path / "typed.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(UsageError) as info:
+        load_profile(str(path))
+    assert info.value.fix == "set port_base to an integer" and " a an " not in str(info.value)
 
 
 def test_cpu_profile_rejects_data_parallel():

@@ -93,3 +93,14 @@ def test_the_provisioning_script_wraps_the_cli():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == H200_TAGS + "\n"
+
+
+def test_pairs_nobody_could_place_tag_unknown_never_pcie():
+    """The reported case: topo -m text whose header was mangled used to leave pairs unread and the tag said pcie."""
+    nvswitch = load_readings(GPU_FIXTURES / "h200x8-nvswitch.json")
+    unplaced = replace(nvswitch, gpus=tuple(replace(g, nvlinks=()) for g in nvswitch.gpus), pairs={})
+    assert hardware_tags(build_inventory(unplaced))["interconnect"] == "unknown"
+    mp = replace(unplaced, topo_m=(GPU_FIXTURES / "topo" / "p100x3-topo-mp.txt").read_text(encoding="utf-8"))
+    assert hardware_tags(build_inventory(replace(mp, gpus=mp.gpus[:3])))["interconnect"] == "unknown"
+    refused = replace(unplaced, topo_m=(GPU_FIXTURES / "topo" / "rocm-smi-showtopo-4gpu.txt").read_text("utf-8"))
+    assert hardware_tags(build_inventory(refused))["interconnect"] == "unknown"

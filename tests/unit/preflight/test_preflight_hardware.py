@@ -47,7 +47,7 @@ def test_the_seed_profile_fits_its_pcie_machine_and_pairs_attention_with_ffn_dev
     assert set(statuses(checks).values()) == {PASS}, checks
     assert checks["nvidia driver"].measured == "595.71.05" and checks["cuda"].measured == "13.2"
     assert checks["gpu memory"].measured == "97887 MiB or more on each of 8 GPUs"
-    assert checks["interconnect"].measured == "28 pairs: NODE x4, PIX x4, PXB x4, SYS x16"
+    assert checks["interconnect"].measured == "28 pairs: PIX x4, PXB x8, SYS x16"
     assert (
         checks["interconnect afd-eager-4a4f"].measured == "GPU0-GPU1 PIX, GPU2-GPU3 PIX, GPU4-GPU5 PIX, GPU6-GPU7 PIX"
     )
@@ -57,7 +57,7 @@ def test_the_seed_profile_fits_its_pcie_machine_and_pairs_attention_with_ffn_dev
 def test_the_topo_m_fallback_judges_the_same_as_nvml():
     profile = load_profile("qwen3.5-122b-a10b")
     checks = checks_for(profile, load_readings(GPU_FIXTURES / "rtx6000x8-pcie-smi-fallback.json"), SEED_DEVICES)
-    assert checks["interconnect"].measured == "28 pairs: NODE x4, PIX x4, PXB x4, SYS x16"
+    assert checks["interconnect"].measured == "28 pairs: PIX x4, PXB x8, SYS x16"
 
 
 def test_requiring_nvlink_between_roles_fails_on_pcie_and_names_the_pairs():
@@ -161,3 +161,14 @@ def test_cpu_profiles_skip_the_gpu_checks_and_cuda_profiles_without_nvml_fail_th
     checks = {c.name: c for c in hardware_checks(profile, build_plan(profile, model_path="/m"), inventory, why)}
     assert checks["nvidia driver"].status == FAIL and "Shared Library Not Found" in checks["nvidia driver"].measured
     assert {c.status for name, c in checks.items() if name != "nvidia driver"} == {SKIP}
+
+
+def test_pairs_nothing_could_place_warn_by_name_and_never_pass_as_pcie_or_fail_as_no_nvlink():
+    profile = with_hardware(load_profile("qwen3.5-122b-a10b"), require_nvlink_between_roles=True)
+    readings = load_readings(GPU_FIXTURES / "h200x8-nvswitch.json")
+    unplaced = replace(readings, gpus=tuple(replace(g, nvlinks=()) for g in readings.gpus), pairs={})
+    checks = checks_for(profile, unplaced, SEED_DEVICES)
+    pairs, roles = checks["interconnect"], checks["interconnect afd-eager-4a4f"]
+    assert pairs.status == WARN and "unknown: GPU0-GPU2, GPU0-GPU4" in pairs.measured
+    assert "NVML could not place these pairs" in pairs.fix
+    assert roles.status == WARN and "unknown: GPU0-GPU1, GPU2-GPU3, GPU4-GPU5, GPU6-GPU7" in roles.measured

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 
 from preflight_fixtures import TEST_PROFILE
 
@@ -15,7 +13,6 @@ from afd_e2e.preflight.ports import check_ports, plan_ports, port_ranges
 from afd_e2e.preflight.software import InstalledSoftware, check_software
 from afd_e2e.profile import load_profile
 from afd_e2e.system.ports import busy_ports
-from repo_paths import REPO
 
 PORT_BASE = 20700  # this suite's port range is 20500-20999
 
@@ -42,9 +39,14 @@ def test_a_held_port_fails_naming_its_holder_and_free_ports_pass():
 
 def software(**kw):
     base = {
-        "vllm": "0.26.0+cu130",
+        "afd_e2e_python": "/opt/afd-e2e/bin/python",
         "vllm_executable": "/opt/venv/bin/vllm",
+        "vllm_python": "/opt/venv/bin/python",
+        "vllm": "0.26.0+cu130",
+        "torch": "2.11.0+cu130",
         "afd_plugin": "afd_plugin:register",
+        "routing_strategies": None,
+        "problem": None,
         "nvidia_ml_py": "13.580.82",
     }
     return InstalledSoftware(**{**base, **kw})
@@ -54,20 +56,27 @@ def names(checks):
     return {c.name: c for c in checks}
 
 
-def test_the_expected_vllm_with_the_plugin_passes():
+def test_the_expected_vllm_with_the_plugin_passes_and_both_interpreters_are_named():
     profile = load_profile(str(TEST_PROFILE))
     checks = names(check_software(profile, build_plan(profile, model_path="/m"), software()))
     assert {c.status for c in checks.values()} == {PASS}
-    assert checks["vllm"].measured == "0.26.0+cu130 (/opt/venv/bin/vllm)"
+    assert checks["vllm"].measured == (
+        "0.26.0+cu130, torch 2.11.0+cu130, in /opt/venv/bin/python (the Python of /opt/venv/bin/vllm);"
+        " afd-e2e runs in /opt/afd-e2e/bin/python"
+    )
+    assert checks["afd plugin"].measured == "afd_plugin:register in /opt/venv/bin/python"
 
 
 def test_wrong_or_missing_vllm_missing_plugin_and_missing_nvml_fail():
     profile = load_profile(str(TEST_PROFILE))
     plan = build_plan(profile, model_path="/m")
-    assert names(check_software(profile, plan, software(vllm="0.27.1")))["vllm"].fix == "pip install vllm==0.26.0"
-    assert names(check_software(profile, plan, software(vllm=None)))["vllm"].measured == "not installed"
-    off_path = names(check_software(profile, plan, software(vllm_executable=None)))["vllm"]
-    assert off_path.status == FAIL and "'vllm' is not on PATH" in off_path.measured
+    wrong = names(check_software(profile, plan, software(vllm="0.27.1")))["vllm"]
+    assert wrong.status == FAIL and wrong.fix == "pip install vllm==0.26.0 into the Python that runs vllm"
+    missing = names(check_software(profile, plan, software(vllm=None)))["vllm"]
+    assert missing.measured.startswith("not installed in /opt/venv/bin/python")
+    off_path = names(check_software(profile, plan, software(vllm_executable=None, vllm_python=None, problem="x")))
+    assert off_path["vllm"].status == FAIL and "'vllm' not found (x)" in off_path["vllm"].measured
+    assert off_path["afd plugin"].status == FAIL
     assert names(check_software(profile, plan, software(afd_plugin=None)))["afd plugin"].status == FAIL
     assert names(check_software(profile, plan, software(nvidia_ml_py=None)))["nvidia-ml-py"].status == FAIL
 
@@ -81,15 +90,21 @@ def test_a_cpu_profile_without_afd_cases_needs_neither_plugin_nor_nvml():
     )
     assert checks["vllm"].status == PASS  # tiny-cpu pins no version
     assert checks["afd plugin"].status == SKIP and checks["nvidia-ml-py"].status == SKIP
+    assert "routing strategy" not in checks
 
 
-def test_reading_this_environment_finds_its_distributions_without_importing_vllm_or_torch():
-    probe = (
-        "import sys; from afd_e2e.preflight.software import read_installed; s = read_installed('python3'); "
-        "print(s.nvidia_ml_py is not None, s.vllm_executable is not None, 'vllm' in sys.modules, 'torch' in sys.modules)"
+def test_a_forced_routing_control_needs_vllm_to_know_afd_balanced():
+    profile = load_profile("tiny-gpu-1a1f")
+    plan = build_plan(profile, model_path="/m", forced_routing_control=True)
+    released = software(routing_strategies=("uniform_random", "normal_routing"))
+    check = names(check_software(profile, plan, released))["routing strategy"]
+    assert check.status == FAIL
+    assert check.measured == (
+        "VLLM_MOE_ROUTING_SIMULATION_STRATEGY=afd_balanced is unknown to vLLM 0.26.0+cu130:"
+        " it knows uniform_random, normal_routing"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=True
-    )
-    assert done.stdout.split() == ["True", "True", "False", "False"]
+    assert "--forced-routing-control" in check.fix
+    unknown = software(routing_strategies=None, problem="ImportError: no torch")
+    assert "cannot tell" in names(check_software(profile, plan, unknown))["routing strategy"].measured
+    knows = software(routing_strategies=("uniform_random", "afd_balanced"))
+    assert names(check_software(profile, plan, knows))["routing strategy"].status == PASS

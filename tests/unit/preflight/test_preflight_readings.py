@@ -54,7 +54,7 @@ def test_nvidia_smi_topo_runs_once_only_when_nvml_cannot_place_a_pair():
 
     def topo_m() -> str:
         calls.append(1)
-        return (GPU_FIXTURES / "topo-m-pcie8-numa.txt").read_text(encoding="utf-8")
+        return (GPU_FIXTURES / "topo" / "pcie8-pix-pxb-sys-mlx5.txt").read_text(encoding="utf-8")
 
     placed = load_readings(GPU_FIXTURES / "rtx6000x8-pcie.json")
     assert read_machine(ReplayNvml(placed).session, topo_m).topo_m is None

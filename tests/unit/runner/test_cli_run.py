@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 
@@ -13,6 +14,7 @@ from afd_e2e.commands.run import gate_environment
 from afd_e2e.gates import BACKEND_ENV
 from afd_e2e.profile import load_profile
 from afd_e2e.results import Status, load_results
+from repo_paths import GSM8K_DIR
 
 
 @pytest.fixture(autouse=True)
@@ -22,12 +24,12 @@ def no_opt_in(monkeypatch):
             monkeypatch.delenv(name)
 
 
-def test_a_closed_gate_prints_every_reason_and_exits_nonzero(tmp_path, capsys):
+def test_a_closed_gate_prints_every_reason_and_exits_3(tmp_path, capsys):
     code = main(["run", "--profile", "qwen3.5-122b-a10b", "--out", str(tmp_path)])
 
     err = capsys.readouterr().err
-    assert code == 1
-    assert "profile qwen3.5-122b-a10b may not run here (closed)" in err
+    assert code == 3
+    assert "profile qwen3.5-122b-a10b not run: its opt-in gates are closed" in err
     for variable in ("AFD_E2E_BACKEND", "AFD_E2E_LARGE_MODEL", "AFD_GPU_E2E_MODEL", "AFD_E2E_DEVICES"):
         assert f"  - {variable}" in err
     assert not (tmp_path / "results.json").exists()
@@ -39,7 +41,7 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
 
     code = main(["run", "--profile", "tiny-cpu", "--out", str(tmp_path)])
 
-    assert code == 1
+    assert code == 3
     assert capsys.readouterr().err.splitlines()[1:] == [
         "  - AFD_E2E_TINY_MODEL is not set; point it at the staged checkpoint directory"
     ]
@@ -48,14 +50,21 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
 def test_a_port_in_use_is_a_recorded_preflight_misfit_before_anything_starts(tmp_path, capsys):
     port = UNIT_PORT_BASE + 50
     out = tmp_path / "out"
+    ckpt = tmp_path / "ckpt"  # passes the checkpoint checks, which come first
+    ckpt.mkdir()
+    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 8}
+    config["num_experts_per_tok"] = 2
+    (ckpt / "config.json").write_text(json.dumps(config))
+    (ckpt / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (ckpt / "tokenizer.json").write_text("{}")
     with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # an earlier run's TIME_WAIT must not stop it
         holder.bind(("127.0.0.1", port))
         holder.listen()
-        code = main(
-            ["run", "--profile", "tiny-cpu", "--model", str(tmp_path), "--port-base", str(port), "--out", str(out)]
-        )
+        argv = ["run", "--profile", "tiny-cpu", "--model", str(ckpt), "--port-base", str(port), "--out", str(out)]
+        code = main([*argv, "--gsm8k-dir", str(GSM8K_DIR)])
 
-    assert code == 1
+    assert code == 1, capsys.readouterr().err
     results = load_results(out)
     assert results.preflight is not None and results.preflight.status is Status.FAILED
     ports = next(c for c in results.preflight.checks if c.name == "ports")

@@ -63,3 +63,9 @@ def test_a_message_postpones_the_heartbeat():
             time.sleep(0.15)
 
     assert out.getvalue().splitlines() == [f"afd-e2e | c | performance | 0s | repetition {i}" for i in range(4)]
+
+
+def test_a_message_whose_last_part_is_empty_ends_without_a_dangling_comma():
+    out = io.StringIO()
+    Progress(stream=out)("bench warmup 1/1: 10 s, ")
+    assert out.getvalue() == "afd-e2e | bench warmup 1/1: 10 s\n"

