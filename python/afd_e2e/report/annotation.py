@@ -143,7 +143,9 @@ def _headline(results: RunResults) -> str:
         facts.append(f"took {formatting.duration((finished - started).total_seconds())}")
     lines += [" · ".join(facts), ""]
     if results.partial:
-        unfinished = [case_id for case_id, case in results.cases.items() if case.status is Status.RUNNING]
+        unfinished = [
+            case_id for case_id, case in results.cases.items() if case.status in (Status.RUNNING, Status.INTERRUPTED)
+        ]
         not_started = [case_id for case_id in _case_order(results) if case_id not in results.cases]
         for title, ids in (("Did not finish", unfinished), ("Not started", not_started)):
             if ids:

@@ -157,6 +157,7 @@ def test_a_run_whose_runner_was_killed_is_closed_as_interrupted_and_reported_so(
     annotation = (tmp_path / "annotation.md").read_text(encoding="utf-8")
     assert annotation.startswith("## ⚠️ SMOKE afd-e2e tiny\\-cpu: interrupted: the runner vanished before its verdict")
     assert "> **Interrupted**: the runner of run" in annotation
+    assert "Did not finish: <code>c</code>" in annotation
     verdict = assert_valid_junit(next((tmp_path / "junit").glob("*.xml")))
     assert verdict.get("errors") != "0"
 
