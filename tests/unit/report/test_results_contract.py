@@ -15,7 +15,7 @@ import pytest
 from afd_e2e.cli import main
 from afd_e2e.profile import load_profile
 from afd_e2e.results.codec import from_json, to_json
-from afd_e2e.results.model import RunResults
+from afd_e2e.results.model import LOG_TAIL_CHARS, RunResults
 from afd_e2e.results.schema import SCHEMA_FILE, schema_text
 from afd_e2e.workloads.phases import compare
 from junit_xsd import assert_valid_junit
@@ -115,7 +115,7 @@ def test_a_malformed_results_file_is_a_one_line_error(name, tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def test_a_huge_log_tail_renders(tmp_path, capsys):
+def test_a_50_mib_log_tail_renders_with_a_note_of_what_was_cut(tmp_path, capsys):
     out = tmp_path / "seed"
     shutil.copytree(RESULTS_FIXTURES / "seed", out)
     data = _seed()
@@ -124,7 +124,12 @@ def test_a_huge_log_tail_renders(tmp_path, capsys):
 
     assert main(["report", str(out)]) == 0
 
-    assert (out / "annotation.md").stat().st_size <= 1024 * 1024
+    annotation = (out / "annotation.md").read_text(encoding="utf-8")
+    assert len(annotation.encode("utf-8")) <= 1024 * 1024
+    note = "characters cut; the whole text is in logs/afd-eager-4a4f/ffn.log, logs/afd-eager-4a4f/attention.log]"
+    assert f"<pre>[{50 * 2**20 - LOG_TAIL_CHARS:,} {note}" in annotation
+    junit = (out / "junit" / "qwen3.5-122b-a10b-1.xml").read_text(encoding="utf-8")
+    assert note in junit and len(junit) < 2**20
 
 
 def test_the_real_tiny_cpu_run_carries_its_preflight_and_shows_it(tmp_path):
