@@ -166,3 +166,10 @@ def test_every_fixtures_comparisons_are_what_the_code_computes_from_its_cases(na
     """No stored verdict can drift from the producer (a "worse" beside an interval that includes zero, say)."""
     results = from_json(RunResults, load_fixture(name))
     assert compare(load_profile(results.profile), results) == results.comparisons
+
+
+@pytest.mark.parametrize("name", ["case is a string", "missing key", "unknown status", "wrong type", "misspelt key"])
+def test_the_shipped_schema_rejects_what_the_reader_rejects(name):
+    text, _ = MALFORMED[name]
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    assert list(validator.iter_errors(json.loads(text)))
