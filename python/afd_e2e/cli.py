@@ -19,6 +19,7 @@ COMMANDS = (
     "preflight",
     "run",
     "report",
+    "trend",
     "cleanup",
     "schema",
     "pipeline",

@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so that the other subcommands run on agents without the report's plotting stack.
     from afd_e2e.report import render_all
     from afd_e2e.report.publish import describe, publish
+    from afd_e2e.trend.auto import trend_if_configured
 
+    for warning in trend_if_configured(args.dir, os.environ):
+        print(f"afd-e2e report: warning: {warning}", file=sys.stderr)
     paths = render_all(args.dir)
     print("\n".join(describe(paths)), flush=True)
     if args.publish:

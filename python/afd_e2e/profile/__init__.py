@@ -25,6 +25,7 @@ from afd_e2e.profile.model import (
     RoleSpec,
     SmokeSpec,
     SoftwareSpec,
+    TrendSpec,
 )
 from afd_e2e.profile.sections import parse_profile
 
@@ -47,6 +48,7 @@ __all__ = [
     "RoleSpec",
     "SmokeSpec",
     "SoftwareSpec",
+    "TrendSpec",
     "builtin_profiles",
     "load_profile",
     "parse_profile",

@@ -167,6 +167,18 @@ class ComparisonSpec:
     measures: tuple[str, ...]  # subset of ("parity", "performance")
 
 
+ON_REGRESSION = ("warn", "fail")
+
+
+@dataclass(frozen=True)
+class TrendSpec:
+    """How a run is compared with its own history (``afd-e2e trend``)."""
+
+    window: int = 14  # earlier runs compared
+    threshold_pct: float = 5.0  # how far outside the history's spread counts as a move
+    on_regression: str = "warn"  # "warn": annotation warning; "fail": failing JUnit testcase, exit 1
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -189,6 +201,7 @@ class Profile:
     parity: ParitySpec | None
     bench: BenchSpec | None
     comparisons: tuple[ComparisonSpec, ...]
+    trend: TrendSpec = TrendSpec()
 
     def case(self, case_id: str) -> CaseSpec:
         for case in self.cases:

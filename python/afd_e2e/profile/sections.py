@@ -6,6 +6,7 @@ from typing import Any
 
 from afd_e2e.profile.model import (
     INTERCONNECTS,
+    ON_REGRESSION,
     PHASES,
     PLATFORMS,
     SCHEMA_VERSION,
@@ -23,6 +24,7 @@ from afd_e2e.profile.model import (
     RoleSpec,
     SmokeSpec,
     SoftwareSpec,
+    TrendSpec,
 )
 from afd_e2e.profile.reader import Reader
 from afd_e2e.profile.rules import check_cross_fields
@@ -107,6 +109,20 @@ def _read_bench(r: Reader) -> BenchSpec:
         parity_threshold_pct=r.get("parity_threshold_pct", float, 2.0),
         timeout_s=r.get("timeout_s", float, 3600.0),
     )
+    r.done()
+    return spec
+
+
+def _read_trend(r: Reader) -> TrendSpec:
+    spec = TrendSpec(
+        window=r.positive_int("window", TrendSpec.window, minimum=3),
+        threshold_pct=r.get("threshold_pct", float, TrendSpec.threshold_pct),
+        on_regression=r.get("on_regression", str, TrendSpec.on_regression),
+    )
+    if spec.on_regression not in ON_REGRESSION:
+        r.fail(r.key("on_regression"), f"unknown value {spec.on_regression!r}", "use warn or fail")
+    if spec.threshold_pct < 0:
+        r.fail(r.key("threshold_pct"), f"{spec.threshold_pct:g} is negative", "use a percentage >= 0, e.g. 5")
     r.done()
     return spec
 
@@ -261,6 +277,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         parity=parity,
         bench=bench,
         comparisons=tuple(comparisons),
+        trend=_read_trend(r.child("trend", {})),
     )
     r.done()
     check_cross_fields(profile)

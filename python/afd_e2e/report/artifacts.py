@@ -14,6 +14,7 @@ ARTIFACT_GLOBS = (
     "annotation*.md",
     "junit/*.xml",
     "plots/*.png",
+    "trend/*",
     "logs/**/*",
     "gsm8k/*.jsonl",
     "bench/**/*.json",

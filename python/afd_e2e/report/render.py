@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from afd_e2e.report.annotation import FULL_REPORT_FILE, render_annotation
+from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES, render_annotation
 from afd_e2e.report.artifacts import list_artifacts
 from afd_e2e.report.junit import write_junit
 from afd_e2e.report.plots import write_plots
 from afd_e2e.results import load_results
+from afd_e2e.trend.attach import attach as attach_trend
 
 ANNOTATION_FILE = "annotation.md"
 
@@ -40,7 +41,8 @@ def render_all(out_dir: Path) -> ReportPaths:
     )
     annotation_path = out_dir / ANNOTATION_FILE
     full_path = out_dir / FULL_REPORT_FILE
-    annotation_path.write_text(annotation.body, encoding="utf-8")
+    trend = attach_trend(out_dir, annotation.body, annotation.style, max_bytes=MAX_BYTES)
+    annotation_path.write_text(trend.body, encoding="utf-8")
     if annotation.full_body is not None:
         full_path.write_text(annotation.full_body, encoding="utf-8")
     else:
@@ -49,8 +51,8 @@ def render_all(out_dir: Path) -> ReportPaths:
         out_dir=out_dir,
         annotation=annotation_path,
         annotation_full=full_path if annotation.full_body is not None else None,
-        junit=junit,
+        junit=junit + trend.junit,
         plots=tuple(plots.values()),
-        annotation_style=annotation.style,
+        annotation_style=trend.style,
         annotation_context=annotation.context,
     )

@@ -23,6 +23,11 @@ class Status(str, Enum):
     def is_failure(self) -> bool:
         return self in (Status.FAILED, Status.CRASHED)
 
+    @property
+    def unfinished(self) -> bool:
+        """The run stopped before this reached an outcome of its own."""
+        return self in (Status.RUNNING, Status.CANCELLED, Status.INTERRUPTED)
+
 
 class Verdict(str, Enum):
     """A performance metric's direction: candidate ``better`` or ``worse`` than the baseline beyond noise and

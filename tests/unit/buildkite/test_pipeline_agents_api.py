@@ -126,3 +126,12 @@ def test_lookup_turns_a_refused_token_into_unknown(agents_api):
     assert found.status == UNKNOWN
     assert "HTTP 401" in found.detail
     assert TOKEN not in found.detail
+
+
+def test_a_next_page_on_another_host_is_not_followed_and_gets_no_token(agents_api):
+    """``localhost`` reaches the same server, so a followed link would show up in the recorded requests."""
+    elsewhere = agents_api.base_url.replace("127.0.0.1", "localhost") + "/organizations/acme/agents?page=2"
+    agents_api.serve(LIST, [agent("cpu-1", "queue=default")], headers={"Link": f'<{elsewhere}>; rel="next"'})
+    with pytest.raises(AgentsApiError, match=r"pointed at another host \(localhost:\d+\): not followed"):
+        list_agents("acme", TOKEN, base_url=agents_api.base_url)
+    assert [path for path, _ in agents_api.requests] == [f"/v2{LIST}"]

@@ -7,7 +7,6 @@ import os
 import socket
 
 import pytest
-from stand_ins import UNIT_PORT_BASE
 
 from afd_e2e.cli import main
 from afd_e2e.commands.run import gate_environment
@@ -48,7 +47,6 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
 
 
 def test_a_port_in_use_is_a_recorded_preflight_misfit_before_anything_starts(tmp_path, capsys):
-    port = UNIT_PORT_BASE + 50
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"  # passes the checkpoint checks, which come first
     ckpt.mkdir()
@@ -58,9 +56,9 @@ def test_a_port_in_use_is_a_recorded_preflight_misfit_before_anything_starts(tmp
     (ckpt / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
     (ckpt / "tokenizer.json").write_text("{}")
     with socket.socket() as holder:
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # an earlier run's TIME_WAIT must not stop it
-        holder.bind(("127.0.0.1", port))
+        holder.bind(("127.0.0.1", 0))  # a port no concurrent test holds; the plan's block starts there
         holder.listen()
+        port = holder.getsockname()[1]
         argv = ["run", "--profile", "tiny-cpu", "--model", str(ckpt), "--port-base", str(port), "--out", str(out)]
         code = main([*argv, "--gsm8k-dir", str(GSM8K_DIR)])
 

@@ -1,0 +1,53 @@
+"""``trend/junit.xml``: one testcase per regression check, named by case and metric only (a stable name for Test
+Engine's history), suite ``afd-e2e.<profile>.trend``.
+
+A regression fails its testcase only when the profile says ``on_regression: fail``; with the default ``warn`` it
+passes and says so in its output (the annotation carries the warning). Too little history is a skipped testcase.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from afd_e2e.report.escape import xml_text
+from afd_e2e.trend.analysis import NO_HISTORY, NO_VALUE, REGRESSION, Call
+from afd_e2e.trend.compute import TrendReport
+from afd_e2e.trend.section import value_text
+
+
+def _line(report: TrendReport, row: Call) -> str:
+    text = (
+        f"{row.case_id} {row.metric.name}: tonight {value_text(row.tonight, row.metric.unit)}, history median "
+        f"{value_text(row.median, row.metric.unit)} over {row.history} runs: {row.status}"
+    )
+    if row.change_pct is not None:
+        text += f" ({row.change_pct:+.1f}%)"
+    if row.started is not None:
+        text += f" since {row.started.label}" + (f" {row.started.url}" if row.started.url else "")
+    if row.status == REGRESSION and report.spec.on_regression != "fail":
+        text += " [warning: the profile's on_regression is warn]"
+    return text
+
+
+def testcases(report: TrendReport) -> list[TestCase]:
+    classname = xml_text(f"afd-e2e.{report.profile}.trend")
+    cases = []
+    for row in report.calls:
+        line = _line(report, row)
+        case = TestCase(xml_text(f"{row.case_id} {row.metric.key}"), classname=classname)
+        case.stdout = xml_text(line)
+        if row.status == REGRESSION and report.fails:
+            case.add_failure_info(message=xml_text(line), output=xml_text(line))
+        elif row.status in (NO_HISTORY, NO_VALUE):
+            case.add_skipped_info(message=xml_text(line))
+        cases.append(case)
+    return cases
+
+
+def write_trend_junit(report: TrendReport, path: Path) -> Path:
+    suite = TestSuite(f"afd-e2e.{report.profile}.trend", testcases(report), properties={"source": report.source})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_xml_report_string([suite], encoding="utf-8"), encoding="utf-8")
+    return path

@@ -1,0 +1,82 @@
+"""BuildkiteHistory against the local Buildkite API: which job's results, per-build problems as skips, bounds."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import unquote
+
+from afd_e2e.system.buildkite_rest import BuildkiteRest
+from afd_e2e.trend.buildkite import BuildkiteHistory
+from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite
+from fixtures.trend.make_history import REAL_RUNS
+
+TOKEN = "bk-token"
+TINY = (REAL_RUNS[0] / "results.json").read_bytes()
+OTHER_PROFILE = json.dumps({**json.loads(TINY), "profile": "tiny-gpu-1a1f"}).encode()
+
+
+def history(server, **options) -> BuildkiteHistory:
+    defaults = {"organization": ORG, "pipeline": PIPELINE, "branch": "main", "profile": "tiny-cpu"}
+    return BuildkiteHistory(BuildkiteRest(TOKEN, base_url=server.api_url), **{**defaults, **options})
+
+
+def test_builds_are_asked_newest_first_on_the_branch_without_this_build():
+    with local_buildkite(TOKEN) as server:
+        for number in range(1, 8):
+            server.add(number, "passed", TINY)
+        server.add(8, "passed", TINY, branch="feature")
+        server.add(9, "running", TINY)
+        fetched = history(server, this_build=7).fetch(2)
+        listed = server.api_requests("/builds?")
+    assert [f.build.number for f in fetched] == [6, 5, 4, 3]
+    assert all(f.results is not None for f in fetched)
+    assert "branch=main&state[]=passed&state[]=failed&state[]=canceled&per_page=5" in unquote(listed[0].path)
+
+
+def test_without_a_step_key_the_results_of_this_profile_are_taken():
+    with local_buildkite(TOKEN) as server:
+        server.add(1, "passed", OTHER_PROFILE)
+        server.add(2, "passed", TINY)
+        fetched = {f.build.number: f for f in history(server).fetch(3)}
+    assert fetched[2].results.profile == "tiny-cpu"
+    assert fetched[1].skip == "no results.json of profile tiny-cpu (found tiny-gpu-1a1f)"
+
+
+def test_with_a_step_key_only_that_steps_job_counts():
+    with local_buildkite(TOKEN) as server:
+        server.add(1, "passed", TINY, step_key="another-step")
+        server.add(2, "passed", TINY)
+        fetched = {f.build.number: f for f in history(server, step_key=STEP_KEY).fetch(3)}
+    assert fetched[2].results is not None
+    assert fetched[1].skip == f"no results.json from a job of step {STEP_KEY}"
+
+
+def test_a_broken_build_is_a_skip_and_the_rest_still_come():
+    with local_buildkite(TOKEN) as server:
+        server.add(1, "passed", TINY)
+        server.add(2, "failed", b"not json")
+        server.add(3, "passed", None)
+        fetched = {f.build.number: f for f in history(server).fetch(3)}
+    assert fetched[1].results is not None
+    assert fetched[2].skip == "results.json is not JSON"
+    assert fetched[3].skip == "no results.json artifact"
+
+
+def test_the_budget_bounds_all_builds_together():
+    with local_buildkite(TOKEN, delay_s=0.05) as server:
+        for number in range(1, 21):
+            server.add(number, "passed", TINY)
+        fetched = history(server, workers=1, budget_s=0.3).fetch(10)
+    skipped = [f for f in fetched if f.results is None]
+    assert skipped and all(f.skip_kind == "not fetched" and "0.3 s budget ran out" in f.skip for f in skipped)
+    assert len(fetched) == 20
+
+
+def test_pages_of_builds_are_followed_until_the_window_is_filled():
+    with local_buildkite(TOKEN) as server:
+        for number in range(1, 251):
+            server.add(number, "passed", TINY)
+        builds = history(server).list_builds(120)
+        listed = server.api_requests("/builds?")
+    assert [b["number"] for b in builds] == list(range(250, 130, -1))
+    assert len(listed) == 2 and "page=2" in listed[1].path
