@@ -132,14 +132,17 @@ def describe_build(env: Mapping[str, str]) -> BuildInfo | None:
     )
 
 
-def _conclude(
-    store: ResultsStore, progress: Progress, *, cancelled: str | None = None, crashed: str | None = None
-) -> None:
-    """The verdict, written, shown and rendered: the end of every run, however it ended."""
+def _close(store: ResultsStore, *, cancelled: str | None = None, crashed: str | None = None) -> None:
+    """The verdict, written: the end of every run, however it ended."""
     results = store.results
-    verdict = results.verdict = decide_verdict(results, cancelled=cancelled, crashed=crashed)
-    results.status, results.finished_at = verdict.status, now_iso()
+    results.verdict = decide_verdict(results, cancelled=cancelled, crashed=crashed)
+    results.status, results.finished_at = results.verdict.status, now_iso()
     store.flush()
+
+
+def _report(store: ResultsStore, progress: Progress) -> None:
+    """The verdict shown and the reports rendered (a renderer failure is reported, never raised)."""
+    verdict = store.results.verdict
     progress.enter("", "")
     progress(f"verdict: {verdict.status}")
     for reason in verdict.reasons:
@@ -180,7 +183,8 @@ def execute_run(
         store = ResultsStore.start(layout.out_dir, plan, environment=describe_environment(plan), **start)
         with progress:
             progress(f"run {run_id}: the agent does not fit profile {profile.name}: nothing launched")
-            _conclude(store, progress)
+            _close(store)
+            _report(store, progress)
         return store.results
     executables = check_can_start(plan)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
@@ -208,9 +212,6 @@ def execute_run(
             crashed = f"{type(exc).__name__}: {exc}"
         finally:
             shutil.rmtree(layout.scratch_root, ignore_errors=True)
-            cancelled = (flag.reason or "cancelled") if flag.is_set() else None
-            results.verdict = decide_verdict(results, cancelled=cancelled, crashed=crashed)
-            results.status, results.finished_at = results.verdict.status, now_iso()
-            store.flush()
-        _conclude(store, progress, cancelled=cancelled, crashed=crashed)
+            _close(store, cancelled=(flag.reason or "cancelled") if flag.is_set() else None, crashed=crashed)
+        _report(store, progress)
     return results
