@@ -96,9 +96,44 @@ def test_afd_case_runs_both_roles_ffn_first(results):
     assert names == ["ffn", "attention"]
 
 
-def test_native_and_afd_outputs_are_identical(results):
+def test_native_and_afd_outputs_agree_by_logprob_closeness(results):
     parity = results["comparisons"]["correctness"]["parity"]
-    assert parity["status"] == "passed" and parity["share"] == 1.0, parity
+    assert parity["status"] == "passed" and parity["different"] == 0, parity
+    assert parity["mode"] == "logprobs" and parity["identical"] + parity["close"] == parity["total"] == 4
+    for case_id in ("native-dp1", "afd-1a1f"):
+        for output in results["cases"][case_id]["parity_outputs"]:
+            assert len(output["top_logprobs"]) == len(output["token_ids"]) > 0, (case_id, output["prompt"])
+
+
+@pytest.fixture(scope="module")
+def cudagraph_results(tmp_path_factory) -> dict:
+    """Native DP1 vs AFD 1A1F parity with CUDA graphs (FULL_DECODE_ONLY): bf16 kernels may order near-ties
+    differently, which closeness passes and exact-token parity would not."""
+    import yaml
+
+    work = tmp_path_factory.mktemp("tiny-gpu-cudagraph")
+    document = yaml.safe_load((REPO / "python/afd_e2e/profiles" / f"{PROFILE}.yaml").read_text())
+    engine = document["engine"]
+    engine["serve_args"] = [arg for arg in engine["serve_args"] if arg != "--enforce-eager"]
+    engine["serve_args"].append('--compilation-config={"cudagraph_mode":"FULL_DECODE_ONLY"}')
+    for case_id in ("native-dp1", "afd-1a1f"):
+        document["cases"][case_id]["phases"] = ["smoke", "correctness"]
+    profile = work / "tiny-gpu-1a1f-cudagraph.yaml"
+    profile.write_text(yaml.safe_dump(document))
+    out = Path(os.environ.get("AFD_E2E_GPU_CUDAGRAPH_OUT") or work / "out")
+    afd_e2e(
+        "run", "--profile", str(profile), "--case", "native-dp1", "--case", "afd-1a1f", "--out", str(out), timeout=1500
+    )
+    return json.loads((out / "results.json").read_text())
+
+
+def test_cuda_graph_parity_passes_by_closeness_and_shows_where(cudagraph_results):
+    parity = cudagraph_results["comparisons"]["correctness"]["parity"]
+    print({p["prompt"]: (p["verdict"], p["position"]) for p in parity["prompts"]})
+    assert parity["status"] == "passed" and parity["different"] == 0, parity
+    for prompt in parity["prompts"]:
+        if prompt["verdict"] == "close":  # where exact tokens differ: both tokens in each other's top-k
+            assert prompt["baseline"]["other_in_top_k"] and prompt["candidate"]["other_in_top_k"], prompt
 
 
 def test_performance_compared_on_equal_hardware(results):

@@ -7,10 +7,14 @@ Validation errors are one line naming the file, the key and the fix.
 
 from afd_e2e.profile.load import builtin_profiles, load_profile
 from afd_e2e.profile.model import (
+    BENCH_METRICS,
     INTERCONNECTS,
+    ON_WORSE,
+    PARITY_MODES,
     PHASES,
     PLATFORMS,
     SCHEMA_VERSION,
+    BenchMetric,
     BenchSpec,
     CaseSpec,
     CheckpointSpec,
@@ -19,6 +23,7 @@ from afd_e2e.profile.model import (
     GateSpec,
     Gsm8kSpec,
     HardwareSpec,
+    MetricGate,
     ModelSpec,
     ParitySpec,
     Profile,
@@ -30,10 +35,14 @@ from afd_e2e.profile.model import (
 from afd_e2e.profile.sections import parse_profile
 
 __all__ = [
+    "BENCH_METRICS",
     "INTERCONNECTS",
+    "ON_WORSE",
+    "PARITY_MODES",
     "PHASES",
     "PLATFORMS",
     "SCHEMA_VERSION",
+    "BenchMetric",
     "BenchSpec",
     "CaseSpec",
     "CheckpointSpec",
@@ -42,6 +51,7 @@ __all__ = [
     "GateSpec",
     "Gsm8kSpec",
     "HardwareSpec",
+    "MetricGate",
     "ModelSpec",
     "ParitySpec",
     "Profile",

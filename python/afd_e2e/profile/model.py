@@ -14,6 +14,9 @@ SCHEMA_VERSION = 1
 PHASES = ("smoke", "correctness", "performance")
 INTERCONNECTS = ("nvlink", "pcie")
 PLATFORMS = ("cuda", "cpu")
+PARITY_MODES = ("logprobs", "exact")  # closeness as vLLM's check_logprobs_close, or identical token ids
+MAX_TOP_LOGPROBS = 20  # vLLM's default --max-logprobs
+ON_WORSE = ("fail", "warn", "note")  # what a metric judged worse does to its comparison
 
 
 @dataclass(frozen=True)
@@ -138,9 +141,45 @@ class Gsm8kSpec:
 
 @dataclass(frozen=True)
 class ParitySpec:
+    """Greedy outputs of the same prompts on two cases. ``mode`` logprobs: a prompt passes when its tokens are
+    identical, or when at the first differing position each side's token is within the other's ``top_logprobs``;
+    exact: only identical token ids pass. Every prompt must pass."""
+
     prompts: tuple[str, ...]
     max_tokens: int
-    min_identical_share: float
+    mode: str
+    top_logprobs: int
+
+
+@dataclass(frozen=True)
+class BenchMetric:
+    key: str  # a ``vllm bench serve`` result key
+    name: str
+    unit: str
+    higher_is_better: bool
+
+
+BENCH_METRICS = (
+    BenchMetric("request_throughput", "Request throughput", "req/s", True),
+    BenchMetric("output_throughput", "Output throughput", "tok/s", True),
+    BenchMetric("mean_ttft_ms", "TTFT", "ms", False),
+    BenchMetric("mean_tpot_ms", "TPOT", "ms", False),
+    BenchMetric("mean_itl_ms", "ITL", "ms", False),
+    BenchMetric("mean_e2el_ms", "E2E latency", "ms", False),
+    BenchMetric("p99_ttft_ms", "TTFT p99", "ms", False),
+    BenchMetric("p99_tpot_ms", "TPOT p99", "ms", False),
+    BenchMetric("p99_itl_ms", "ITL p99", "ms", False),
+    BenchMetric("p99_e2el_ms", "E2E latency p99", "ms", False),
+)
+
+
+@dataclass(frozen=True)
+class MetricGate:
+    """A metric a performance comparison judges, and what a ``worse`` verdict on it does: ``fail`` fails the
+    comparison, ``warn`` passes it with a warning, ``note`` only shows it."""
+
+    metric: BenchMetric
+    on_worse: str
 
 
 @dataclass(frozen=True)
@@ -157,6 +196,7 @@ class BenchSpec:
     repetitions: int
     parity_threshold_pct: float
     timeout_s: float
+    metrics: tuple[MetricGate, ...]
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from afd_e2e.profile.model import (
+    BENCH_METRICS,
     INTERCONNECTS,
+    MAX_TOP_LOGPROBS,
     ON_REGRESSION,
+    ON_WORSE,
+    PARITY_MODES,
     PHASES,
     PLATFORMS,
     SCHEMA_VERSION,
@@ -18,6 +22,7 @@ from afd_e2e.profile.model import (
     GateSpec,
     Gsm8kSpec,
     HardwareSpec,
+    MetricGate,
     ModelSpec,
     ParitySpec,
     Profile,
@@ -108,7 +113,48 @@ def _read_bench(r: Reader) -> BenchSpec:
         repetitions=r.positive_int("repetitions"),
         parity_threshold_pct=r.get("parity_threshold_pct", float, 2.0),
         timeout_s=r.get("timeout_s", float, 3600.0),
+        metrics=_read_metric_gates(r.child("metrics", None)),
     )
+    r.done()
+    return spec
+
+
+def _read_metric_gates(r: Reader | None) -> tuple[MetricGate, ...]:
+    """``metrics: {key: {on_worse: fail|warn|note}}``; without it every known metric, warned when worse."""
+    known = {metric.key: metric for metric in BENCH_METRICS}
+    if r is None:
+        return tuple(MetricGate(metric, "warn") for metric in BENCH_METRICS)
+    gates = []
+    for key in list(r.data):
+        if key not in known:
+            r.fail(r.key(str(key)), f"unknown metric {key!r}", f"use some of: {', '.join(known)}")
+        g = r.child(str(key))
+        on_worse = g.get("on_worse", str, "warn")
+        if on_worse not in ON_WORSE:
+            g.fail(g.key("on_worse"), f"unknown action {on_worse!r}", f"use one of: {', '.join(ON_WORSE)}")
+        g.done()
+        gates.append(MetricGate(known[key], on_worse))
+    if not gates:
+        r.fail(r.path, "lists no metrics", "name at least one metric, or remove metrics for the default set")
+    r.done()
+    return tuple(gates)
+
+
+def _read_parity(r: Reader) -> ParitySpec:
+    spec = ParitySpec(
+        prompts=r.str_list("prompts"),
+        max_tokens=r.positive_int("max_tokens"),
+        mode=r.get("mode", str, "logprobs"),
+        top_logprobs=r.positive_int("top_logprobs", 5),
+    )
+    if spec.mode not in PARITY_MODES:
+        r.fail(r.key("mode"), f"unknown parity mode {spec.mode!r}", f"use one of: {', '.join(PARITY_MODES)}")
+    if spec.top_logprobs > MAX_TOP_LOGPROBS:
+        r.fail(
+            r.key("top_logprobs"),
+            f"{spec.top_logprobs} is above vLLM's default --max-logprobs {MAX_TOP_LOGPROBS}",
+            f"use at most {MAX_TOP_LOGPROBS}",
+        )
     r.done()
     return spec
 
@@ -231,14 +277,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         if gsm8k.min_correct > gsm8k.questions:
             gr.fail(gr.key("min_correct"), f"{gsm8k.min_correct} > questions {gsm8k.questions}", "lower min_correct")
         gr.done()
-    parity = None
-    if (pr := w.child("parity", None)) is not None:
-        parity = ParitySpec(
-            prompts=pr.str_list("prompts"),
-            max_tokens=pr.positive_int("max_tokens"),
-            min_identical_share=pr.get("min_identical_share", float, 1.0),
-        )
-        pr.done()
+    parity = _read_parity(pr) if (pr := w.child("parity", None)) is not None else None
     bench = _read_bench(br) if (br := w.child("bench", None)) is not None else None
     w.done()
 

@@ -27,11 +27,15 @@ from afd_e2e.results.model import (
     Comparison,
     GpuInfo,
     Gsm8kResult,
+    MetricComparison,
+    ParityPrompt,
+    ParitySide,
     PerformanceComparison,
     RunResults,
     SmokeResult,
 )
-from afd_e2e.results.status import Status, Verdict
+from afd_e2e.results.status import ParityVerdict, Status, Verdict
+from afd_e2e.workloads.parity import prompt_verdict
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -59,10 +63,19 @@ def annotation_context(profile: str | None) -> str:
     return "afd-e2e-" + re.sub(r"[^A-Za-z0-9._-]", "_", profile or "unknown")
 
 
+def performance_warnings(results: RunResults) -> list[str]:
+    """Warned metrics (worse, ``on_worse: warn``) of every comparison: they turn a passed run's style to warning."""
+    return [
+        f"{comparison_id}: {warning}"
+        for comparison_id, comparison in results.comparisons.items()
+        for warning in (comparison.performance.warnings if comparison.performance else [])
+    ]
+
+
 def annotation_style(results: RunResults) -> str:
     if results.status is Status.CRASHED or (not results.partial and results.verdict.status is Status.FAILED):
         return "error"
-    if not results.partial and results.verdict.status is Status.PASSED:
+    if not results.partial and results.verdict.status is Status.PASSED and not performance_warnings(results):
         return "success"
     return "warning"
 
@@ -115,7 +128,8 @@ def _headline(results: RunResults) -> str:
     elif results.status is Status.CRASHED:
         headline_icon, word = "❌", "crashed (partial results)"
     else:
-        headline_icon = {Status.PASSED: "✅", Status.FAILED: "❌"}.get(verdict.status, "⚠️")
+        passed_icon = "⚠️" if performance_warnings(results) else "✅"
+        headline_icon = {Status.PASSED: passed_icon, Status.FAILED: "❌"}.get(verdict.status, "⚠️")
         word = markdown_text(verdict.status)
     smoke = "SMOKE " if results.smoke_only else ""
     lines = [f"## {headline_icon} {smoke}afd-e2e {markdown_text(results.profile)}: {word}", ""]
@@ -153,6 +167,7 @@ def _headline(results: RunResults) -> str:
                 more = f" and {len(ids) - MAX_REASONS} more" if len(ids) > MAX_REASONS else ""
                 lines += [f"{title}: {names}{more}", ""]
     reasons = verdict.reasons
+    lines += [f"- ⚠️ {markdown_text(warning)}" for warning in performance_warnings(results)[:MAX_REASONS]]
     lines += [f"- {markdown_text(reason)}" for reason in reasons[:MAX_REASONS]]
     if len(reasons) > MAX_REASONS:
         lines.append(f"- … and {len(reasons) - MAX_REASONS} more (see results.json)")
@@ -227,8 +242,9 @@ def _parity_cell(case_id: str, comparisons: Mapping[str, Comparison]) -> str:
         if parity is None or comparison.candidate != case_id:
             continue
         if parity.status in (Status.PASSED, Status.FAILED):
-            identical = f"{parity.identical}/{parity.total} identical"
-            cells.append(f"{icon(parity.status)} {identical} vs {markdown_text(comparison.baseline_label)}")
+            counts = [f"{parity.identical}/{parity.total} identical"]
+            counts += [f"{n} {word}" for word, n in (("close", parity.close), ("different", parity.different)) if n]
+            cells.append(f"{icon(parity.status)} {', '.join(counts)} vs {markdown_text(comparison.baseline_label)}")
         else:  # not compared: say why
             cells.append(_status_cell(parity.status, markdown_text(parity.failure or "", 120)))
     return "; ".join(cells) or formatting.MISSING
@@ -262,7 +278,55 @@ def _correctness(results: RunResults) -> str:
             f"| {_smoke_cell(case.smoke)} | {_gsm8k_cell(case.gsm8k)} "
             f"| {_parity_cell(case_id, results.comparisons)} |"
         )
+    for comparison_id, comparison in results.comparisons.items():
+        if comparison.parity is not None and comparison.parity.prompts:
+            rows += ["", _parity_details(comparison_id, comparison)]
     return "\n".join(rows) + "\n"
+
+
+_PARITY_ICONS = {ParityVerdict.IDENTICAL: "✅", ParityVerdict.CLOSE: "🟰"}
+
+
+def _token_cell(side: ParitySide | None) -> str:
+    """``188 ' the'`` with its logprob and the logprob it gave the other side's token."""
+    if side is None:
+        return formatting.MISSING
+    if side.token_id is None:
+        return "ended"
+    mine = "not in top-k" if side.logprob is None else f"{side.logprob:.4f}"
+    other = "not in top-k" if side.other_logprob is None else f"{side.other_logprob:.4f}"
+    return f"{side.token_id} <code>{markdown_text(repr(side.text), 40)}</code> ({mine}; other's {other})"
+
+
+def _parity_row(prompt: ParityPrompt) -> str:
+    verdict = prompt_verdict(prompt)
+    position = formatting.MISSING if prompt.first_diff_token is None else str(prompt.first_diff_token)
+    return (
+        f"| {markdown_text(prompt.prompt, 120)} | {_PARITY_ICONS.get(verdict, '❌')} {markdown_text(verdict)} "
+        f"| {position} | {_token_cell(prompt.baseline)} | {_token_cell(prompt.candidate)} |"
+    )
+
+
+def _parity_details(comparison_id: str, comparison: Comparison) -> str:
+    """Per prompt: identical / close / different, where the outputs part and both tokens with their logprobs
+    (each side's own and the one it gave the other side's token); open when the parity gate failed."""
+    parity = comparison.parity
+    assert parity is not None
+    baseline, candidate = markdown_text(comparison.baseline_label), markdown_text(comparison.candidate_label)
+    rows = [
+        f"| Prompt | Parity | First differing token | {baseline} | {candidate} |",
+        "| --- | --- | ---: | --- | --- |",
+        *(_parity_row(prompt) for prompt in parity.prompts),
+    ]
+    if parity.mode == "logprobs":
+        rows += [
+            "",
+            f"Close: at the first differing token each side's token is within the other's top-{parity.top_logprobs} "
+            "logprobs (a near-tie), as vLLM's own tests accept; exact mode would count it as different.",
+        ]
+    summary = f"Parity per prompt, <code>{markdown_text(comparison_id)}</code>: {_status_cell(parity.status)}"
+    opened = " open" if parity.status is Status.FAILED else ""
+    return f"<details{opened}><summary>{summary}</summary>\n\n" + "\n".join(rows) + "\n\n</details>"
 
 
 # ---- performance --------------------------------------------------------------------------------------------------
@@ -288,6 +352,15 @@ def _repetitions_line(label: str, performance: CasePerformance | None) -> str:
     return line
 
 
+def _metric_verdict(metric: MetricComparison, *, control: bool) -> str:
+    """The verdict cell; a worse metric also says what its gate did (fail, warn or note)."""
+    if metric.verdict is not Verdict.WORSE:
+        return markdown_text(metric.verdict)
+    if control:
+        return "**worse** (control, not judged)"
+    return "**worse** " + {"fail": "❌ fails the gate", "warn": "⚠️ warning"}.get(metric.on_worse, "(note)")
+
+
 def _performance(
     results: RunResults,
     comparison_id: str,
@@ -308,7 +381,7 @@ def _performance(
         ]
         for metric in metrics:
             unit = markdown_text(metric.unit)
-            verdict = "**worse**" if metric.verdict is Verdict.WORSE else markdown_text(metric.verdict)
+            verdict = _metric_verdict(metric, control=performance.control)
             lines.append(
                 f"| {markdown_text(metric.name)} "
                 f"| {formatting.measure(metric.baseline.mean, metric.baseline.std, unit)} "
@@ -321,6 +394,8 @@ def _performance(
             "are the candidate's relative to the baseline's mean.",
             "",
         ]
+    for warning in performance.warnings:
+        lines += [f"⚠️ Performance warning: {markdown_text(warning)} (<code>on_worse: warn</code>)", ""]
     failure = markdown_text(performance.failure or "", 300)
     if not metrics:
         lines += [f"No metrics: {_status_cell(performance.status, failure)}", ""]
@@ -483,17 +558,6 @@ def _model_output(results: RunResults) -> str:
             blocks.append(
                 f"<details><summary>{_label(case_id, case)}</summary>\n\n" + "\n".join(lines) + "\n\n</details>"
             )
-    for comparison_id, comparison in results.comparisons.items():
-        prompts = comparison.parity.prompts if comparison.parity else []
-        if prompts:
-            rows = ["| Prompt | Identical | First differing token |", "| --- | --- | ---: |"]
-            rows += [
-                f"| {markdown_text(p.prompt, 120)} | {'✅' if p.identical else '❌'} "
-                f"| {formatting.MISSING if p.first_diff_token is None else p.first_diff_token} |"
-                for p in prompts
-            ]
-            summary = f"parity <code>{markdown_text(comparison_id)}</code>"
-            blocks.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(rows) + "\n\n</details>")
     return "### Model output\n\n" + "\n\n".join(blocks) + "\n" if blocks else ""
 
 

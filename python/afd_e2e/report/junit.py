@@ -3,8 +3,8 @@
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, smoke, GSM8K aggregate and
 per question, the performance runs, each hygiene check), one ``.comparison.<id>`` per comparison (parity, each
 performance metric) and ``.run`` (the verdict). A GSM8K question answered wrongly fails only where the profile says
-accuracy is meaningful; a performance metric fails only when its comparison's performance gate failed and the metric
-is the worse side. At most 5000 testcases per file, as Test Engine requires.
+accuracy is meaningful; a performance metric fails only when it is worse and its profile says ``on_worse: fail``
+(``warn`` passes with a warning). At most 5000 testcases per file, as Test Engine requires.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from afd_e2e.results.model import (
     Comparison,
     Gsm8kResult,
     MetricComparison,
-    ParityPrompt,
+    PerformanceComparison,
     PreflightRecord,
     Repetition,
     RunResults,
 )
 from afd_e2e.results.status import Status, Verdict
+from afd_e2e.workloads.parity import describe, parity_summary
 
 MAX_TESTCASES_PER_FILE = 5000
 OUTPUT_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
@@ -210,31 +211,29 @@ def _repetition_line(rep: Repetition) -> str:
 
 def _add_comparison(builder: _Builder, suite: str, comparison: Comparison) -> None:
     if parity := comparison.parity:
-        message = parity.failure or (
-            f"{parity.identical}/{parity.total} identical outputs, "
-            f"share {parity.share} (at least {parity.min_share} needed)"
-        )
-        lines = "\n".join(_parity_line(prompt) for prompt in parity.prompts)
+        message = parity.failure or parity_summary(parity)
+        lines = "\n".join(describe(prompt, comparison.baseline, comparison.candidate) for prompt in parity.prompts)
         builder.add(suite, "parity", parity.status, message=message, stdout=lines)
 
     performance = comparison.performance
     if performance is None:
         return
-    if not performance.metrics:
+    if not performance.metrics:  # nothing to compare: the gate's own status says why
         builder.add(suite, "performance", performance.status, message=performance.failure)
-    gate_failed = performance.status is Status.FAILED
     for metric in performance.metrics:
         summary = _metric_line(comparison, metric, control=performance.control)
-        if gate_failed:
-            status = Status.FAILED if metric.verdict is Verdict.WORSE else Status.PASSED
-        else:
-            status = performance.status
+        status = _metric_status(metric, performance)
         builder.add(suite, f"performance {metric.key}", status, message=summary, stdout=summary)
 
 
-def _parity_line(prompt: ParityPrompt) -> str:
-    same = "identical" if prompt.identical else f"differs from token {prompt.first_diff_token}"
-    return f"{same}: {prompt.prompt!r}"
+def _metric_status(metric: MetricComparison, performance: PerformanceComparison) -> Status:
+    """A metric's testcase fails only when it is worse and its profile says ``on_worse: fail``; ``warn`` passes
+    with a warning; a control run's metrics are shown, never judged. (A failed side fails its case's testcase.)"""
+    if performance.status is Status.SKIPPED:
+        return Status.SKIPPED
+    if performance.control or metric.verdict is not Verdict.WORSE:
+        return Status.PASSED
+    return {"fail": Status.FAILED, "warn": Status.WARNED}.get(metric.on_worse, Status.PASSED)
 
 
 def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: bool) -> str:

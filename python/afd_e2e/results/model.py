@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from afd_e2e.plan.model import RunPlan
-from afd_e2e.results.status import Status, Verdict
+from afd_e2e.results.status import ParityVerdict, Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
 LOG_TAIL_CHARS = 64 * 1024  # a case's log_tail is at most this long; the whole logs are in logs/<case>/
@@ -189,12 +189,16 @@ class Gsm8kResult:
 
 @dataclass
 class ParityOutput:
-    """One greedy completion of a parity prompt, token ids as the server returned them."""
+    """One greedy completion of a parity prompt, token ids as the server returned them; ``top_logprobs`` per
+    generated token: its top-k tokens and the chosen one, token id (as a string) -> logprob; ``token_texts``: each
+    token's own text from the server's tokenizer (for showing where outputs part)."""
 
     prompt: str
     text: str | None = None
     token_ids: list[int] | None = None
     error: str | None = None
+    top_logprobs: list[dict[str, float]] | None = None
+    token_texts: list[str] | None = None
 
 
 @dataclass
@@ -253,21 +257,45 @@ class CaseResults:
 
 
 @dataclass
+class ParitySide:
+    """One side at the first differing token: its token (None: its output ended), the text that token added, its
+    logprob, the logprob it gave the other side's token (None: not in its top-k)."""
+
+    token_id: int | None
+    text: str | None
+    logprob: float | None
+    other_logprob: float | None
+    other_in_top_k: bool
+
+
+@dataclass
 class ParityPrompt:
+    """One prompt's parity. ``verdict`` is None in results written before logprobs parity (read ``identical``)."""
+
     prompt: str
     identical: bool
     first_diff_token: int | None = None
+    verdict: ParityVerdict | None = None
+    baseline: ParitySide | None = None
+    candidate: ParitySide | None = None
 
 
 @dataclass
 class ParityComparison:
+    """``mode`` logprobs: a prompt passes identical or close (top-``top_logprobs``); exact: identical only. Every
+    prompt must pass. ``min_share`` is only in results written before logprobs parity."""
+
     status: Status
     failure: str | None
     identical: int
     total: int
     share: float | None
-    min_share: float
+    min_share: float | None = None
     prompts: list[ParityPrompt] = field(default_factory=list)
+    mode: str | None = None
+    top_logprobs: int | None = None
+    close: int = 0
+    different: int = 0
 
 
 @dataclass
@@ -285,17 +313,22 @@ class MetricComparison:
     higher_is_better: bool
     baseline: SideStats
     candidate: SideStats
-    delta_pct: float
+    delta_pct: float | None  # None when the baseline mean is 0
     ci95_pct: list[float] | None  # Welch's 95% interval of the delta, in % of the baseline mean
     verdict: Verdict
+    on_worse: str = "warn"  # the profile's gate for a worse verdict: fail | warn | note
 
 
 @dataclass
 class PerformanceComparison:
+    """``failure`` also names every worse metric with ``on_worse: fail``; ``warnings`` every worse ``warn`` one
+    (a passed comparison with warnings renders as a warning)."""
+
     status: Status
     failure: str | None = None
     control: bool = False
     metrics: list[MetricComparison] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass

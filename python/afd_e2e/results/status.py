@@ -31,11 +31,26 @@ class Status(str, Enum):
 
 class Verdict(str, Enum):
     """A performance metric's direction: candidate ``better`` or ``worse`` than the baseline beyond noise and
-    threshold, else ``parity``."""
+    threshold, else ``parity``; ``inconclusive`` makes no claim (fewer than two passed repetitions on a side, so no
+    interval, or no finite delta)."""
 
     BETTER = "better"
     WORSE = "worse"
     PARITY = "parity"
+    INCONCLUSIVE = "inconclusive"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ParityVerdict(str, Enum):
+    """One parity prompt: ``identical`` token ids; ``close``: at the first differing token each side's token is
+    within the other side's top-k logprobs (a near-tie); ``different``; ``not compared`` (a side has no output)."""
+
+    IDENTICAL = "identical"
+    CLOSE = "close"
+    DIFFERENT = "different"
+    NOT_COMPARED = "not compared"
 
     def __str__(self) -> str:
         return self.value

@@ -1,7 +1,9 @@
 """Where ``vllm bench serve`` is driven: its argv, one bounded repetition as a subprocess, and its result JSON.
 
 ``vllm bench serve`` exits 0 even when every request failed or no server listened, so a repetition passes only
-when its result JSON exists, ``failed == 0`` and ``completed == num_prompts``; anything else fails it with a reason.
+when its result JSON is an object with consistent counts (``completed + failed == num_prompts``, ``failed == 0``,
+``completed >= 1``) and every metric the profile compares is a finite non-negative number; anything else fails it
+with a one-line reason naming the file and the field.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from afd_e2e.profile import BenchSpec
 from afd_e2e.results.model import CasePerformance, Repetition
@@ -57,34 +60,57 @@ def bench_argv(
     return argv
 
 
-def read_result(path: Path, num_prompts: int) -> Repetition:
-    """Judge one result JSON: status, failure, counts and the kept metrics (index and paths left for the caller)."""
+def _is_number(value: Any) -> bool:
+    """A finite, non-negative JSON number; booleans are not numbers here."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _judge(name: str, data: Any, num_prompts: int, required: Sequence[str]) -> str | None:
+    """The first reason a result JSON cannot count as a repetition, naming the file and the field; None if good."""
+    if not isinstance(data, dict):
+        return f"{name}: the top level is {'null' if data is None else type(data).__name__}, not an object"
+    for key in ("num_prompts", "completed", "failed"):
+        if not _is_count(data.get(key)):
+            return f"{name}: {key} is {data.get(key, 'missing')!r}, not a count"
+    if data["num_prompts"] != num_prompts:
+        return f"{name}: num_prompts {data['num_prompts']}, the profile asked for {num_prompts}"
+    if data["completed"] + data["failed"] != num_prompts:
+        return f"{name}: completed {data['completed']} + failed {data['failed']} != num_prompts {num_prompts}"
+    if data["failed"] > 0:
+        return f"{data['failed']} of {num_prompts} requests failed"
+    if data["completed"] < 1:
+        return f"{name}: completed is 0"
+    for key in required:
+        if key not in data:
+            return f"{name}: {key} is missing"
+        if not _is_number(data[key]):
+            return f"{name}: {key} is {data[key]!r}, not a finite non-negative number"
+    return None
+
+
+def read_result(path: Path, num_prompts: int, required: Sequence[str]) -> Repetition:
+    """Judge one result JSON strictly: every ``required`` metric present and a finite non-negative number, counts
+    consistent; otherwise a failed repetition with a one-line reason (index and paths left for the caller)."""
     rep = Repetition(index=0, status=Status.FAILED, failure=None, path="", log="", num_prompts=num_prompts)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         rep.failure = f"no result JSON {path.name}"
         return rep
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         rep.failure = f"unreadable result JSON {path.name}: {exc}"
         return rep
-    completed, failed = data.get("completed"), data.get("failed")
-    duration = data.get("duration")
-    rep.completed = completed if isinstance(completed, int) else None
-    rep.failed = failed if isinstance(failed, int) else None
-    rep.duration_s = duration if isinstance(duration, (int, float)) and math.isfinite(duration) else None
-    rep.metrics = {
-        k: data[k]
-        for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS)
-        if isinstance(data.get(k), (int, float)) and not isinstance(data[k], bool) and math.isfinite(data[k])
-    }
-    if not isinstance(completed, int) or not isinstance(failed, int):
-        rep.failure = f"result JSON {path.name} lacks completed/failed counts"
-    elif failed > 0:
-        rep.failure = f"{failed} of {num_prompts} requests failed"
-    elif completed < num_prompts:
-        rep.failure = f"completed {completed} of {num_prompts} prompts"
-    else:
+    if isinstance(data, dict):
+        rep.completed = data["completed"] if _is_count(data.get("completed")) else None
+        rep.failed = data["failed"] if _is_count(data.get("failed")) else None
+        rep.duration_s = data["duration"] if _is_number(data.get("duration")) else None
+        rep.metrics = {k: data[k] for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS) if _is_number(data.get(k))}
+    rep.failure = _judge(path.name, data, num_prompts, required)
+    if rep.failure is None:
         rep.status = Status.PASSED
     return rep
 
@@ -121,6 +147,7 @@ def run_repetition(
     result_path: Path,
     log_path: Path,
     num_prompts: int,
+    required: Sequence[str],
     timeout_s: float,
     label: str,
     progress: Callable[[str], None],
@@ -140,14 +167,14 @@ def run_repetition(
             if cancelled.is_set() or now - started > timeout_s:
                 _stop(process)
                 reason = "cancelled" if cancelled.is_set() else f"timed out after {timeout_s:g} s"
-                rep = read_result(result_path, num_prompts)
+                rep = read_result(result_path, num_prompts, required)
                 rep.status, rep.failure = (Status.CANCELLED if cancelled.is_set() else Status.FAILED), reason
                 return rep, False
             if now >= next_beat:
                 progress(f"{label}: {now - started:.0f} s, {_progress_tail(log_path)}")
                 next_beat = now + heartbeat_s
             time.sleep(min(0.5, heartbeat_s))
-    rep = read_result(result_path, num_prompts)
+    rep = read_result(result_path, num_prompts, required)
     if rep.failure and process.returncode:
         rep.failure += f" (vllm bench serve exited {process.returncode})"
     return rep, True
@@ -198,6 +225,7 @@ def run_series(
             result_path=folder / f"{stem}.json",
             log_path=folder / f"{stem}.log",
             num_prompts=spec.num_prompts,
+            required=[gate.metric.key for gate in spec.metrics],
             timeout_s=spec.timeout_s,
             label=label,
             progress=progress,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +16,16 @@ class CompletionError(Exception):
     """A request that did not produce a completion; the message is one line for results.json."""
 
 
+TOKEN_ID_PREFIX = "token_id:"  # how vLLM names tokens under ``return_tokens_as_token_ids``
+
+
 @dataclass(frozen=True)
 class Completion:
     text: str
     token_ids: tuple[int, ...] | None
     finish_reason: str | None
+    # With ``top_logprobs=k``: per generated token, the k most likely token ids (and the chosen one) -> logprob.
+    top_logprobs: tuple[Mapping[int, float], ...] | None = None
 
 
 def _request_json(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
@@ -45,8 +51,10 @@ def complete(
     stop: list[str] | None = None,
     seed: int | None = None,
     return_token_ids: bool = False,
+    top_logprobs: int | None = None,
 ) -> Completion:
-    """One greedy completion (temperature 0)."""
+    """One greedy completion (temperature 0); ``top_logprobs=k`` also asks for each token's k most likely
+    alternatives, named by token id so two cases compare ids, not decoded strings."""
     payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0}
     if stop:
         payload["stop"] = stop
@@ -54,6 +62,8 @@ def complete(
         payload["seed"] = seed
     if return_token_ids:
         payload["return_token_ids"] = True
+    if top_logprobs is not None:
+        payload.update(logprobs=top_logprobs, return_tokens_as_token_ids=True)
     body = _request_json("POST", f"{base_url}/v1/completions", json=payload)
     try:
         choice = body["choices"][0]
@@ -65,7 +75,39 @@ def complete(
         raise CompletionError(
             f"POST {base_url}/v1/completions: no token_ids despite return_token_ids (vLLM older than 0.10.2?)"
         )
-    return Completion(text, tuple(token_ids) if token_ids is not None else None, choice.get("finish_reason"))
+    completion = Completion(text, tuple(token_ids) if token_ids is not None else None, choice.get("finish_reason"))
+    if top_logprobs is None:
+        return completion
+    try:
+        return _with_logprobs(completion, choice["logprobs"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise CompletionError(
+            f"POST {base_url}/v1/completions: no usable logprobs in the answer ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _token_id(name: str) -> int:
+    if not name.startswith(TOKEN_ID_PREFIX):
+        raise ValueError(f"token {name!r} is not named {TOKEN_ID_PREFIX}<id>")
+    return int(name[len(TOKEN_ID_PREFIX) :])
+
+
+def _with_logprobs(completion: Completion, logprobs: dict[str, Any]) -> Completion:
+    """Read the OpenAI completions ``logprobs`` block's ``top_logprobs``, one mapping per generated token."""
+    top = tuple({_token_id(name): float(value) for name, value in entry.items()} for entry in logprobs["top_logprobs"])
+    return Completion(completion.text, completion.token_ids, completion.finish_reason, top)
+
+
+def token_texts(base_url: str, model: str, token_ids: list[int]) -> list[str]:
+    """Each token's own text, from the server's tokenizer (``/detokenize``), for showing where outputs part.
+    (Under ``return_tokens_as_token_ids`` the logprobs' ``text_offset`` counts the ``token_id:N`` names instead.)"""
+    texts = []
+    for token in token_ids:
+        body = _request_json("POST", f"{base_url}/detokenize", json={"model": model, "tokens": [token]})
+        if not isinstance(body.get("prompt"), str):
+            raise CompletionError(f"POST {base_url}/detokenize: no prompt text in the answer")
+        texts.append(body["prompt"])
+    return texts
 
 
 def served_model_root(base_url: str, model: str) -> str:

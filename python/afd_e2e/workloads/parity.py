@@ -1,7 +1,12 @@
 """Output parity: the same prompts, greedy, on each case of a comparison, compared token by token.
 
-Token ids come from the server itself (``return_token_ids``), so two cases are compared on what the engine
-generated, not on a re-tokenisation of the text.
+Token ids and their top-k logprobs come from the server itself (``return_token_ids``, ``logprobs: k`` named by
+token id), so two cases are compared on what the engine generated, not on a re-tokenisation of the text.
+
+Per prompt the verdict is ``identical`` (same token ids), ``close`` (at the first differing position each side's
+token is within the other side's top-k: a near-tie that numeric noise ordered differently, as vLLM's own
+``check_logprobs_close`` accepts; the comparison stops there, since the continuations diverge) or ``different``.
+In ``exact`` mode only ``identical`` passes. Every prompt must pass for the parity gate to pass.
 """
 
 from __future__ import annotations
@@ -10,9 +15,9 @@ import threading
 from collections.abc import Callable
 
 from afd_e2e.profile import ParitySpec
-from afd_e2e.results.model import ParityComparison, ParityOutput, ParityPrompt
-from afd_e2e.results.status import Status
-from afd_e2e.workloads.completions import CompletionError, complete
+from afd_e2e.results.model import ParityComparison, ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.results.status import ParityVerdict, Status
+from afd_e2e.workloads.completions import CompletionError, complete, token_texts
 
 
 def collect_outputs(
@@ -30,11 +35,27 @@ def collect_outputs(
         if cancelled.is_set():
             break
         try:
-            answer = complete(base_url, model, prompt, max_tokens=spec.max_tokens, return_token_ids=True)
+            answer = complete(
+                base_url,
+                model,
+                prompt,
+                max_tokens=spec.max_tokens,
+                return_token_ids=True,
+                top_logprobs=spec.top_logprobs,
+            )
         except CompletionError as exc:
             entry = ParityOutput(prompt, error=str(exc))
         else:
-            entry = ParityOutput(prompt, text=answer.text, token_ids=list(answer.token_ids or ()))
+            entry = ParityOutput(
+                prompt,
+                text=answer.text,
+                token_ids=list(answer.token_ids or ()),
+                top_logprobs=[{str(token): lp for token, lp in top.items()} for top in answer.top_logprobs or ()],
+            )
+            try:
+                entry.token_texts = token_texts(base_url, model, entry.token_ids or [])
+            except CompletionError as exc:  # only the display loses the token texts, not the comparison
+                progress(f"parity: token texts unavailable ({exc})")
         outputs.append(entry)
         publish(outputs)
         progress(f"parity: {number}/{len(spec.prompts)} prompts")
@@ -48,6 +69,86 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
+def _top_k(output: ParityOutput, position: int, k: int) -> dict[int, float] | None:
+    """The k most likely tokens the side recorded at ``position`` (vLLM adds the chosen token as a k+1-th)."""
+    tops = output.top_logprobs or []
+    if position >= len(tops):
+        return None
+    ranked = sorted(((int(token), lp) for token, lp in tops[position].items()), key=lambda t: -t[1])
+    return dict(ranked[:k])
+
+
+def _side(output: ParityOutput, position: int, other_token: int | None, k: int) -> ParitySide:
+    token_ids, texts = output.token_ids or [], output.token_texts or []
+    token = token_ids[position] if position < len(token_ids) else None
+    top = _top_k(output, position, k)
+    return ParitySide(
+        token_id=token,
+        text=texts[position] if token is not None and position < len(texts) else None,
+        logprob=None if top is None or token is None else top.get(token),
+        other_logprob=None if top is None or other_token is None else top.get(other_token),
+        other_in_top_k=top is not None and other_token is not None and other_token in top,
+    )
+
+
+def compare_prompt(prompt: str, baseline: ParityOutput, candidate: ParityOutput, *, mode: str, k: int) -> ParityPrompt:
+    """One prompt's verdict: identical, close (logprobs mode, each token in the other's top-k) or different."""
+    base_ids, cand_ids = baseline.token_ids or [], candidate.token_ids or []
+    position = first_difference(base_ids, cand_ids)
+    if position is None:
+        return ParityPrompt(prompt, identical=True, verdict=ParityVerdict.IDENTICAL)
+    base_token = base_ids[position] if position < len(base_ids) else None
+    cand_token = cand_ids[position] if position < len(cand_ids) else None
+    base_side = _side(baseline, position, cand_token, k)
+    cand_side = _side(candidate, position, base_token, k)
+    close = mode == "logprobs" and base_side.other_in_top_k and cand_side.other_in_top_k
+    return ParityPrompt(
+        prompt,
+        identical=False,
+        first_diff_token=position,
+        verdict=ParityVerdict.CLOSE if close else ParityVerdict.DIFFERENT,
+        baseline=base_side,
+        candidate=cand_side,
+    )
+
+
+def prompt_verdict(prompt: ParityPrompt) -> ParityVerdict:
+    """The prompt's verdict; results written before logprobs parity held only ``identical``/``first_diff_token``."""
+    if prompt.verdict is not None:
+        return prompt.verdict
+    if prompt.identical:
+        return ParityVerdict.IDENTICAL
+    return ParityVerdict.DIFFERENT if prompt.first_diff_token is not None else ParityVerdict.NOT_COMPARED
+
+
+def _token_text(side: ParitySide) -> str:
+    if side.token_id is None:
+        return "ended"
+    logprob = "not in its top-k" if side.logprob is None else f"{side.logprob:.4f}"
+    other = "" if side.other_logprob is None else f", the other's {side.other_logprob:.4f}"
+    return f"{side.token_id} {side.text!r} ({logprob}{other})"
+
+
+def describe(prompt: ParityPrompt, baseline_id: str, candidate_id: str) -> str:
+    """One line for a prompt's verdict: where the outputs part and both tokens with their logprobs."""
+    verdict = prompt_verdict(prompt)
+    if verdict in (ParityVerdict.IDENTICAL, ParityVerdict.NOT_COMPARED):
+        return f"{verdict}: {prompt.prompt!r}"
+    line = f"{verdict} at token {prompt.first_diff_token}: {prompt.prompt!r}"
+    if prompt.baseline and prompt.candidate:
+        line += f": {baseline_id} {_token_text(prompt.baseline)} vs {candidate_id} {_token_text(prompt.candidate)}"
+    return line
+
+
+def parity_summary(parity: ParityComparison) -> str:
+    """``3/4 identical, 1 close (logprobs, top-5)``: the counts a reader needs first."""
+    counts = [f"{parity.identical}/{parity.total} identical"]
+    counts += [f"{count} {word}" for word, count in (("close", parity.close), ("different", parity.different)) if count]
+    if parity.mode == "logprobs":
+        return ", ".join(counts) + f" (logprobs, top-{parity.top_logprobs})"
+    return ", ".join(counts) + (f" ({parity.mode})" if parity.mode else "")
+
+
 def compare_outputs(
     spec: ParitySpec,
     baseline_id: str,
@@ -55,14 +156,15 @@ def compare_outputs(
     candidate_id: str,
     candidate: list[ParityOutput] | None,
 ) -> ParityComparison:
-    """The ``parity`` block of a comparison: share of prompts with identical token ids, first differing position."""
+    """The ``parity`` block of a comparison: per prompt identical / close / different, and the gate."""
     result = ParityComparison(
         status=Status.SKIPPED,
         failure=None,
         identical=0,
         total=len(spec.prompts),
         share=None,
-        min_share=spec.min_identical_share,
+        mode=spec.mode,
+        top_logprobs=spec.top_logprobs,
     )
     if not spec.prompts:
         result.failure = "the profile lists no parity prompts"
@@ -80,17 +182,21 @@ def compare_outputs(
                 errors.append(f"{case_id}: {side.error if side else 'prompt not run'}")
         base, cand = sides
         if base is None or cand is None or base.token_ids is None or cand.token_ids is None:
-            result.prompts.append(ParityPrompt(prompt, identical=False))
+            result.prompts.append(ParityPrompt(prompt, identical=False, verdict=ParityVerdict.NOT_COMPARED))
             continue
-        diff = first_difference(base.token_ids, cand.token_ids)
-        result.prompts.append(ParityPrompt(prompt, identical=diff is None, first_diff_token=diff))
-    result.identical = sum(p.identical for p in result.prompts)
+        result.prompts.append(compare_prompt(prompt, base, cand, mode=spec.mode, k=spec.top_logprobs))
+    verdicts = [p.verdict for p in result.prompts]
+    result.identical = verdicts.count(ParityVerdict.IDENTICAL)
+    result.close = verdicts.count(ParityVerdict.CLOSE)
+    result.different = verdicts.count(ParityVerdict.DIFFERENT)
     result.share = result.identical / len(spec.prompts)
+    different = [p for p in result.prompts if p.verdict is ParityVerdict.DIFFERENT]
     if errors:
         result.status, result.failure = Status.FAILED, f"{len(errors)} parity requests failed; {errors[0]}"
-    elif result.share < spec.min_identical_share:
-        result.status = Status.FAILED
-        result.failure = f"{result.identical}/{len(spec.prompts)} identical, needs {spec.min_identical_share:.0%}"
+    elif different:
+        beyond = "differ" if spec.mode == "exact" else f"differ beyond the top-{spec.top_logprobs} logprobs"
+        first = describe(different[0], baseline_id, candidate_id)
+        result.status, result.failure = Status.FAILED, f"{len(different)}/{len(spec.prompts)} prompts {beyond}; {first}"
     else:
         result.status = Status.PASSED
     return result

@@ -152,6 +152,7 @@ def compare(profile: Profile, results: RunResults) -> dict[str, Comparison]:
                 cand.performance if cand else None,
                 threshold_pct=profile.bench.parity_threshold_pct,
                 control=cmp.control,
+                metrics=profile.bench.metrics,
             )
         comparisons[cmp.id] = entry
     return comparisons

@@ -88,9 +88,12 @@ def welch_interval(baseline: Sequence[float], candidate: Sequence[float]) -> tup
 
 
 def verdict(delta_pct: float, ci_pct: Sequence[float] | None, threshold_pct: float, higher_is_better: bool) -> Verdict:
-    """``better``/``worse`` only when the change exceeds the threshold and its interval (when there is one: two
-    or more repetitions per side) excludes zero; ``parity`` otherwise."""
-    significant = ci_pct is None or ci_pct[0] > 0.0 or ci_pct[1] < 0.0
+    """``better``/``worse`` only when the change exceeds the threshold and its 95% interval excludes zero;
+    ``parity`` otherwise. Without an interval (fewer than two repetitions on a side) or with a non-finite delta
+    there is no claim: ``inconclusive``."""
+    if ci_pct is None or not all(math.isfinite(v) for v in (delta_pct, *ci_pct)):
+        return Verdict.INCONCLUSIVE
+    significant = ci_pct[0] > 0.0 or ci_pct[1] < 0.0
     if abs(delta_pct) <= threshold_pct or not significant:
         return Verdict.PARITY
     return Verdict.BETTER if (delta_pct > 0) == higher_is_better else Verdict.WORSE

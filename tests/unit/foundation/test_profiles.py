@@ -75,6 +75,15 @@ def _error(mutate) -> str:
         (lambda d: d["workloads"]["gsm8k"].update(min_correct=9), "9 > questions 7"),
         (lambda d: d.update(schema=2), "unsupported profile schema 2"),
         (lambda d: d["devices"]["groups"].update(ffn=[2, 6]), "overlap"),
+        (lambda d: d["workloads"]["parity"].update(mode="fuzzy"), "workloads.parity.mode: unknown parity mode"),
+        (lambda d: d["workloads"]["parity"].update(top_logprobs=50), "above vLLM's default --max-logprobs 20"),
+        (lambda d: d["workloads"]["parity"].update(min_identical_share=0.0), "min_identical_share: unknown key"),
+        (lambda d: d["workloads"]["bench"].update(metrics={"ttft": {}}), "bench.metrics.ttft: unknown metric"),
+        (
+            lambda d: d["workloads"]["bench"].update(metrics={"mean_ttft_ms": {"on_worse": "panic"}}),
+            "bench.metrics.mean_ttft_ms.on_worse: unknown action 'panic'",
+        ),
+        (lambda d: d["workloads"]["bench"].update(metrics={}), "workloads.bench.metrics: lists no metrics"),
     ],
 )
 def test_bad_profiles_name_the_key_and_the_fix(mutate, expected):

@@ -23,21 +23,56 @@ def test_seed_performance_table_reads_like_the_seed(seed_results: dict) -> None:
     assert "| Metric | native DP8/TP1/EP8 | AFD 4A4F | Delta | 95% CI | Verdict |" in body
     for row in SEED_ROWS:
         assert row in body, row
-    assert "| +8.87% | [+4.46%, +13.29%] | **worse** |" in body
+    assert "| +8.87% | [+4.46%, +13.29%] | **worse** ⚠️ warning |" in body
     assert "1024/1024 requests completed each; 0 failed requests" in body
     assert '<img src="artifact://plots/performance.png"' in body
 
 
 def test_headline_verdict_comes_first_and_sections_follow_in_order(seed_results: dict) -> None:
     annotation = render_annotation(typed(seed_results), artifacts=["results.json"])
-    assert annotation.body.splitlines()[0] == "## ✅ afd-e2e qwen3\\.5\\-122b\\-a10b: passed"
+    assert annotation.body.splitlines()[0] == "## ⚠️ afd-e2e qwen3\\.5\\-122b\\-a10b: passed"
     positions = [
         annotation.body.index(f"### {title}")
         for title in ("Correctness", "Performance", "Hygiene", "Environment", "Artifacts")
     ]
     assert positions == sorted(positions)
-    assert (annotation.style, annotation.context) == ("success", "afd-e2e-qwen3.5-122b-a10b")
+    assert (annotation.style, annotation.context) == ("warning", "afd-e2e-qwen3.5-122b-a10b")
     assert annotation.full_body is None
+
+
+def test_seed_ttft_worse_renders_a_warning_and_only_a_clean_run_is_success(seed_results: dict) -> None:
+    """The seed's TTFT +8.87% (95% CI excludes zero; on_worse: warn by default) must not read as a green pass."""
+    annotation = render_annotation(typed(seed_results))
+    assert annotation.style == "warning"
+    warning = "TTFT worse\\: \\+8\\.87% \\(95% CI \\[\\+4\\.46%, \\+13\\.29%\\]\\)"
+    assert f"- ⚠️ performance\\: {warning}" in annotation.body  # in the headline
+    assert f"⚠️ Performance warning: {warning} (<code>on_worse: warn</code>)" in annotation.body
+    seed_results["comparisons"]["performance"]["performance"]["warnings"] = []
+    assert render_annotation(typed(seed_results)).style == "success"
+
+
+def test_a_failing_metric_gate_reads_as_such(seed_results: dict) -> None:
+    performance = seed_results["comparisons"]["performance"]["performance"]
+    performance["metrics"][2]["on_worse"] = "fail"
+    performance.update(status="failed", failure=performance.pop("warnings")[0])
+    seed_results["verdict"] = {"status": "failed", "reasons": ["performance performance: failed"]}
+    annotation = render_annotation(typed(seed_results))
+    assert annotation.style == "error"
+    assert "| **worse** ❌ fails the gate |" in annotation.body
+    assert "Performance gate: ❌ failed: TTFT worse\\: \\+8\\.87%" in annotation.body
+
+
+def test_parity_per_prompt_shows_identical_close_and_different_with_tokens(seed_results: dict) -> None:
+    prompts = seed_results["comparisons"]["correctness"]["parity"]["prompts"]
+    side = {"token_id": 188, "text": " the", "logprob": -0.51, "other_logprob": -0.52, "other_in_top_k": True}
+    other = {"token_id": 836, "text": " a", "logprob": -0.5, "other_logprob": -0.53, "other_in_top_k": True}
+    prompts[3].update(identical=False, first_diff_token=15, verdict="close", baseline=side, candidate=other)
+    seed_results["comparisons"]["correctness"]["parity"].update(identical=3, close=1)
+    body = render_annotation(typed(seed_results)).body
+    assert "| ✅ 3/4 identical, 1 close vs native DP4/TP1/EP4 |" in body
+    assert "| Water boils at | 🟰 close | 15 | 188 <code>' the'</code> (-0.5100; other's -0.5200) " in body
+    assert "| 836 <code>' a'</code> (-0.5000; other's -0.5300) |" in body
+    assert "| The capital of France is | ✅ identical | — | — | — |" in body
 
 
 def test_correctness_and_environment_rows(seed_results: dict) -> None:

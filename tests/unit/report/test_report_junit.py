@@ -85,13 +85,20 @@ def test_failures_carry_a_one_line_message_and_the_log_tail(seed_results: dict, 
     assert kill.get("message") == "ffn needed SIGKILL after 20 s"
 
 
-def test_metric_fails_only_when_the_performance_gate_failed(seed_results: dict, tmp_path: Path) -> None:
+def test_a_worse_metric_fails_only_for_on_worse_fail_and_warns_for_warn(seed_results: dict, tmp_path: Path) -> None:
     key = ("afd-e2e.qwen3.5-122b-a10b.comparison.performance", "performance mean_ttft_ms")
-    assert _testcases(_parse(write_junit(typed(seed_results), tmp_path / "a")))[key].find("failure") is None
-    seed_results["comparisons"]["performance"]["performance"]["status"] = "failed"
+    ttft = _testcases(_parse(write_junit(typed(seed_results), tmp_path / "a")))[key]  # the seed: on_worse warn
+    assert ttft.find("failure") is None and ttft.find("system-out").text.startswith("warning: TTFT: ")
+    performance = seed_results["comparisons"]["performance"]["performance"]
+    for metric in performance["metrics"]:
+        metric["on_worse"] = "fail"
+    performance.update(status="failed", failure=performance.pop("warnings")[0])
     cases = _testcases(_parse(write_junit(typed(seed_results), tmp_path / "b")))
     assert "+8.87%" in cases[key].find("failure").get("message")
-    assert cases[(key[0], "performance mean_tpot_ms")].find("failure") is None
+    assert cases[(key[0], "performance mean_tpot_ms")].find("failure") is None  # parity, though on_worse fail
+    performance["control"] = True
+    control = _testcases(_parse(write_junit(typed(seed_results), tmp_path / "c")))[key]
+    assert control.find("failure") is None and "control run" in control.find("system-out").text
 
 
 def test_wrong_answers_fail_only_where_accuracy_is_meaningful(

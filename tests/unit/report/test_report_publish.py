@@ -28,7 +28,7 @@ def test_inside_buildkite_annotates_and_uploads_from_the_results_folder(rendered
     paths = rendered
     assert publish(paths, env=BUILDKITE_ENV) == []
     annotate, *uploads = agent_stub.calls
-    assert annotate["argv"] == ["annotate", "--style", "success", "--context", "afd-e2e-qwen3.5-122b-a10b"]
+    assert annotate["argv"] == ["annotate", "--style", "warning", "--context", "afd-e2e-qwen3.5-122b-a10b"]
     assert annotate["stdin"] == paths.annotation.read_text(encoding="utf-8")
     assert [call["argv"] for call in uploads] == [
         ["artifact", "upload", pattern]
@@ -118,7 +118,7 @@ def test_report_command_publishes_inside_buildkite(seed_dir: Path, agent_stub, m
         monkeypatch.setenv(name, value)
     assert main(["report", str(seed_dir), "--publish"]) == 0
     out = capsys.readouterr().out
-    assert f"annotation: {seed_dir / 'annotation.md'} (style success, context afd-e2e-qwen3.5-122b-a10b)" in out
+    assert f"annotation: {seed_dir / 'annotation.md'} (style warning, context afd-e2e-qwen3.5-122b-a10b)" in out
     assert [call["argv"][:2] for call in agent_stub.calls][:2] == [["annotate", "--style"], ["artifact", "upload"]]
 
 

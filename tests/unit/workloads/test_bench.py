@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from afd_e2e.profile import BenchSpec
+from afd_e2e.profile import BENCH_METRICS, BenchSpec, MetricGate
 from afd_e2e.workloads import bench
 from repo_paths import FIXTURES
+
+REQUIRED = [metric.key for metric in BENCH_METRICS]
 
 SPEC = BenchSpec(
     dataset="random",
@@ -28,6 +30,7 @@ SPEC = BenchSpec(
     repetitions=2,
     parity_threshold_pct=10.0,
     timeout_s=30.0,
+    metrics=tuple(MetricGate(metric, "warn") for metric in BENCH_METRICS),
 )
 
 
@@ -37,6 +40,10 @@ def _copy(name: str, tmp_path: Path, **changes) -> Path:
     path = tmp_path / "rep-1.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
+
+
+def _read(path: Path, num_prompts: int = 16):
+    return bench.read_result(path, num_prompts, REQUIRED)
 
 
 def test_argv_carries_the_workload():
@@ -62,7 +69,7 @@ def test_argv_carries_the_workload():
 
 
 def test_real_passed_result(tmp_path):
-    rep = bench.read_result(_copy("passed.json", tmp_path), 16)
+    rep = _read(_copy("passed.json", tmp_path))
     assert (rep.status, rep.failure, rep.completed, rep.failed) == ("passed", None, 16, 0)
     metrics = rep.metrics
     for key in ("request_throughput", "output_throughput", "mean_ttft_ms", "p99_e2el_ms", "median_itl_ms"):
@@ -71,16 +78,68 @@ def test_real_passed_result(tmp_path):
 
 
 def test_real_all_failed_result_fails_despite_exit_code_zero(tmp_path):
-    rep = bench.read_result(_copy("all-failed.json", tmp_path), 8)
+    rep = _read(_copy("all-failed.json", tmp_path), 8)
     assert (rep.status, rep.failure) == ("failed", "8 of 8 requests failed")
 
 
-def test_incomplete_missing_and_broken_results(tmp_path):
-    assert bench.read_result(_copy("passed.json", tmp_path, completed=12), 16).failure == "completed 12 of 16 prompts"
-    assert bench.read_result(tmp_path / "absent.json", 16).failure == "no result JSON absent.json"
+def test_missing_and_unreadable_results(tmp_path):
+    assert _read(tmp_path / "absent.json").failure == "no result JSON absent.json"
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
-    assert bench.read_result(tmp_path / "broken.json", 16).failure.startswith("unreadable result JSON broken.json")
-    assert "lacks completed/failed" in bench.read_result(_copy("passed.json", tmp_path, failed=None), 16).failure
+    assert _read(tmp_path / "broken.json").failure.startswith("unreadable result JSON broken.json")
+
+
+# Each variant breaks one field of the real passed.json (16 prompts, all completed); the profile asks for 16.
+BROKEN_VARIANTS = [
+    ({"mean_ttft_ms": float("nan")}, "rep-1.json: mean_ttft_ms is nan, not a finite non-negative number"),
+    ({"mean_tpot_ms": float("inf")}, "rep-1.json: mean_tpot_ms is inf, not a finite non-negative number"),
+    ({"request_throughput": -1.5}, "rep-1.json: request_throughput is -1.5, not a finite non-negative number"),
+    ({"p99_e2el_ms": "72.4"}, "rep-1.json: p99_e2el_ms is '72.4', not a finite non-negative number"),
+    ({"mean_itl_ms": True}, "rep-1.json: mean_itl_ms is True, not a finite non-negative number"),
+    ({"mean_e2el_ms": None}, "rep-1.json: mean_e2el_ms is None, not a finite non-negative number"),
+    ({"completed": 12}, "rep-1.json: completed 12 + failed 0 != num_prompts 16"),
+    ({"completed": True}, "rep-1.json: completed is True, not a count"),
+    ({"failed": None}, "rep-1.json: failed is None, not a count"),
+    ({"failed": -1, "completed": 17}, "rep-1.json: failed is -1, not a count"),
+    ({"completed": 16.0}, "rep-1.json: completed is 16.0, not a count"),
+    ({"num_prompts": 8}, "rep-1.json: num_prompts 8, the profile asked for 16"),
+]
+
+
+@pytest.mark.parametrize(("changes", "reason"), BROKEN_VARIANTS, ids=[str(c) for c, _ in BROKEN_VARIANTS])
+def test_a_broken_field_fails_the_repetition_naming_file_and_field(tmp_path, changes, reason):
+    rep = _read(_copy("passed.json", tmp_path, **changes))
+    assert (rep.status, rep.failure) == ("failed", reason)
+    assert all(isinstance(v, float) and v == v for v in rep.metrics.values())  # never keeps a NaN
+
+
+def test_no_completed_request_is_a_failed_repetition(tmp_path):
+    rep = _read(_copy("passed.json", tmp_path, completed=0, failed=0, num_prompts=0), num_prompts=0)
+    assert rep.failure == "rep-1.json: completed is 0"
+
+
+def test_a_missing_compared_metric_fails_and_an_uncompared_one_does_not(tmp_path):
+    data = json.loads((FIXTURES / "vllm_bench" / "passed.json").read_text(encoding="utf-8"))
+    del data["p99_itl_ms"]
+    path = tmp_path / "rep-1.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert _read(path).failure == "rep-1.json: p99_itl_ms is missing"
+    rep = bench.read_result(path, 16, ["mean_ttft_ms"])
+    assert rep.status == "passed" and "p99_itl_ms" not in rep.metrics
+
+
+@pytest.mark.parametrize(("top", "word"), [([1, 2], "list"), (None, "null"), ("x", "str"), (3.5, "float")])
+def test_a_top_level_that_is_not_an_object_is_a_failed_repetition(tmp_path, top, word):
+    path = tmp_path / "rep-1.json"
+    path.write_text(json.dumps(top), encoding="utf-8")
+    rep = _read(path)
+    assert (rep.status, rep.failure) == ("failed", f"rep-1.json: the top level is {word}, not an object")
+
+
+def test_nan_literal_as_python_writes_it_is_read_and_refused(tmp_path):
+    """``json.dump`` writes float('nan') as the bare literal NaN, which Python's reader accepts."""
+    path = _copy("passed.json", tmp_path, mean_ttft_ms=float("nan"))
+    assert '"mean_ttft_ms": NaN' in path.read_text(encoding="utf-8")
+    assert _read(path).failure == "rep-1.json: mean_ttft_ms is nan, not a finite non-negative number"
 
 
 def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
@@ -90,6 +149,7 @@ def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
         result_path=tmp_path / "rep-1.json",
         log_path=tmp_path / "rep-1.log",
         num_prompts=16,
+        required=REQUIRED,
         timeout_s=timeout_s,
         label="case rep 1/1",
         progress=lines.append,

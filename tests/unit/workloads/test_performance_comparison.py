@@ -1,4 +1,5 @@
-"""Aggregating repetitions into a comparison, and the seed's published table reproduced from five runs a side."""
+"""Aggregating repetitions into a comparison, the seed's published table reproduced from five runs a side, and the
+performance gates: ``on_worse`` per metric, no claim below two repetitions a side, never parity from NaN."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from afd_e2e.profile import load_profile
+from afd_e2e.profile import BENCH_METRICS, MetricGate, load_profile
 from afd_e2e.results.model import CasePerformance, PerformanceComparison, SideStats
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.performance import compare_performance
@@ -37,6 +38,25 @@ def _performance(case_id: str) -> CasePerformance:
     return performance
 
 
+def _gates(**on_worse: str) -> tuple[MetricGate, ...]:
+    return tuple(MetricGate(metric, on_worse.get(metric.key, "warn")) for metric in BENCH_METRICS)
+
+
+WARN_ALL = _gates()
+
+
+def _compare(native, afd, metrics=WARN_ALL, control: bool = False) -> PerformanceComparison:
+    return compare_performance("native", native, "afd", afd, threshold_pct=2.0, control=control, metrics=metrics)
+
+
+def _seed_sides() -> tuple[CasePerformance, CasePerformance]:
+    return _performance("native-eager-dp8"), _performance("afd-eager-4a4f")
+
+
+def _metric(result: PerformanceComparison, key: str):
+    return next(m for m in result.metrics if m.key == key)
+
+
 def test_seed_table_reproduced_from_five_repetitions_per_side():
     comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED)["performance"]
     assert comparison.performance is not None
@@ -51,13 +71,72 @@ def test_seed_table_reproduced_from_five_repetitions_per_side():
     assert (comparison.baseline_label, comparison.candidate_label) == ("native DP8/TP1/EP8", "AFD 4A4F")
 
 
-def test_seed_verdicts_parity_except_ttft():
+def test_seed_verdicts_parity_except_ttft_which_warns():
     comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED)["performance"].performance
     assert comparison is not None
     verdicts = {m.key: m.verdict for m in comparison.metrics}
     assert verdicts.pop("mean_ttft_ms") is Verdict.WORSE
     assert set(verdicts.values()) == {Verdict.PARITY}
     assert comparison.status is Status.PASSED and comparison.control is False
+    assert comparison.warnings == ["TTFT worse: +8.87% (95% CI [+4.46%, +13.29%])"]
+    assert {m.on_worse for m in comparison.metrics} == {"warn"}
+
+
+def test_on_worse_fail_fails_the_comparison_naming_the_metric():
+    result = _compare(*_seed_sides(), metrics=_gates(mean_ttft_ms="fail"))
+    assert (result.status, result.warnings) == (Status.FAILED, [])
+    assert result.failure == "TTFT worse: +8.87% (95% CI [+4.46%, +13.29%])"
+
+
+def test_on_worse_note_only_shows_the_metric():
+    result = _compare(*_seed_sides(), metrics=_gates(mean_ttft_ms="note"))
+    assert (result.status, result.failure, result.warnings) == (Status.PASSED, None, [])
+    assert _metric(result, "mean_ttft_ms").verdict is Verdict.WORSE
+
+
+def test_a_better_metric_never_fails_or_warns():
+    native, afd = _seed_sides()
+    result = _compare(afd, native, metrics=_gates(mean_ttft_ms="fail"))  # the sides swapped: TTFT is better
+    assert _metric(result, "mean_ttft_ms").verdict is Verdict.BETTER
+    assert (result.status, result.warnings) == (Status.PASSED, [])
+
+
+def test_a_control_comparison_is_never_gated():
+    result = _compare(*_seed_sides(), metrics=_gates(mean_ttft_ms="fail"), control=True)
+    assert (result.status, result.failure, result.warnings) == (Status.PASSED, None, [])
+
+
+@pytest.mark.parametrize("kept", [(1, 5), (5, 1), (1, 1)])
+def test_below_two_passed_repetitions_a_side_there_is_no_interval_and_no_claim(kept):
+    native, afd = _seed_sides()
+    for side, count in zip((native, afd), kept, strict=True):
+        for rep in side.repetitions[count:]:
+            rep.status, rep.failure = Status.FAILED, "1 of 1024 requests failed"
+    result = _compare(native, afd, metrics=_gates(mean_ttft_ms="fail"))
+    ttft = _metric(result, "mean_ttft_ms")
+    assert ttft.ci95_pct is None and ttft.delta_pct is not None and abs(ttft.delta_pct) > 2.0
+    assert {m.verdict for m in result.metrics} == {Verdict.INCONCLUSIVE}
+    assert result.warnings == [] and result.status is Status.PASSED
+
+
+def test_a_non_finite_value_is_never_aggregated_and_never_makes_parity():
+    native, afd = _seed_sides()
+    for rep in afd.repetitions:
+        rep.metrics["mean_tpot_ms"] = float("nan")
+    afd.repetitions[0].metrics["mean_itl_ms"] = float("inf")
+    afd.repetitions[1].metrics["mean_itl_ms"] = float("nan")
+    result = _compare(native, afd)
+    assert "mean_tpot_ms" not in {m.key for m in result.metrics}
+    itl = _metric(result, "mean_itl_ms")
+    assert len(itl.candidate.values) == 3 and all(v == v for v in itl.candidate.values)
+
+
+def test_a_zero_baseline_mean_has_no_delta_and_no_claim():
+    native, afd = _seed_sides()
+    for rep in native.repetitions:
+        rep.metrics["mean_ttft_ms"] = 0.0
+    ttft = _metric(_compare(native, afd), "mean_ttft_ms")
+    assert (ttft.delta_pct, ttft.ci95_pct, ttft.verdict) == (None, None, Verdict.INCONCLUSIVE)
 
 
 def test_fixture_comparisons_are_what_compare_computes():
@@ -69,14 +148,14 @@ def test_failed_repetitions_fail_the_comparison_and_are_left_out():
     native.repetitions[4] = replace(native.repetitions[4], status=Status.FAILED, failure="3 of 1024 requests failed")
     native.status, native.failure = Status.FAILED, "rep 5: 3 of 1024 requests failed"
     afd = _performance("afd-eager-4a4f")
-    result = compare_performance("native", native, "afd", afd, threshold_pct=2.0, control=False)
+    result = _compare(native, afd)
     assert result.status is Status.FAILED
     assert result.failure == "case native: 4 repetitions passed, rep 5: 3 of 1024 requests failed"
     assert all(len(m.baseline.values) == 4 for m in result.metrics)
 
 
 def test_missing_side_is_skipped_and_control_is_marked():
-    result = compare_performance("native", None, "afd", _performance("afd-eager-4a4f"), threshold_pct=2.0, control=True)
+    result = _compare(None, _performance("afd-eager-4a4f"), control=True)
     assert result == PerformanceComparison(Status.SKIPPED, "case native recorded no performance", control=True)
 
 
@@ -85,6 +164,6 @@ def test_p99_metrics_compared_when_present():
     for side, value in zip(sides, (100.0, 150.0), strict=True):
         for index, rep in enumerate(side.repetitions):
             rep.metrics["p99_ttft_ms"] = value + index
-    result = compare_performance("a", sides[0], "b", sides[1], threshold_pct=2.0, control=False)
+    result = _compare(sides[0], sides[1])
     p99 = next(m for m in result.metrics if m.key == "p99_ttft_ms")
     assert p99.delta_pct == pytest.approx(50 / 102 * 100) and p99.verdict is Verdict.WORSE

@@ -55,8 +55,11 @@ def test_welch_interval_edge_cases():
         (-5.0, (-9.0, -1.0), False, "better"),
         (1.03, (0.04, 2.03), True, "parity"),  # within the threshold though significant
         (5.0, (-1.0, 11.0), True, "parity"),  # beyond the threshold but within noise
-        (5.0, None, True, "better"),  # a single repetition: the threshold alone decides
-        (-2.0, None, True, "parity"),  # exactly at the threshold
+        (-2.0, (-3.0, -1.0), True, "parity"),  # exactly at the threshold
+        (50.0, None, True, "inconclusive"),  # a single repetition a side: no interval, no claim
+        (-50.0, None, False, "inconclusive"),
+        (float("nan"), (float("nan"), float("nan")), True, "inconclusive"),  # never parity from NaN
+        (5.0, (1.0, float("inf")), True, "inconclusive"),
     ],
 )
 def test_verdict(delta, ci, higher, expected):
