@@ -107,7 +107,7 @@ def test_failed_verdict_is_an_error_and_names_the_failure(seed_results: dict) ->
 
 def test_smoke_profile_has_a_banner(tiny_results: dict) -> None:
     lines = render_annotation(typed(tiny_results)).body.splitlines()
-    assert lines[0] == "## ✅ SMOKE afd-e2e tiny\\-cpu: passed"
+    assert lines[0] == "## ⚠️ SMOKE afd-e2e tiny\\-cpu: passed"  # the real run passed with performance warnings
     assert lines[2].startswith("> **SMOKE profile**")
     assert "✅ 0/3 (not meaningful)" in "\n".join(lines)
 
