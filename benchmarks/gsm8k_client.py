@@ -25,7 +25,8 @@ from pathlib import Path
 import lm_eval_reference  # tests/lm_eval_reference.py: test and benchmark support, not part of the package
 from afd_e2e.plan import CasePlan, build_plan
 from afd_e2e.profile import Gsm8kSpec, load_profile
-from afd_e2e.runner.serving import serving
+from afd_e2e.runner.cancellation import CancelFlag
+from afd_e2e.runner.server import CaseServers
 from afd_e2e.tiny_model import build_tiny_model
 from afd_e2e.workloads import gsm8k, gsm8k_eval
 
@@ -66,6 +67,7 @@ def builtin(base_url: str, model: Path, args: argparse.Namespace, concurrency: i
         progress=lambda _: None,
         cancelled=threading.Event(),
         heartbeat_s=10.0,
+        request_timeout_s=600.0,
     )
     elapsed = time.perf_counter() - started
     if section["status"] != "passed":
@@ -96,8 +98,13 @@ def main() -> int:
     lm_eval_python = lm_eval_reference.find_python(REPO)
     case = long_context_case(model, args.port)
     base_url = case.base_url
-    with tempfile.TemporaryDirectory(prefix="gsm8k-bench-") as tmp, serving(case, Path(tmp)):
+    with (
+        tempfile.TemporaryDirectory(prefix="gsm8k-bench-") as tmp,
+        CaseServers(case, Path(tmp) / "logs", scratch=Path(tmp) / "scratch", cache=Path(tmp) / ".cache") as servers,
+    ):
         work = Path(tmp)
+        servers.launch()
+        servers.wait_ready(CancelFlag())
         print(f"GSM8K-{args.questions} {args.shots}-shot, max_tokens {args.max_tokens}, tiny model on the CPU vLLM")
         builtin(base_url, model, args, 1, work)  # warm the server's first-request paths for a fair first timing
         runs = {f"built-in, concurrency {c}": builtin(base_url, model, args, c, work) for c in (1, args.questions)}

@@ -4,12 +4,15 @@ Measured per approach, with observers that poll far faster than either runner:
 - readiness lag: the server's first 200 on the readiness URL (observer, 5 ms polling) to the runner noticing;
 - crash-detection lag: a server dying at start (an invalid flag) to the runner noticing (exit seen through a pidfd);
 - teardown beyond exit: the whole process tree gone (observer, 2 ms polling) to the teardown returning;
-- harness overhead: case wall time minus server start-up, the smoke request and the server's own shutdown.
+- harness overhead: case wall time minus server start-up, the smoke request and the server's own shutdown;
+- engine dead, API process alive: a ready server's ``VLLM::EngineCore`` killed while its API process is kept up
+  (``VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1``, as vLLM 0.26's FFN role behaved) to the runner's watch naming the death,
+  against the process-liveness check the harness had before (which waited out the start-up timeout).
 
 The upstream approach (vllm-project/afd-plugin tests/e2e/runner.py): readiness polled every 2 s with the
 process-exit check between polls; teardown SIGTERMs the group and polls the leader every 0.2 s.
 Targets for afd-e2e: readiness lag <= 0.1 s, crash detection <= 0.5 s, teardown overhead <= 0.2 s,
-overhead <= 2% of the case's wall time.
+overhead <= 2% of the case's wall time, engine-dead detection <= 1 s median.
 
     PYTHONPATH=python python benchmarks/lifecycle.py [--model DIR] [--port-base 19300]
 """
@@ -24,6 +27,7 @@ import json
 import os
 import select
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -41,11 +45,12 @@ from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.child_env import child_environment
 from afd_e2e.runner.markers import find_marked, is_alive, marker_env, new_run_id
-from afd_e2e.runner.processes import launch
 from afd_e2e.runner.progress import Progress
-from afd_e2e.runner.readiness import ServerExited, answers_ok, wait_until_ready
+from afd_e2e.runner.readiness import answers_ok
 from afd_e2e.runner.run import execute_run
+from afd_e2e.runner.server import CaseServers
 from afd_e2e.runner.teardown import terminate
+from afd_e2e.runner.watch import EngineDied
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.tiny_model import build_tiny_model
 
@@ -245,21 +250,48 @@ def upstream_case(model: Path, port_base: int, out: Path) -> dict[str, float]:
 
 def ours_crash(model: Path, port_base: int, out: Path) -> float:
     case = smoke_plan(model, port_base, ("--no-such-flag",)).cases[0]
-    process = case.processes[0]
-    run_id = new_run_id()
-    env = child_environment(
-        os.environ, process, scratch=out, cache=out / "cache", markers=marker_env(run_id, case.id, process.name)
-    )
-    server = launch(process.name, (resolve_executable(process.argv[0]), *process.argv[1:]), env, out / "crash.log")
-    exited = exit_time(server.pid)
-    try:
-        wait_until_ready(case.ready_url, [server], case.startup_timeout_s, CancelFlag())
-    except ServerExited:
-        noticed = time.monotonic()
-    else:
-        raise AssertionError("a server given an invalid flag became ready")
-    terminate(lambda: find_marked(run_id), 5.0)
+    with CaseServers(case, out, scratch=out / "scratch", cache=out / "cache") as servers:
+        servers.launch()
+        exited = exit_time(servers.servers[0].pid)
+        try:
+            servers.wait_ready(CancelFlag())
+        except EngineDied:
+            noticed = time.monotonic()
+        else:
+            raise AssertionError("a server given an invalid flag became ready")
     return noticed - exited()
+
+
+def engine_core_of(api_pid: int) -> psutil.Process:
+    """The API server's ``VLLM::EngineCore`` child."""
+    for child in psutil.Process(api_pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "EngineCore" in " ".join(child.cmdline()):
+                return child
+    raise AssertionError(f"no VLLM::EngineCore under pid {api_pid}")
+
+
+def engine_dead_api_alive(model: Path, port_base: int, out: Path, watch_old_s: float) -> tuple[float, float | None]:
+    """Kill a ready server's EngineCore while its API process stays up (``VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1``, as
+    vLLM 0.26's FFN role did): seconds until the watch names the death, and until the pre-change check (process
+    liveness, polled every 50 ms) noticed anything (None: not within ``watch_old_s``)."""
+    case = smoke_plan(model, port_base).cases[0]
+    env = {**os.environ, "VLLM_KEEP_ALIVE_ON_ENGINE_DEATH": "1"}
+    with CaseServers(case, out, scratch=out / "scratch", cache=out / "cache", base_env=env) as servers:
+        servers.launch()
+        servers.wait_ready(CancelFlag())
+        api = servers.servers[0]
+        engine_core_of(api.pid).kill()
+        killed = time.monotonic()
+        assert servers.watch is not None and servers.watch.dead.wait(30), "the watch never saw the engine die"
+        ours = servers.watch.death.seen_at - killed  # type: ignore[union-attr]
+        old = None
+        while time.monotonic() - killed < watch_old_s:
+            if api.exit_code() is not None:
+                old = time.monotonic() - killed
+                break
+            time.sleep(0.05)
+    return ours, old
 
 
 def upstream_crash(model: Path, port_base: int, out: Path) -> float:
@@ -288,6 +320,7 @@ TARGETS = {
     "teardown beyond exit (s)": ("<=", 0.2),
     "harness overhead (% of wall)": ("<=", 2.0),
 }
+DEATH_TARGET_S = 1.0  # engine dead, API process alive: median detection
 
 
 def main() -> int:
@@ -295,6 +328,8 @@ def main() -> int:
     parser.add_argument("--model", type=Path, help="tiny model folder (default: build .tiny-model)")
     parser.add_argument("--port-base", type=int, default=19300)
     parser.add_argument("--out", type=Path, default=Path("/tmp/afd-e2e-lifecycle-bench"))
+    parser.add_argument("--deaths", type=int, default=3, help="engine-dead repetitions (one server start each)")
+    parser.add_argument("--watch-old-s", type=float, default=15.0, help="how long to watch the pre-change check")
     args = parser.parse_args()
     model = args.model or build_tiny_model(REPO / ".tiny-model")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -305,7 +340,7 @@ def main() -> int:
         path.mkdir(parents=True)
         return path
 
-    print("one real CPU vLLM start per measurement, one at a time; this takes ~2-3 minutes", flush=True)
+    print("one real CPU vLLM start per measurement, one at a time; this takes ~4-5 minutes", flush=True)
     results = {"afd-e2e": {}, "upstream": {}}
     results["afd-e2e"]["crash detection lag (s)"] = ours_crash(model, args.port_base, folder("ours-crash"))
     results["upstream"]["crash detection lag (s)"] = upstream_crash(model, args.port_base, folder("upstream-crash"))
@@ -321,7 +356,27 @@ def main() -> int:
             op, bound = TARGETS[key]
             target = f"{op} {bound:g}  {'met' if ours <= bound else 'MISSED'}"
         print(f"{key:32}{ours:>10.3f}{theirs:>10.3f}{ratio:>15}   {target}")
-    return 0 if all(results["afd-e2e"][k] <= bound for k, (_op, bound) in TARGETS.items()) else 1
+
+    deaths = [
+        engine_dead_api_alive(model, args.port_base, folder(f"engine-dead-{n}"), args.watch_old_s)
+        for n in range(1, args.deaths + 1)
+    ]
+    ours_median = statistics.median(ours for ours, _old in deaths)
+    startup_s = smoke_plan(model, args.port_base).cases[0].startup_timeout_s
+    print(f"\nengine dead, API process alive (VLLM::EngineCore killed after ready, {args.deaths} times):")
+    print(f"  afd-e2e (watch: /health, log markers, exit): {', '.join(f'{o:.3f}' for o, _ in deaths)} s")
+    print(
+        f"    median {ours_median:.3f} s   target <= {DEATH_TARGET_S:g} s  {'met' if ours_median <= DEATH_TARGET_S else 'MISSED'}"
+    )
+    for _ours, old in deaths:
+        seen = f"exit after {old:.1f} s" if old is not None else f"nothing in {args.watch_old_s:g} s"
+        print(f"  before this change (process liveness only): {seen}")
+    print(
+        f"  so before this change a dead engine during start-up was found only at the start-up timeout: "
+        f"{startup_s:g} s here (tiny-cpu budgets.startup_s), {startup_s / ours_median:.0f}x the median above"
+    )
+    met = all(results["afd-e2e"][k] <= bound for k, (_op, bound) in TARGETS.items())
+    return 0 if met and ours_median <= DEATH_TARGET_S else 1
 
 
 if __name__ == "__main__":

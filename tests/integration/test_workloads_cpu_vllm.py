@@ -21,8 +21,9 @@ from afd_e2e.profile import load_profile
 from afd_e2e.results.codec import to_json
 from afd_e2e.results.model import SCHEMA, RunResults
 from afd_e2e.results.status import Status
+from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.case import new_case_results
-from afd_e2e.runner.serving import serving
+from afd_e2e.runner.server import CaseServers
 from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
 from repo_paths import GSM8K_DIR, REPO
@@ -62,7 +63,11 @@ def measured(tmp_path_factory):
     lm_eval_python = lm_eval_reference.find_python(REPO)
     for case in plan.cases:
         ctx = _ctx(case, work / "out", lines)
-        with serving(case, work):
+        with CaseServers(
+            case, work / "logs" / case.id, scratch=work / "scratch" / case.id, cache=work / ".cache"
+        ) as up:
+            up.launch()
+            up.wait_ready(CancelFlag())
             outcomes[case.id] = {"correctness": run_correctness(ctx)}
             if case.id == "cpu-tp1" and lm_eval_python is not None:
                 spec = PROFILE.gsm8k

@@ -48,7 +48,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="TEAM",
         help="a team slug that may unblock GPU runs (repeatable); required for pull requests from forks",
     )
-    parser.add_argument("--timeout-in-minutes", type=int, default=360, help="the GPU step's time limit (360)")
+    parser.add_argument(
+        "--timeout-in-minutes",
+        type=int,
+        help="the GPU step's time limit (default: derived from the profile's budgets, with a margin)",
+    )
     parser.add_argument("--priority", type=int, default=0, help="the GPU step's priority (0)")
     parser.add_argument(
         "--agents-token-env",
@@ -65,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.timeout_in_minutes < 1:
+    if args.timeout_in_minutes is not None and args.timeout_in_minutes < 1:
         raise UsageError(f"--timeout-in-minutes={args.timeout_in_minutes} is not positive", "give minutes >= 1")
     if "#" not in args.plugin:
         raise UsageError(f"--plugin={args.plugin} has no version", f"pin one, e.g. {DEFAULT_PLUGIN}")

@@ -33,6 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="staged GSM8K folder with train.jsonl and test.jsonl (default: the profile's env var)",
     )
+    parser.add_argument(
+        "--allow-busy-gpus",
+        action="store_true",
+        help="run even where another process holds a planned GPU (recorded in the results and the annotation)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -95,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
     if skipped:
         print(f"afd-e2e run: {skipped}", file=sys.stderr)
     preflight = partial(record_preflight, profile, plan, model_path=decision.model_path)
-    results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir, preflight=preflight)
+    results = execute_run(
+        profile, plan, args.out, gsm8k_dir=args.gsm8k_dir, preflight=preflight, allow_busy_gpus=args.allow_busy_gpus
+    )
     print(f"results: {(args.out / 'results.json').resolve()} ({results.status})")
     if skipped:
         print(f"afd-e2e run: {skipped}", file=sys.stderr)  # again beside the verdict, where readers look

@@ -17,7 +17,15 @@ from afd_e2e import __version__
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, Decision, ProfileDecision
 from afd_e2e.pipeline.pools import Pool, select_pools
-from afd_e2e.pipeline.steps import BlockStep, CommandStep, GroupStep, Pipeline, SelectField, SelectOption
+from afd_e2e.pipeline.steps import (
+    BlockStep,
+    CommandStep,
+    GroupStep,
+    Pipeline,
+    SelectField,
+    SelectOption,
+    step_timeout_minutes,
+)
 from afd_e2e.profile import Profile
 
 PLUGIN_REPOSITORY = "vllm-project/afd-e2e"  # github.com/vllm-project/afd-e2e-buildkite-plugin
@@ -29,7 +37,7 @@ ANNOTATION_ENV = "AFD_E2E_ANNOTATION"  # an annotation step's body
 @dataclass(frozen=True)
 class GpuStepSettings:
     plugin: str = DEFAULT_PLUGIN
-    timeout_in_minutes: int = 360
+    timeout_in_minutes: int | None = None  # None: derived from the profiles' budgets (step_timeout_minutes)
     priority: int = 0
 
 
@@ -154,7 +162,7 @@ def pool_step(slug: str, pool: Pool, settings: GpuStepSettings, block: BlockStep
         agents=dict(pool.agent_tags),
         env=env,
         plugins={settings.plugin: config},
-        timeout_in_minutes=settings.timeout_in_minutes,
+        timeout_in_minutes=settings.timeout_in_minutes or step_timeout_minutes(m.profile for m in pool.members),
         priority=settings.priority,
         concurrency=1,
         concurrency_group=f"afd-e2e/{pool.tags_text}",
@@ -212,7 +220,7 @@ def gpu_step(slug: str, item: ProfileDecision, settings: GpuStepSettings, block:
         agents=dict(item.profile.agent_tags),
         env=dict(item.decision.gate_env),
         plugins={settings.plugin: config},
-        timeout_in_minutes=settings.timeout_in_minutes,
+        timeout_in_minutes=settings.timeout_in_minutes or step_timeout_minutes([item.profile]),
         priority=settings.priority,
         concurrency=1,
         concurrency_group=f"afd-e2e/{_tags(item.profile)}",

@@ -9,14 +9,26 @@ a block step holds every later step that has no explicit dependencies, so each g
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from afd_e2e.profile import Profile
+
 # Buildkite sends a lost agent's job the exit status -1; a real failure must never be retried automatically.
 AGENT_LOST_RETRY = {"exit_status": -1, "limit": 1}
+# A GPU step's time limit on top of its cases' own budgets: the hooks (gates, preflight, cleanup, report) and slack.
+STEP_MARGIN = 1.15
+STEP_OVERHEAD_MINUTES = 10
+
+
+def step_timeout_minutes(profiles: Iterable[Profile]) -> int:
+    """``timeout_in_minutes`` from the profiles' budgets: every case's start-up, phases and teardown, plus margin."""
+    seconds = sum(p.budgets.case_s(case.phases, p.bench) for p in profiles for case in p.cases)
+    return math.ceil(seconds * STEP_MARGIN / 60) + STEP_OVERHEAD_MINUTES
 
 
 @dataclass(frozen=True)

@@ -100,8 +100,8 @@ def build_plan(
                 base_url=base_url,
                 ready_url=base_url + profile.engine.ready_path,
                 served_model_name=profile.model.served_name,
-                startup_timeout_s=profile.engine.startup_timeout_s,
-                teardown_grace_s=profile.engine.teardown_grace_s,
+                startup_timeout_s=profile.budgets.startup_s,
+                teardown_grace_s=profile.budgets.teardown_s,
                 control=case.id in control_ids,
             )
         )

@@ -73,8 +73,6 @@ class EngineSpec:
     env_set: Mapping[str, str]
     env_strip: tuple[str, ...]
     ready_path: str
-    startup_timeout_s: float
-    teardown_grace_s: float
 
 
 @dataclass(frozen=True)
@@ -195,8 +193,30 @@ class BenchSpec:
     warmups: int
     repetitions: int
     parity_threshold_pct: float
-    timeout_s: float
+    timeout_s: float  # budgets.bench_repetition_s, carried here for the bench driver
     metrics: tuple[MetricGate, ...]
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """Seconds each step of a case may take; a step past its budget fails its case, naming the budget."""
+
+    startup_s: float  # launch to the API answering
+    smoke_s: float
+    correctness_s: float
+    bench_repetition_s: float  # each warmup and formal repetition of ``vllm bench serve``
+    teardown_s: float  # SIGTERM to the whole tree gone, then SIGKILL
+    request_s: float  # one smoke, GSM8K or parity request
+
+    def performance_s(self, bench: BenchSpec | None) -> float:
+        """The performance phase: every repetition's budget, plus one request for the model card."""
+        repetitions = (bench.warmups + bench.repetitions) if bench else 0
+        return repetitions * self.bench_repetition_s + self.request_s
+
+    def case_s(self, phases: tuple[str, ...], bench: BenchSpec | None) -> float:
+        """A whole case: start-up, its phases and teardown."""
+        per_phase = {"smoke": self.smoke_s, "correctness": self.correctness_s, "performance": self.performance_s(bench)}
+        return self.startup_s + sum(per_phase[p] for p in phases) + self.teardown_s
 
 
 @dataclass(frozen=True)
@@ -241,6 +261,7 @@ class Profile:
     parity: ParitySpec | None
     bench: BenchSpec | None
     comparisons: tuple[ComparisonSpec, ...]
+    budgets: BudgetSpec
     trend: TrendSpec = TrendSpec()
 
     def case(self, case_id: str) -> CaseSpec:

@@ -15,6 +15,7 @@ from afd_e2e.profile.model import (
     PLATFORMS,
     SCHEMA_VERSION,
     BenchSpec,
+    BudgetSpec,
     CaseSpec,
     CheckpointSpec,
     ComparisonSpec,
@@ -99,7 +100,42 @@ def _read_case(r: Reader, case_id: str) -> CaseSpec:
     return case
 
 
-def _read_bench(r: Reader) -> BenchSpec:
+# Keys that became budgets (``budgets:``), refused with the fix so an old profile fails with one clear line.
+MOVED_TO_BUDGETS = {
+    "engine.startup_timeout_s": "startup_s",
+    "engine.teardown_grace_s": "teardown_s",
+    "workloads.bench.timeout_s": "bench_repetition_s",
+}
+
+
+def _refuse_moved_keys(r: Reader) -> None:
+    for old, new in MOVED_TO_BUDGETS.items():
+        section, _, name = old.rpartition(".")
+        if section == r.path and name in r.data:
+            r.fail(old, f"moved to budgets.{new}", f"replace it with `budgets: {{{new}: {r.data[name]}}}`")
+
+
+def _read_budgets(r: Reader) -> BudgetSpec:
+    def seconds(name: str, default: float) -> float:
+        value = r.get(name, float, default)
+        if value <= 0:
+            r.fail(r.key(name), f"must be > 0 seconds, got {value:g}", f"set {name} to a positive number of seconds")
+        return value
+
+    budgets = BudgetSpec(
+        startup_s=seconds("startup_s", 1800.0),
+        smoke_s=seconds("smoke_s", 300.0),
+        correctness_s=seconds("correctness_s", 3600.0),
+        bench_repetition_s=seconds("bench_repetition_s", 3600.0),
+        teardown_s=seconds("teardown_s", 20.0),
+        request_s=seconds("request_s", 600.0),
+    )
+    r.done()
+    return budgets
+
+
+def _read_bench(r: Reader, budgets: BudgetSpec) -> BenchSpec:
+    _refuse_moved_keys(r)
     spec = BenchSpec(
         dataset=r.get("dataset", str, "random"),
         input_len=r.positive_int("input_len"),
@@ -112,7 +148,7 @@ def _read_bench(r: Reader) -> BenchSpec:
         warmups=r.positive_int("warmups", 1, minimum=0),
         repetitions=r.positive_int("repetitions"),
         parity_threshold_pct=r.get("parity_threshold_pct", float, 2.0),
-        timeout_s=r.get("timeout_s", float, 3600.0),
+        timeout_s=budgets.bench_repetition_s,
         metrics=_read_metric_gates(r.child("metrics", None)),
     )
     r.done()
@@ -236,7 +272,10 @@ def parse_profile(data: Any, source: str) -> Profile:
     if default_devices and len(default_devices) != device_count:
         r.fail("devices.default", f"lists {len(default_devices)} devices, count is {device_count}", "list count ids")
 
+    budgets = _read_budgets(r.child("budgets", {}))
+
     e = r.child("engine")
+    _refuse_moved_keys(e)
     env = e.child("env", {})
     engine = EngineSpec(
         executable=e.get("executable", str, "vllm"),
@@ -247,8 +286,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         env_set=env.str_map("set", {}),
         env_strip=env.str_list("strip", []),
         ready_path=e.get("ready_path", str, "/v1/models"),
-        startup_timeout_s=e.get("startup_timeout_s", float, 1800.0),
-        teardown_grace_s=e.get("teardown_grace_s", float, 20.0),
     )
     env.done()
     e.done()
@@ -278,7 +315,7 @@ def parse_profile(data: Any, source: str) -> Profile:
             gr.fail(gr.key("min_correct"), f"{gsm8k.min_correct} > questions {gsm8k.questions}", "lower min_correct")
         gr.done()
     parity = _read_parity(pr) if (pr := w.child("parity", None)) is not None else None
-    bench = _read_bench(br) if (br := w.child("bench", None)) is not None else None
+    bench = _read_bench(br, budgets) if (br := w.child("bench", None)) is not None else None
     w.done()
 
     comparisons = []
@@ -316,6 +353,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         parity=parity,
         bench=bench,
         comparisons=tuple(comparisons),
+        budgets=budgets,
         trend=_read_trend(r.child("trend", {})),
     )
     r.done()

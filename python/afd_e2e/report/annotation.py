@@ -143,6 +143,13 @@ def _headline(results: RunResults) -> str:
         found = formatting.parse_time(results.interruption.found_at)
         when = formatting.clock(found) if found else markdown_text(results.interruption.found_at)
         lines += [f"> **Interrupted**: {markdown_text(results.interruption.how, 500)} (found {when}).", ""]
+    if results.busy_gpus:
+        busy = "; ".join(markdown_text(line, 300) for line in results.busy_gpus)
+        lines += [
+            f"> **Busy GPUs** (run with `--allow-busy-gpus`): {busy}. GPU memory hygiene compares against that "
+            "baseline.",
+            "",
+        ]
     facts = [
         markdown_text(results.platform),
         _count(len(_case_order(results)), "case"),

@@ -378,6 +378,7 @@ class RunResults:
     comparisons: dict[str, Comparison] = field(default_factory=dict)
     verdict: RunVerdict = field(default_factory=lambda: RunVerdict(Status.RUNNING))
     interruption: Interruption | None = None
+    busy_gpus: list[str] = field(default_factory=list)  # GPUs not idle at the start, run on under --allow-busy-gpus
 
     def case(self, case_id: str) -> CaseResults | None:
         return self.cases.get(case_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,7 @@ class ResultsStore:
         self.out_dir = out_dir
         self.path = out_dir / RESULTS_FILE
         self.results = results
+        self.lock = threading.RLock()  # held by every writer of ``results`` from another thread, and by flush
         self.flush()
 
     @classmethod
@@ -102,4 +104,6 @@ class ResultsStore:
         return cls(out_dir, results)
 
     def flush(self) -> None:
-        write_json_atomic(self.path, results_to_json(self.results))
+        """Save a consistent snapshot: no thread writing through the lock can change ``results`` mid-dump."""
+        with self.lock:
+            write_json_atomic(self.path, results_to_json(self.results))

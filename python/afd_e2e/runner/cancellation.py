@@ -1,21 +1,24 @@
 """How a run is cancelled: SIGTERM or SIGINT (what Buildkite sends) sets a flag every wait in the runner watches.
 
 The signal never interrupts the runner mid-step (no KeyboardInterrupt inside a teardown); blocking work such as
-HTTP requests runs in a worker thread that the main thread abandons once the flag is set, then the teardown of the
-servers unblocks it.
+HTTP requests runs in a worker thread that the main thread abandons once a check fails (the flag is set, a server
+died, a budget ran out): the work's stop event is set so it ends what it started (a ``vllm bench serve``), then the
+teardown of the servers unblocks whatever still waits on them.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
 T = TypeVar("T")
 CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+CANCEL_GRACE_S = 5.0  # Buildkite SIGKILLs a cancelled job 10 s after SIGTERM: leave time to write the results
 WATCH_INTERVAL_S = 0.05
+STOP_JOIN_S = 2.0  # how long abandoned work gets to end what it started (a bench subprocess) before teardown
 
 
 class Cancelled(Exception):
@@ -55,8 +58,10 @@ def cancel_on_signals(flag: CancelFlag) -> Iterator[CancelFlag]:
             signal.signal(sig, old)
 
 
-def call_cancellable(work: Callable[[], T], flag: CancelFlag) -> T:
-    """Run ``work`` in a daemon thread; return its result, re-raise its error, or raise Cancelled when flagged."""
+def call_watched(work: Callable[[], T], checks: Sequence[Callable[[], None]], stop: threading.Event) -> T:
+    """Run ``work`` in a daemon thread and return its result or re-raise its error; every WATCH_INTERVAL_S run
+    ``checks``, each of which raises to abandon the work: then ``stop`` is set, the work gets STOP_JOIN_S to wind
+    down, and the check's exception propagates."""
     outcome: dict[str, object] = {}
 
     def target() -> None:
@@ -67,9 +72,15 @@ def call_cancellable(work: Callable[[], T], flag: CancelFlag) -> T:
 
     worker = threading.Thread(target=target, name="afd-e2e-work", daemon=True)
     worker.start()
-    while worker.is_alive():
-        flag.check()
-        worker.join(WATCH_INTERVAL_S)
+    try:
+        while worker.is_alive():
+            for check in checks:
+                check()
+            worker.join(WATCH_INTERVAL_S)
+    except BaseException:
+        stop.set()
+        worker.join(STOP_JOIN_S)
+        raise
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]

@@ -19,7 +19,7 @@ from afd_e2e.errors import UsageError
 from afd_e2e.results.model import CheckRecord, Interruption
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import RESULTS_FILE, load_results, now_iso, results_to_json, write_json_atomic
-from afd_e2e.runner.case import CANCEL_GRACE_S
+from afd_e2e.runner.cancellation import CANCEL_GRACE_S
 from afd_e2e.runner.hygiene import (
     GPU_SETTLE_S,
     PORT_SETTLE_S,

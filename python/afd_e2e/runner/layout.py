@@ -40,8 +40,8 @@ class RunLayout:
     def record_path(self) -> Path:
         return self.out_dir / RECORD_FILE
 
-    def log_path(self, case_id: str, process: str) -> Path:
-        return self.out_dir / "logs" / case_id / f"{process}.log"
+    def log_dir(self, case_id: str) -> Path:
+        return self.out_dir / "logs" / case_id
 
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.out_dir))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 TAIL_LINES = 40
 REAP_TIMEOUT_S = 2.0  # after teardown the group is gone; the kernel may need a moment to hand back the exit code
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def read_log_end(path: Path, size: int = 64 * 1024) -> str:
             data = handle.read()
     except OSError:
         return ""
-    return _ANSI.sub("", data.decode("utf-8", errors="replace"))
+    return ANSI.sub("", data.decode("utf-8", errors="replace"))
 
 
 def final_lines(text: str) -> list[str]:

@@ -29,15 +29,21 @@ _LEVELS = {"W": "WARNING", "E": "ERROR", "F": "ERROR", "I": "INFO"}
 _ACCESS_LOG = re.compile(r'"(?:GET|POST|HEAD|PUT|DELETE) \S+ HTTP/[\d.]+" \d{3}')
 
 
-def meaningful(line: str) -> str | None:
-    """A log line without its process/level/source prefix; None for blank lines and HTTP access logs."""
-    if _ACCESS_LOG.search(line):
-        return None
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """A log line's level (INFO/WARNING/ERROR/DEBUG or None) and its text without the process/level/source prefix."""
     text, level = line.strip(), None
     for prefix in _PREFIXES:
         if (match := prefix.match(text)) and match.end():
             level = _LEVELS.get(match.group(1) or "", match.group(1))
             text = text[match.end() :].strip()
+    return level, text
+
+
+def meaningful(line: str) -> str | None:
+    """A log line without its process/level/source prefix; None for blank lines and HTTP access logs."""
+    if _ACCESS_LOG.search(line):
+        return None
+    level, text = split_prefix(line)
     if not any(ch.isalnum() for ch in text):
         return None
     if level in ("WARNING", "ERROR"):

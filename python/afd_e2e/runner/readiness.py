@@ -1,73 +1,74 @@
-"""Where readiness is detected: poll the readiness URL every 50 ms and, on every poll, notice a server that exited.
+"""Where readiness is detected: poll the readiness URL every 50 ms while the case's watch looks for a dead role.
 
-A server that dies during start-up fails the case at once with its log tail instead of waiting out the start-up
-timeout (which is an hour for a large checkpoint). Before vLLM listens, a connection is refused at once, so a poll
-costs well under a millisecond.
+A role that dies during start-up (its process exits, or its engine dies while its API process lives) fails the case
+at once with its root cause instead of waiting out the start-up budget (an hour for a large checkpoint). Before vLLM
+listens, a connection is refused at once, so a poll costs well under a millisecond.
 """
 
 from __future__ import annotations
 
 import http.client
 import time
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.processes import ServerProcess
+
+if TYPE_CHECKING:
+    from afd_e2e.runner.watch import EngineWatch
 
 POLL_INTERVAL_S = 0.05
 CONNECT_TIMEOUT_S = 0.25
 ANSWER_TIMEOUT_S = 1.0
-
-
-class ServerExited(Exception):
-    def __init__(self, server: ServerProcess, exit_code: int, after_s: float) -> None:
-        self.server = server
-        self.exit_code = exit_code
-        self.after_s = after_s
-        super().__init__(f"{server.name} exited with code {exit_code} during start-up, {after_s:.1f} s after launch")
+REFUSED = -1  # http_status: nothing listens on the port
 
 
 class StartupTimeout(Exception):
     pass
 
 
-def answers_ok(url: str) -> bool:
-    """True when ``GET url`` answers 200 now."""
+def http_status(url: str) -> int | None:
+    """The status ``GET url`` answers now; REFUSED when nothing listens, None when no answer came in time."""
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=CONNECT_TIMEOUT_S)
     try:
         connection.connect()
         connection.sock.settimeout(ANSWER_TIMEOUT_S)
         connection.request("GET", parts.path or "/")
-        return connection.getresponse().status == 200
+        return connection.getresponse().status
+    except ConnectionRefusedError:
+        return REFUSED
     except (OSError, http.client.HTTPException):
-        return False
+        return None
     finally:
         connection.close()
 
 
+def answers_ok(url: str) -> bool:
+    """True when ``GET url`` answers 200 now."""
+    return http_status(url) == 200
+
+
 def wait_until_ready(
     url: str,
-    servers: Sequence[ServerProcess],
-    timeout_s: float,
+    watch: EngineWatch,
+    started: float,
+    budget_s: float,
     flag: CancelFlag,
     *,
     interval_s: float = POLL_INTERVAL_S,
 ) -> float:
-    """Block until ``url`` answers 200; return the seconds since the first launch.
+    """Block until ``url`` answers 200; return the seconds since ``started`` (the first launch, monotonic).
 
-    Raises ServerExited (any server exited), StartupTimeout, or Cancelled.
+    Raises EngineDied (a role died), StartupTimeout (the ``budgets.startup_s`` budget ran out), or Cancelled.
     """
-    started = min(server.launched_at for server in servers)
     while True:
-        for server in servers:
-            code = server.exit_code()
-            if code is not None:
-                raise ServerExited(server, code, time.monotonic() - server.launched_at)
+        watch.check()
         flag.check()
         if answers_ok(url):
             return time.monotonic() - started
-        if time.monotonic() - started > timeout_s:
-            raise StartupTimeout(f"{url} did not answer 200 within the start-up timeout of {timeout_s:.0f} s")
+        if time.monotonic() - started > budget_s:
+            raise StartupTimeout(
+                f"{url} did not answer 200 within its start-up budget (budgets.startup_s = {budget_s:g} s)"
+            )
         flag.wait(interval_s)

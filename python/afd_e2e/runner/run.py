@@ -29,6 +29,7 @@ from afd_e2e.report.render import render_all
 from afd_e2e.results.model import BuildInfo, CheckpointIdentity, Environment, GpuInfo, PreflightRecord, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore, now_iso
+from afd_e2e.runner.busy_gpus import busy_gpus, refuse_busy_gpus
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
 from afd_e2e.runner.case import RunContext, new_case_results, run_case
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
@@ -164,12 +165,14 @@ def execute_run(
     progress: Progress | None = None,
     flag: CancelFlag | None = None,
     preflight: Callable[[], PreflightRecord] | None = None,
+    allow_busy_gpus: bool = False,
 ) -> RunResults:
     """Run ``plan`` into ``out_dir``; return the results (also in ``out_dir/results.json``).
 
     The phases' inputs are checked first (bad input is a UsageError, nothing written). Then ``preflight`` (``afd-e2e
     run`` passes the same checks as ``afd-e2e preflight``) is taken and recorded; when the agent does not fit, the
-    run stops there, before anything is launched, with the failed checks as its verdict.
+    run stops there, before anything is launched, with the failed checks as its verdict. GPUs that are not idle
+    are refused (a UsageError naming the holders) unless ``allow_busy_gpus``; then the results list them.
     """
     if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
         phases.check_inputs(profile, gsm8k_dir)
@@ -187,8 +190,16 @@ def execute_run(
             _report(store, progress)
         return store.results
     executables = check_can_start(plan)
+    busy = busy_gpus(profile, plan)
+    refuse_busy_gpus(busy, allow_busy_gpus)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
-    store = ResultsStore.start(layout.out_dir, plan, environment=describe_environment(plan), **start)
+    store = ResultsStore.start(
+        layout.out_dir,
+        plan,
+        environment=describe_environment(plan),
+        busy_gpus=[f"{check.name}: {check.measured}" for check in busy],
+        **start,
+    )
     results = store.results
     record = RunRecord.start(layout, run_id, plan, read_gpu_memory(plan.devices), shm_entries())
     flag = flag or CancelFlag()

@@ -9,16 +9,15 @@ import requests
 from afd_e2e.results.model import SmokeResult
 from afd_e2e.results.status import Status
 
-SMOKE_TIMEOUT_S = 600.0  # the first request on a cold GPU server can be slow; the call is cancellable anyway
 
-
-def smoke_completion(base_url: str, model: str, prompt: str, max_tokens: int) -> SmokeResult:
-    """POST one greedy completion; return the results ``smoke`` section (status ``passed`` or ``failed``)."""
+def smoke_completion(base_url: str, model: str, prompt: str, max_tokens: int, timeout_s: float) -> SmokeResult:
+    """POST one greedy completion within ``timeout_s`` (the profile's ``budgets.request_s``); return the results
+    ``smoke`` section (status ``passed`` or ``failed``)."""
     result = SmokeResult(Status.FAILED, prompt)
     payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
     started = time.monotonic()
     try:
-        response = requests.post(f"{base_url}/v1/completions", json=payload, timeout=SMOKE_TIMEOUT_S)
+        response = requests.post(f"{base_url}/v1/completions", json=payload, timeout=timeout_s)
     except requests.RequestException as exc:
         result.failure = f"completion request failed: {exc}"
         return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from afd_e2e.runner.cancellation import CANCEL_GRACE_S
 from afd_e2e.runner.markers import MarkedProcess, is_alive
 
 POLL_INTERVAL_S = 0.05
@@ -48,21 +50,41 @@ def signal_tree(members: Iterable[MarkedProcess], sig: signal.Signals) -> None:
             os.killpg(group, sig)
 
 
-def _wait_gone(members: list[MarkedProcess], until: float, poll_s: float) -> list[MarkedProcess]:
-    """Poll until every member is gone or ``until`` passes; return those still alive."""
+class _Deadline:
+    """When the grace ends: ``grace_s`` after the start, or CANCEL_GRACE_S after a cancel seen meanwhile."""
+
+    def __init__(self, grace_s: float, cancel: threading.Event | None) -> None:
+        self.at = time.monotonic() + grace_s
+        self.cancel = cancel
+
+    def passed(self) -> bool:
+        now = time.monotonic()
+        if self.cancel is not None and self.cancel.is_set():
+            self.at = min(self.at, now + CANCEL_GRACE_S)
+            self.cancel = None
+        return now >= self.at
+
+
+def _wait_gone(members: list[MarkedProcess], deadline: _Deadline, poll_s: float) -> list[MarkedProcess]:
+    """Poll until every member is gone or the deadline passes; return those still alive."""
     while True:
         alive = [m for m in members if is_alive(m.process)]
-        if not alive or time.monotonic() >= until:
+        if not alive or deadline.passed():
             return alive
         time.sleep(poll_s)
 
 
 def terminate(
-    find: Callable[[], list[MarkedProcess]], grace_s: float, *, poll_s: float = POLL_INTERVAL_S
+    find: Callable[[], list[MarkedProcess]],
+    grace_s: float,
+    *,
+    cancel: threading.Event | None = None,
+    poll_s: float = POLL_INTERVAL_S,
 ) -> TeardownOutcome:
-    """Stop everything ``find`` returns (and whatever appears while stopping); SIGKILL what outlives ``grace_s``."""
+    """Stop everything ``find`` returns (and whatever appears while stopping); SIGKILL what outlives ``grace_s``
+    (or CANCEL_GRACE_S after ``cancel`` is set during the stop: the job is about to be killed itself)."""
     started = time.monotonic()
-    deadline = started + grace_s
+    deadline = _Deadline(grace_s, cancel)
     members = find()
     alive: list[MarkedProcess] = []
     while members:
@@ -74,5 +96,5 @@ def terminate(
     forced = frozenset(m.name for m in alive)
     if alive:
         signal_tree(alive, signal.SIGKILL)
-        alive = _wait_gone(alive, time.monotonic() + AFTER_SIGKILL_WAIT_S, poll_s)
+        alive = _wait_gone(alive, _Deadline(AFTER_SIGKILL_WAIT_S, None), poll_s)
     return TeardownOutcome(time.monotonic() - started, forced, tuple(m.describe() for m in alive))

@@ -8,9 +8,6 @@ from typing import Any
 
 import requests
 
-# One 512-token GSM8K answer at the seed's ~100 ms per output token takes ~50 s; a request past this is stuck.
-REQUEST_TIMEOUT_S = 600.0
-
 
 class CompletionError(Exception):
     """A request that did not produce a completion; the message is one line for results.json."""
@@ -28,9 +25,9 @@ class Completion:
     top_logprobs: tuple[Mapping[int, float], ...] | None = None
 
 
-def _request_json(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
+def _request_json(method: str, url: str, timeout_s: float, **kwargs: Any) -> dict[str, Any]:
     try:
-        response = requests.request(method, url, timeout=REQUEST_TIMEOUT_S, **kwargs)
+        response = requests.request(method, url, timeout=timeout_s, **kwargs)
     except requests.RequestException as exc:
         raise CompletionError(f"{method} {url}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from exc
     if response.status_code != 200:
@@ -52,9 +49,11 @@ def complete(
     seed: int | None = None,
     return_token_ids: bool = False,
     top_logprobs: int | None = None,
+    timeout_s: float,
 ) -> Completion:
-    """One greedy completion (temperature 0); ``top_logprobs=k`` also asks for each token's k most likely
-    alternatives, named by token id so two cases compare ids, not decoded strings."""
+    """One greedy completion (temperature 0), given up after ``timeout_s`` (the profile's ``budgets.request_s``);
+    ``top_logprobs=k`` also asks for each token's k most likely alternatives, named by token id so two cases
+    compare ids, not decoded strings."""
     payload: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0}
     if stop:
         payload["stop"] = stop
@@ -64,7 +63,7 @@ def complete(
         payload["return_token_ids"] = True
     if top_logprobs is not None:
         payload.update(logprobs=top_logprobs, return_tokens_as_token_ids=True)
-    body = _request_json("POST", f"{base_url}/v1/completions", json=payload)
+    body = _request_json("POST", f"{base_url}/v1/completions", timeout_s, json=payload)
     try:
         choice = body["choices"][0]
         text = choice["text"]
@@ -98,21 +97,21 @@ def _with_logprobs(completion: Completion, logprobs: dict[str, Any]) -> Completi
     return Completion(completion.text, completion.token_ids, completion.finish_reason, top)
 
 
-def token_texts(base_url: str, model: str, token_ids: list[int]) -> list[str]:
+def token_texts(base_url: str, model: str, token_ids: list[int], *, timeout_s: float) -> list[str]:
     """Each token's own text, from the server's tokenizer (``/detokenize``), for showing where outputs part.
     (Under ``return_tokens_as_token_ids`` the logprobs' ``text_offset`` counts the ``token_id:N`` names instead.)"""
     texts = []
     for token in token_ids:
-        body = _request_json("POST", f"{base_url}/detokenize", json={"model": model, "tokens": [token]})
+        body = _request_json("POST", f"{base_url}/detokenize", timeout_s, json={"model": model, "tokens": [token]})
         if not isinstance(body.get("prompt"), str):
             raise CompletionError(f"POST {base_url}/detokenize: no prompt text in the answer")
         texts.append(body["prompt"])
     return texts
 
 
-def served_model_root(base_url: str, model: str) -> str:
+def served_model_root(base_url: str, model: str, *, timeout_s: float) -> str:
     """The checkpoint path the server loaded (``root`` of the model card): the tokenizer benchmarks must use."""
-    body = _request_json("GET", f"{base_url}/v1/models")
+    body = _request_json("GET", f"{base_url}/v1/models", timeout_s)
     for card in body.get("data") or []:
         if card.get("id") == model and card.get("root"):
             return str(card["root"])

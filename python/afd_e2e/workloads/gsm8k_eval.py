@@ -106,6 +106,7 @@ def evaluate(
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
+    request_timeout_s: float,
 ) -> Gsm8kResult:
     """Ask every question with ``spec.concurrency`` requests in flight; publish the section after each answer."""
     records_path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,7 +118,13 @@ def evaluate(
             return None
         try:
             answer = complete(
-                base_url, model, question.prompt, max_tokens=spec.max_tokens, stop=stop, seed=REQUEST_SEED
+                base_url,
+                model,
+                question.prompt,
+                max_tokens=spec.max_tokens,
+                stop=stop,
+                seed=REQUEST_SEED,
+                timeout_s=request_timeout_s,
             )
         except CompletionError as exc:
             return question_record(question, None, str(exc))

@@ -28,6 +28,7 @@ def collect_outputs(
     publish: Callable[[list[ParityOutput]], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
+    request_timeout_s: float,
 ) -> list[ParityOutput]:
     """``parity_outputs`` of a case: one entry per prompt, in profile order, published as each arrives."""
     outputs: list[ParityOutput] = []
@@ -42,6 +43,7 @@ def collect_outputs(
                 max_tokens=spec.max_tokens,
                 return_token_ids=True,
                 top_logprobs=spec.top_logprobs,
+                timeout_s=request_timeout_s,
             )
         except CompletionError as exc:
             entry = ParityOutput(prompt, error=str(exc))
@@ -53,7 +55,7 @@ def collect_outputs(
                 top_logprobs=[{str(token): lp for token, lp in top.items()} for top in answer.top_logprobs or ()],
             )
             try:
-                entry.token_texts = token_texts(base_url, model, entry.token_ids or [])
+                entry.token_texts = token_texts(base_url, model, entry.token_ids or [], timeout_s=request_timeout_s)
             except CompletionError as exc:  # only the display loses the token texts, not the comparison
                 progress(f"parity: token texts unavailable ({exc})")
         outputs.append(entry)

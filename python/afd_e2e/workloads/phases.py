@@ -64,7 +64,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
         records_rel = f"gsm8k/{case.id}.jsonl"
         publish = _publisher(ctx, "gsm8k")
         try:
-            root = served_model_root(case.base_url, case.served_model_name)
+            root = served_model_root(case.base_url, case.served_model_name, timeout_s=profile.budgets.request_s)
         except CompletionError as exc:
             section = gsm8k_eval.summarise(spec, [], records_rel, Status.FAILED, str(exc))
             publish(section)
@@ -82,6 +82,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
                 progress=ctx.progress,
                 cancelled=ctx.cancelled,
                 heartbeat_s=PROGRESS_EVERY_S,
+                request_timeout_s=profile.budgets.request_s,
             )
         sections.append(PhaseOutcome(section.status, f"gsm8k: {section.failure}" if section.failure else None))
     if profile.parity is not None and not ctx.cancelled.is_set():
@@ -92,6 +93,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
             publish=_publisher(ctx, "parity_outputs"),
             progress=ctx.progress,
             cancelled=ctx.cancelled,
+            request_timeout_s=profile.budgets.request_s,
         )
         errors = [o.error for o in outputs if o.error]
         if errors:
@@ -108,7 +110,7 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
     publish = _publisher(ctx, "performance")
     executable = resolve_executable(ctx.profile.engine.executable)
     try:
-        tokenizer = served_model_root(case.base_url, case.served_model_name)
+        tokenizer = served_model_root(case.base_url, case.served_model_name, timeout_s=ctx.profile.budgets.request_s)
     except CompletionError as exc:
         section = CasePerformance(Status.FAILED, str(exc))
         publish(section)

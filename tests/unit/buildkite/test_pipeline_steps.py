@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 import pytest
 import yaml
 
 from afd_e2e.pipeline.steps import (
+    STEP_MARGIN,
+    STEP_OVERHEAD_MINUTES,
     BlockStep,
     CommandStep,
     GroupStep,
@@ -15,7 +19,9 @@ from afd_e2e.pipeline.steps import (
     SelectField,
     SelectOption,
     render,
+    step_timeout_minutes,
 )
+from afd_e2e.profile import load_profile
 
 
 def test_unset_fields_are_left_out_but_zero_stays():
@@ -76,3 +82,12 @@ def test_yaml_and_json_carry_the_same_pipeline():
 def test_multi_line_strings_are_yaml_blocks():
     step = CommandStep(label="a", key="a", command="line one\nline two")
     assert "command: |-\n" in render(Pipeline((step,)))
+
+
+def test_the_gpu_step_timeout_comes_from_the_profiles_budgets_unless_given():
+    seed, tiny = load_profile("qwen3.5-122b-a10b"), load_profile("tiny-gpu-1a1f")
+    seconds = sum(seed.budgets.case_s(case.phases, seed.bench) for case in seed.cases)
+    assert step_timeout_minutes([seed]) == math.ceil(seconds * STEP_MARGIN / 60) + STEP_OVERHEAD_MINUTES
+    assert step_timeout_minutes([seed, tiny]) > step_timeout_minutes([seed])
+    longer = dataclasses.replace(seed, budgets=dataclasses.replace(seed.budgets, startup_s=2 * seed.budgets.startup_s))
+    assert step_timeout_minutes([longer]) > step_timeout_minutes([seed])  # a bigger budget, a longer step

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import builtin_profiles, load_profile, parse_profile
+from afd_e2e.profile.model import BudgetSpec
 
 
 def seed_document() -> dict:
@@ -125,3 +127,38 @@ def test_cpu_profile_rejects_data_parallel():
     doc["cases"]["cpu-tp1"]["topology"]["dp"] = 2
     with pytest.raises(UsageError, match="DP and EP fail on vLLM's CPU backend"):
         parse_profile(doc, "tiny.yaml")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda d: d["engine"].update(startup_timeout_s=3600),
+            "bad.yaml: engine.startup_timeout_s: moved to budgets.startup_s "
+            "(fix: replace it with `budgets: {startup_s: 3600}`)",
+        ),
+        (lambda d: d["engine"].update(teardown_grace_s=20), "engine.teardown_grace_s: moved to budgets.teardown_s"),
+        (
+            lambda d: d["workloads"]["bench"].update(timeout_s=1800),
+            "workloads.bench.timeout_s: moved to budgets.bench_repetition_s",
+        ),
+        (lambda d: d["budgets"].update(smoke_s=0), "budgets.smoke_s: must be > 0 seconds, got 0"),
+        (lambda d: d["budgets"].update(startup=60), "budgets.startup: unknown key"),
+    ],
+)
+def test_time_budgets_live_in_one_section_and_old_keys_say_where_they_went(mutate, expected):
+    assert expected in _error(mutate)
+
+
+def test_every_shipped_profile_states_its_budgets_and_the_bench_uses_the_repetition_budget():
+    for name in builtin_profiles():
+        profile = load_profile(name)
+        shipped = Path(__file__).resolve().parents[3] / "python/afd_e2e/profiles" / f"{name}.yaml"
+        document = yaml.safe_load(shipped.read_text())
+        assert set(document["budgets"]) == {f.name for f in dataclasses.fields(BudgetSpec)}, name
+        if profile.bench is not None:
+            assert profile.bench.timeout_s == profile.budgets.bench_repetition_s
+    seed = load_profile("qwen3.5-122b-a10b")
+    # start-up 3600 + smoke 600 + correctness 3600 + teardown 20; the performance case adds 6 x 1800 + 600
+    assert seed.budgets.case_s(("smoke", "correctness"), seed.bench) == 7820
+    assert seed.budgets.case_s(("performance",), seed.bench) == 3600 + 6 * 1800 + 600 + 20

@@ -86,3 +86,25 @@ def wait_for_log(path: Path, text: str, timeout_s: float = 10.0) -> str:
             return content
         time.sleep(0.02)
     raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+def api_stand_in(port: int, *, dies_after_first_completion_s: float | None = None) -> str:
+    """An API server: /v1/models and /health answer 200, a completion hangs. With ``dies_after_first_completion_s``
+    its engine dies that long after the first completion arrives: /health answers 503 while the process lives on."""
+    return f"""
+import http.server, time
+dies_after = {dies_after_first_completion_s!r}
+first_completion = None
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        dead = dies_after is not None and first_completion and time.monotonic() - first_completion > dies_after
+        self.send_response(503 if dead and self.path == "/health" else 200); self.end_headers()
+    def do_POST(self):
+        global first_completion
+        first_completion = first_completion or time.monotonic()
+        time.sleep(600)
+    def log_message(self, *args):
+        pass
+print("api up", flush=True)
+http.server.ThreadingHTTPServer(("127.0.0.1", {port}), Handler).serve_forever()
+"""

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from afd_e2e.runner.cancellation import CancelFlag, Cancelled, call_cancellable, cancel_on_signals
+from afd_e2e.runner.cancellation import CancelFlag, Cancelled, call_watched, cancel_on_signals
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -23,23 +23,36 @@ def test_a_signal_sets_the_flag_with_its_name_and_handlers_are_restored(sig):
     assert signal.getsignal(sig) is before
 
 
-def test_cancellable_work_returns_its_value_or_raises_its_error():
-    assert call_cancellable(lambda: 42, CancelFlag()) == 42
+def test_watched_work_returns_its_value_or_raises_its_error():
+    assert call_watched(lambda: 42, [CancelFlag().check], threading.Event()) == 42
     with pytest.raises(ZeroDivisionError):
-        call_cancellable(lambda: 1 / 0, CancelFlag())
+        call_watched(lambda: 1 / 0, [CancelFlag().check], threading.Event())
 
 
-def test_blocking_work_is_abandoned_once_cancelled():
+def test_blocking_work_is_abandoned_once_cancelled_and_told_to_stop():
     flag = CancelFlag()
-    release = threading.Event()
+    stop = threading.Event()
     threading.Timer(0.1, flag.cancel, args=("cancelled by SIGINT",)).start()
     started = time.monotonic()
 
     with pytest.raises(Cancelled, match="cancelled by SIGINT"):
-        call_cancellable(lambda: release.wait(30), flag)
+        call_watched(lambda: stop.wait(30), [flag.check], stop)
 
+    assert stop.is_set()  # the work saw its stop event and ended inside the join
     assert time.monotonic() - started < 0.5
-    release.set()
+
+
+def test_any_failing_check_abandons_the_work():
+    stop = threading.Event()
+    deadline = time.monotonic() + 0.2
+
+    def within_budget():
+        if time.monotonic() > deadline:
+            raise TimeoutError("over budget")
+
+    with pytest.raises(TimeoutError, match="over budget"):
+        call_watched(lambda: stop.wait(30), [CancelFlag().check, within_budget], stop)
+    assert stop.is_set()
 
 
 def test_the_first_reason_is_kept():

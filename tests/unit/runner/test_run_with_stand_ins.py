@@ -8,9 +8,10 @@ import json
 import threading
 import time
 
-from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan
+from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, api_stand_in, stand_in_case, stand_in_plan
 
 from afd_e2e.profile import load_profile
+from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.markers import find_marked
@@ -84,7 +85,9 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
 
     result = data["cases"]["stubborn"]
     assert result["status"] == "failed"
-    assert result["failure"].startswith("http://127.0.0.1:19432/v1/models did not answer 200 within the start-up")
+    assert result["failure"] == (
+        "http://127.0.0.1:19432/v1/models did not answer 200 within its start-up budget (budgets.startup_s = 1 s)"
+    )
     assert result["log_tail"] == "ignoring SIGTERM"
     assert result["processes"][0]["forced_kill"] is True
     assert result["processes"][0]["exit_code"] == -9
@@ -97,12 +100,12 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
 
 
 def test_a_harness_crash_still_tears_down_and_records_it(tmp_path, monkeypatch):
-    from afd_e2e.runner import case as case_module
+    from afd_e2e.runner import server as server_module
 
     def broken_wait(*_args, **_kwargs):
         raise RuntimeError("poller bug")
 
-    monkeypatch.setattr(case_module, "wait_until_ready", broken_wait)
+    monkeypatch.setattr(server_module, "wait_until_ready", broken_wait)
     case = stand_in_case("crashy", SLEEPER, port=UNIT_PORT_BASE + 33)
 
     data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet()))
@@ -143,3 +146,57 @@ def test_an_executable_that_cannot_start_fails_its_case(tmp_path):
     assert result["status"] == "failed"
     assert result["failure"].startswith("cannot start server: [Errno 8] Exec format error")
     assert result["processes"] == []
+
+
+def with_budgets(**seconds: float):
+    return dataclasses.replace(PROFILE, budgets=dataclasses.replace(PROFILE.budgets, **seconds))
+
+
+def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
+    port = UNIT_PORT_BASE + 36
+    case = stand_in_case("slow", api_stand_in(port), port=port)
+
+    started = time.monotonic()
+    data = execute_run(with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet())
+
+    result = data.cases["slow"]
+    assert result.status is Status.FAILED
+    assert result.failure == "smoke ran past its budget (budgets.smoke_s = 1 s)"
+    assert 1.0 <= result.timings.phases["smoke"] < 3.5  # the budget plus the abandoned work's stop
+    assert time.monotonic() - started < 10
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_longer_write(tmp_path):
+    port = UNIT_PORT_BASE + 37
+    case = stand_in_case("dies", api_stand_in(port, dies_after_first_completion_s=0.5), port=port)
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
+
+    result = data.cases["dies"]
+    assert result.status is Status.FAILED
+    assert result.failure.startswith("server engine died during smoke (/health answered 503, "), result.failure
+    assert result.timings.phases["smoke"] < 0.5 + 5.0  # its death 0.5 s in, then within 5 s (stop join included)
+    time.sleep(1.0)  # the abandoned smoke request has failed by now (its server is gone) and tried to write
+    assert read_results(tmp_path)["cases"]["dies"]["smoke"] is None
+    assert data.cases["dies"].smoke is None
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_failure(tmp_path):
+    case = stand_in_case("loading", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 38)  # like vLLM while it loads
+    flag = CancelFlag()
+    threading.Timer(0.5, flag.cancel, args=("cancelled by SIGTERM",)).start()
+
+    data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet(), flag=flag)
+
+    result = data.cases["loading"]
+    assert result.status is Status.CANCELLED and data.status is Status.CANCELLED
+    assert result.processes[0].forced_kill is True
+    forced = next(c for c in result.hygiene if c.check == "forced_kill")
+    assert forced.status is Status.WARNED
+    assert forced.detail == (
+        "cancel escalated to SIGKILL for server: still running 1 s after SIGTERM (vLLM ignores SIGTERM while loading)"
+    )
+    assert not any(c.status is Status.FAILED for c in result.hygiene)
+    assert find_marked(run_id_of(tmp_path)) == []

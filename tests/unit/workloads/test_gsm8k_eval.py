@@ -50,6 +50,7 @@ def _evaluate(gsm8k_data, tmp_path, cancelled):
         progress=lines.append,
         cancelled=cancelled,
         heartbeat_s=0.5,
+        request_timeout_s=5.0,
     )
     return section, published, lines
 

@@ -1,0 +1,158 @@
+"""A dead engine on the real CPU vLLM (tiny-cpu): the ``VLLM::EngineCore`` process is killed while its API server
+stays up, after ready (mid-bench) and during start-up. The case fails within 5 s naming the role and quoting the
+cause from its log, the bench stops at once, and nothing needs a forced kill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from afd_e2e.plan import build_plan
+from afd_e2e.profile import load_profile
+from afd_e2e.results.store import results_to_json
+from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.progress import Progress
+from afd_e2e.runner.run import execute_run
+from repo_paths import GSM8K_DIR
+
+pytestmark = pytest.mark.integration
+
+PORT_BASE = 19600  # this module's block: 19600 (after ready), 19620 (during start-up)
+PROFILE = load_profile("tiny-cpu")
+DETECTION_LIMIT_S = 5.0
+
+
+class PhaseClock(Progress):
+    """A quiet progress printer noting when each phase began (monotonic) and keeping every line."""
+
+    def __init__(self) -> None:
+        self.lines = io.StringIO()
+        super().__init__(stream=self.lines)
+        self.began: dict[str, float] = {}
+
+    def enter(self, case_id, phase, logs=()):
+        self.began.setdefault(phase, time.monotonic())
+        super().enter(case_id, phase, logs)
+
+
+def one_case_plan(model: Path, port_base: int, phases: tuple[str, ...]):
+    plan = build_plan(PROFILE, model_path=str(model), case_ids=["cpu-tp1"], port_base=port_base)
+    return dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=phases),))
+
+
+def engine_core_of(api_pid: int) -> psutil.Process | None:
+    """The API server's ``VLLM::EngineCore`` child, once it has set its title."""
+    try:
+        children = psutil.Process(api_pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    for child in children:
+        try:
+            if "EngineCore" in " ".join(child.cmdline()):
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+class EngineKiller:
+    """Kills the case's EngineCore with SIGKILL once ``ready_to_kill(out)`` holds; notes when (monotonic)."""
+
+    def __init__(self, out: Path, ready_to_kill) -> None:
+        self.out, self.ready_to_kill = out, ready_to_kill
+        self.killed_at: float | None = None
+        self.api_alive_after_kill: bool | None = None
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        record = self.out / "run-record.json"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if record.exists() and (processes := json.loads(record.read_text())["processes"]):
+                api_pid = processes[0]["pid"]
+                core = engine_core_of(api_pid)
+                if core is not None and self.ready_to_kill(self.out):
+                    core.kill()
+                    self.killed_at = time.monotonic()
+                    time.sleep(0.1)
+                    self.api_alive_after_kill = psutil.pid_exists(api_pid)
+                    return
+            time.sleep(0.02)
+
+
+def bench_processes(port: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            cmdline = proc.cmdline()
+        except psutil.Error:
+            continue
+        if "bench" in cmdline and any(str(port) in arg for arg in cmdline):
+            found.append(proc)
+    return found
+
+
+def run_id_of(out: Path) -> str:
+    return json.loads((out / "run-record.json").read_text())["run_id"]
+
+
+def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_bench(tiny_model, tmp_path):
+    def bench_running(out: Path) -> bool:
+        logs = list((out / "bench" / "cpu-tp1").glob("*.log")) if (out / "bench" / "cpu-tp1").exists() else []
+        return any(log.stat().st_size > 0 for log in logs) and bool(bench_processes(PORT_BASE))
+
+    clock = PhaseClock()
+    killer = EngineKiller(tmp_path, bench_running)
+    data = results_to_json(
+        execute_run(
+            PROFILE,
+            one_case_plan(tiny_model, PORT_BASE, ("performance",)),
+            tmp_path,
+            progress=clock,
+            gsm8k_dir=GSM8K_DIR,
+        )
+    )
+    case = data["cases"]["cpu-tp1"]
+
+    assert killer.killed_at is not None and killer.api_alive_after_kill  # the API server outlived its engine
+    assert case["status"] == "failed"
+    assert case["failure"].startswith("server engine died during performance ("), case["failure"]
+    assert "engine core exited unexpectedly" in case["failure"]  # the cause, quoted from the server's log
+    assert clock.began["teardown"] - killer.killed_at < DETECTION_LIMIT_S
+    performance = case["performance"]
+    assert performance["status"] == "failed"
+    assert performance["failure"].startswith("stopped: server died")
+    assert bench_processes(PORT_BASE) == []  # the bench was stopped, not left running against a dead port
+    assert len(performance["warmups"]) + len(performance["repetitions"]) == 1  # no repetition after the death
+    hygiene = {c["check"]: c["status"] for c in case["hygiene"]}
+    assert hygiene["forced_kill"] == "passed" and hygiene["processes"] == "passed"
+    assert find_marked(run_id_of(tmp_path)) == []
+    assert data["verdict"]["status"] == "failed"
+
+
+def test_an_engine_killed_during_startup_fails_the_case_within_seconds_naming_the_role(tiny_model, tmp_path):
+    clock = PhaseClock()
+    killer = EngineKiller(tmp_path, lambda _out: True)  # as soon as the EngineCore exists
+    data = results_to_json(
+        execute_run(PROFILE, one_case_plan(tiny_model, PORT_BASE + 20, ("smoke",)), tmp_path, progress=clock)
+    )
+    case = data["cases"]["cpu-tp1"]
+
+    assert killer.killed_at is not None
+    assert case["status"] == "failed"
+    assert case["failure"].startswith("server "), case["failure"]
+    assert "during start-up" in case["failure"]
+    assert case["timings"]["launch_to_ready_s"] is None
+    assert clock.began["teardown"] - killer.killed_at < DETECTION_LIMIT_S
+    assert case["log_tail"]
+    hygiene = {c["check"]: c["status"] for c in case["hygiene"]}
+    assert hygiene["forced_kill"] == "passed" and hygiene["processes"] == "passed"
+    assert find_marked(run_id_of(tmp_path)) == []
