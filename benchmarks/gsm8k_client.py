@@ -25,6 +25,7 @@ from pathlib import Path
 import lm_eval_reference  # tests/lm_eval_reference.py: test and benchmark support, not part of the package
 from afd_e2e.plan import CasePlan, build_plan
 from afd_e2e.profile import Gsm8kSpec, load_profile
+from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.tiny_model import build_tiny_model
@@ -70,8 +71,8 @@ def builtin(base_url: str, model: Path, args: argparse.Namespace, concurrency: i
         request_timeout_s=600.0,
     )
     elapsed = time.perf_counter() - started
-    if section["status"] != "passed":
-        sys.exit(f"built-in evaluator failed: {section['failure']}")
+    if section.status is not Status.PASSED:
+        sys.exit(f"built-in evaluator failed: {section.failure}")
     return elapsed, [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
