@@ -1,6 +1,6 @@
 """GSM8K-7 eight-shot wall time: the built-in evaluator vs lm-eval's own gsm8k task, same real CPU vLLM server.
 
-    PYTHONPATH=python .venv/bin/python benchmarks/gsm8k_client.py [--port 19540] [--questions 7 --shots 8]
+    PYTHONPATH=python:tests .venv/bin/python benchmarks/gsm8k_client.py [--port 19540] [--questions 7 --shots 8]
 
 Starts one ``vllm serve`` of the tiny model (``.tiny-model``, built if missing), then times, in one invocation:
 the built-in evaluator at concurrency 1 and at one request per question, and ``lm_eval`` (its venv from
@@ -22,12 +22,14 @@ import threading
 import time
 from pathlib import Path
 
+import lm_eval_reference  # tests/lm_eval_reference.py: test and benchmark support, not part of the package
 from afd_e2e.plan import CasePlan, build_plan
 from afd_e2e.profile import Gsm8kSpec, load_profile
+from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.tiny_model import build_tiny_model
-from afd_e2e.workloads import gsm8k, gsm8k_eval, lm_eval_reference
+from afd_e2e.workloads import gsm8k, gsm8k_eval
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = load_profile("tiny-cpu")
@@ -69,8 +71,8 @@ def builtin(base_url: str, model: Path, args: argparse.Namespace, concurrency: i
         request_timeout_s=600.0,
     )
     elapsed = time.perf_counter() - started
-    if section["status"] != "passed":
-        sys.exit(f"built-in evaluator failed: {section['failure']}")
+    if section.status is not Status.PASSED:
+        sys.exit(f"built-in evaluator failed: {section.failure}")
     return elapsed, [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 

@@ -149,3 +149,11 @@ def test_reports_rendered(run_dir):
     assert (run_dir / "annotation.md").read_text().strip()
     assert list((run_dir / "junit").glob("*.xml"))
     assert list((run_dir / "plots").glob("*.png"))
+
+
+def test_the_run_recorded_its_preflight_with_the_link_matrix(results):
+    preflight = results["preflight"]
+    assert preflight["status"] == "passed" and preflight["seconds"] < 1.0, preflight
+    assert preflight["hardware"]["matrix"][1][2] == preflight["hardware"]["links"][0]["label"] != "?"
+    assert preflight["software"]["vllm"].startswith("0.26.0") and preflight["software"]["afd_plugin"]
+    assert {c["status"] for c in preflight["checks"]} <= {"passed", "warned", "skipped"}

@@ -165,6 +165,7 @@ def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results
     assert runner.returncode == 1, output
     assert took < 5, output
     assert results["status"] == "cancelled"
+    assert results["preflight"]["status"] == "passed" and results["preflight"]["checks"]  # taken before the launch
     assert results["cases"]["cpu-tp1"]["status"] == "cancelled"
     assert results["cases"]["cpu-tp1"]["failure"] == "cancelled by SIGTERM"
     assert find_marked(run_id_of(tmp_path)) == []

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import lm_eval_reference
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.codec import to_json
@@ -23,7 +24,6 @@ from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.case import new_case_results
 from afd_e2e.runner.server import CaseServers
-from afd_e2e.workloads import lm_eval_reference
 from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
 from repo_paths import GSM8K_DIR, REPO

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 from afd_e2e.commands.common import add_profile_args, check_out_dir, check_port_base
@@ -69,6 +70,7 @@ def without_unrunnable_control(profile: Profile, plan: RunPlan, rebuild: dict) -
 
 
 def run(args: argparse.Namespace) -> int:
+    from afd_e2e.preflight.runner import record_preflight
     from afd_e2e.results.status import Status
     from afd_e2e.runner.run import execute_run
 
@@ -97,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
     plan, skipped = without_unrunnable_control(profile, plan, rebuild)
     if skipped:
         print(f"afd-e2e run: {skipped}", file=sys.stderr)
-    results = execute_run(profile, plan, args.out, gsm8k_dir=args.gsm8k_dir, allow_busy_gpus=args.allow_busy_gpus)
+    preflight = partial(record_preflight, profile, plan, model_path=decision.model_path)
+    results = execute_run(
+        profile, plan, args.out, gsm8k_dir=args.gsm8k_dir, preflight=preflight, allow_busy_gpus=args.allow_busy_gpus
+    )
     print(f"results: {(args.out / 'results.json').resolve()} ({results.status})")
     if skipped:
         print(f"afd-e2e run: {skipped}", file=sys.stderr)  # again beside the verdict, where readers look

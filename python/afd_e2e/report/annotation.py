@@ -9,6 +9,7 @@ logs or the machine is escaped. Buildkite caps an annotation at 1 MiB: past that
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from afd_e2e.report.escape import markdown_text, preformatted
 from afd_e2e.report.features import features_section
 from afd_e2e.report.status import icon
 from afd_e2e.results.model import (
+    LOG_TAIL_CHARS,
     CasePerformance,
     CaseResults,
     Comparison,
@@ -163,7 +165,9 @@ def _headline(results: RunResults) -> str:
         facts.append(f"took {formatting.duration((finished - started).total_seconds())}")
     lines += [" · ".join(facts), ""]
     if results.partial:
-        unfinished = [case_id for case_id, case in results.cases.items() if case.status is Status.RUNNING]
+        unfinished = [
+            case_id for case_id, case in results.cases.items() if case.status in (Status.RUNNING, Status.INTERRUPTED)
+        ]
         not_started = [case_id for case_id in _case_order(results) if case_id not in results.cases]
         for title, ids in (("Did not finish", unfinished), ("Not started", not_started)):
             if ids:
@@ -469,9 +473,8 @@ def _environment(results: RunResults) -> str:
     build_text = ""
     if build is not None:
         number = f"#{build.build_number}" if build.build_number is not None else "build"
-        link = (
-            f"[{number}]({build.build_url})" if build.build_url and build.build_url.startswith("https://") else number
-        )
+        url = build.build_url or ""
+        link = f'<a href="{html.escape(url, quote=True)}">{number}</a>' if url.startswith("https://") else number
         parts = [link, markdown_text(build.pipeline_slug or ""), markdown_text(build.branch or "")]
         parts += [markdown_text((build.commit or "")[:12]), markdown_text(build.source or "")]
         build_text = " · ".join(part for part in parts if part)
@@ -529,7 +532,9 @@ def _failures(results: RunResults) -> str:
                     f"exit code {markdown_text(process.exit_code)}{forced}"
                 )
         if case.log_tail:
-            lines += ["", "<details><summary>log tail</summary>", "", preformatted(case.log_tail), "", "</details>"]
+            logs = ", ".join(p.log for p in case.processes if p.log) or "logs/"
+            tail = preformatted(case.log_tail, LOG_TAIL_CHARS, whole=logs)
+            lines += ["", "<details><summary>log tail</summary>", "", tail, "", "</details>"]
         blocks.append("\n".join(lines))
     return "### Failures\n\n" + "\n\n".join(blocks) + "\n" if blocks else ""
 
@@ -551,9 +556,10 @@ def _model_output(results: RunResults) -> str:
                 "| GSM8K question | Extracted | Flexible | Gold | Strict match |",
                 "| ---: | --- | --- | --- | --- |",
             ]
+            records = case.gsm8k.records if case.gsm8k else None
             lines += [
-                f"| {q.index} | {markdown_text(q.extracted, 80)} | {markdown_text(q.flexible, 80)} "
-                f"| {markdown_text(q.gold, 80)} | {'✅' if q.correct else '❌'} |"
+                f"| {q.index} | {markdown_text(q.extracted, 80, records)} | {markdown_text(q.flexible, 80, records)} "
+                f"| {markdown_text(q.gold, 80, records)} | {'✅' if q.correct else '❌'} |"
                 for q in questions
             ]
         if lines:

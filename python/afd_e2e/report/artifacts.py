@@ -13,6 +13,7 @@ from afd_e2e.results.store import load_results
 
 ARTIFACT_GLOBS = (
     "results.json",
+    "run-record.json",
     "annotation*.md",
     "junit/*.xml",
     "plots/*.png",
@@ -20,6 +21,7 @@ ARTIFACT_GLOBS = (
     "logs/**/*",
     "gsm8k/*.jsonl",
     "bench/**/*.json",
+    "bench/**/*.log",
 )
 
 

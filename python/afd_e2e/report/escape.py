@@ -19,19 +19,37 @@ def xml_text(text: object) -> str:
     return _XML_INVALID.sub(lambda match: ascii(match.group())[1:-1], _ANSI_ESCAPE.sub("", str(text)))
 
 
-def one_line(text: object, limit: int = 300) -> str:
-    """Collapse whitespace to single spaces and cut to ``limit`` characters, for messages and table cells."""
+def cut_marker(cut: int, whole: str | None) -> str:
+    """What a cut says: how much went and where the whole text is."""
+    return f"[{cut:,} characters cut" + (f"; the whole text is in {whole}]" if whole else "]")
+
+
+def cut_head(text: str, limit: int, whole: str | None) -> str:
+    """The last ``limit`` characters of ``text`` (the end of a log explains a failure), led by what was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{cut_marker(len(text) - limit, whole)}\n{text[-limit:]}"
+
+
+def one_line(text: object, limit: int = 300, whole: str | None = "results.json") -> str:
+    """Collapse whitespace to single spaces, for messages and table cells; past ``limit`` characters it is cut and
+    says so (and where the whole text is)."""
     line = " ".join(xml_text(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return line if len(line) <= limit else f"{line[:limit]}… {cut_marker(len(line) - limit, whole)}"
 
 
-def markdown_text(text: object, limit: int = 300) -> str:
+def markdown_text(text: object, limit: int = 300, whole: str | None = "results.json") -> str:
     """One line of untrusted text that renders literally in Markdown: no HTML, links, emphasis or table breaks."""
     return "".join(
-        _HTML_ENTITIES.get(ch) or (f"\\{ch}" if ch in _MARKDOWN_PUNCTUATION else ch) for ch in one_line(text, limit)
+        _HTML_ENTITIES.get(ch) or (f"\\{ch}" if ch in _MARKDOWN_PUNCTUATION else ch)
+        for ch in one_line(text, limit, whole)
     )
 
 
-def preformatted(text: object) -> str:
-    """Untrusted multi-line text as an HTML ``<pre>`` block, which Markdown leaves alone and cannot be closed early."""
-    return f"<pre>{html.escape(xml_text(text), quote=False)}</pre>"
+def preformatted(text: object, limit: int | None = None, whole: str | None = None) -> str:
+    """Untrusted multi-line text as an HTML ``<pre>`` block, which Markdown leaves alone and cannot be closed early;
+    past ``limit`` characters only its end is kept, led by what was cut."""
+    body = xml_text(text)
+    if limit is not None:
+        body = cut_head(body, limit, whole)
+    return f"<pre>{html.escape(body, quote=False)}</pre>"

@@ -10,14 +10,13 @@ accuracy is meaningful; a performance metric fails only when it is worse and its
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from junit_xml import TestCase, TestSuite, to_xml_report_string
-
 from afd_e2e.report import formatting
-from afd_e2e.report.escape import one_line, xml_text
+from afd_e2e.report.escape import cut_head, one_line, xml_text
 from afd_e2e.results.model import (
     CaseResults,
     Comparison,
@@ -32,22 +31,30 @@ from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.parity import describe, parity_summary
 
 MAX_TESTCASES_PER_FILE = 5000
-LOG_TAIL_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
+OUTPUT_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
+_OUTCOME_TAGS = ("failure", "error", "skipped")
 
 
-@dataclass
-class _Recorded:
+@dataclass(frozen=True)
+class Testcase:
+    """One ``<testcase>``: ``suite`` is its classname and its ``<testsuite>``'s name, the same text in both."""
+
     suite: str
-    case: TestCase
+    name: str
+    seconds: float
+    outcome: str | None = None  # failure | error | skipped; None when it passed
+    message: str = ""
+    output: str = ""  # the outcome element's text
+    stdout: str = ""
 
 
 @dataclass
 class _Builder:
-    """Collects testcases in report order; every testcase gets a classname (its suite) and a name."""
+    """Collects testcases in report order; every testcase gets a classname (its suite), a name and a time."""
 
     prefix: str
     run_status: str
-    items: list[_Recorded] = field(default_factory=list)
+    items: list[Testcase] = field(default_factory=list)
 
     def add(
         self,
@@ -59,34 +66,50 @@ class _Builder:
         output: object = "",
         stdout: object = "",
         elapsed: float | None = None,
+        whole: str = "results.json",
     ) -> None:
-        classname = f"{self.prefix}.{suite}"
-        case = TestCase(xml_text(name), classname=xml_text(classname), elapsed_sec=elapsed, stdout=_bounded(stdout))
+        """``whole``: where the complete text of ``output`` lives, named when it has to be cut."""
         status = status or Status.RUNNING
-        line = one_line(message) or f"{name}: {status}"
+        line = one_line(message) or one_line(f"{name}: {status}")
+        bounded_output, bounded_stdout = _bounded(output, whole), _bounded(stdout, "results.json")
+        outcome, text = None, ""
         if status is Status.FAILED:
-            case.add_failure_info(message=line, output=_bounded(output) or line)
+            outcome, text = "failure", bounded_output or line
         elif status is Status.CRASHED:
-            case.add_error_info(message=line, output=_bounded(output) or line)
+            outcome, text = "error", bounded_output or line
         elif status in (Status.RUNNING, Status.INTERRUPTED):
-            case.add_error_info(message=f"did not finish (run status {self.run_status})", output=_bounded(output))
+            outcome, line, text = "error", f"did not finish (run status {self.run_status})", bounded_output
         elif status in (Status.SKIPPED, Status.CANCELLED):
-            case.add_skipped_info(message=one_line(message) or str(status))
+            outcome, line = "skipped", one_line(message) or str(status)
         elif status is Status.WARNED:
-            case.stdout = _bounded(f"warning: {line}\n{stdout}".strip())
-        self.items.append(_Recorded(classname, case))
+            bounded_stdout = _bounded(f"warning: {line}\n{stdout}".strip(), "results.json")
+        self.items.append(
+            Testcase(
+                suite=xml_text(f"{self.prefix}.{suite}"),
+                name=xml_text(name),
+                seconds=max(elapsed or 0.0, 0.0),
+                outcome=outcome,
+                message=line if outcome else "",
+                output=text,
+                stdout=bounded_stdout,
+            )
+        )
 
     def reported_a_problem(self, suite: str) -> bool:
-        classname = f"{self.prefix}.{suite}"
-        return any(item.suite == classname and (item.case.failures or item.case.errors) for item in self.items)
+        classname = xml_text(f"{self.prefix}.{suite}")
+        return any(item.suite == classname and item.outcome in ("failure", "error") for item in self.items)
 
 
-def _bounded(value: object) -> str | None:
-    text = xml_text(value) if value else ""
-    return text[-LOG_TAIL_CHARS:] or None
+def _bounded(value: object, whole: str) -> str:
+    """Text for system-out or a failure body: its last OUTPUT_CHARS, saying what was cut and where the whole is."""
+    return cut_head(xml_text(value), OUTPUT_CHARS, whole) if value else ""
 
 
-def build_testcases(results: RunResults) -> list[_Recorded]:
+def _logs(case: CaseResults) -> str:
+    return ", ".join(process.log for process in case.processes if process.log) or "logs/"
+
+
+def build_testcases(results: RunResults) -> list[Testcase]:
     builder = _Builder(prefix=f"afd-e2e.{results.profile}", run_status=str(results.status))
     _add_preflight(builder, results.preflight)
     for case_id, case in results.cases.items():
@@ -106,13 +129,14 @@ def _add_preflight(builder: _Builder, preflight: PreflightRecord | None) -> None
 
 def _add_case(builder: _Builder, suite: str, case: CaseResults) -> None:
     log_tail = case.log_tail or ""
+    logs = _logs(case)
     ready_s = case.timings.launch_to_ready_s
     if ready_s is not None:
         builder.add(
             suite, "launch and readiness", Status.PASSED, elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s"
         )
     else:
-        builder.add(suite, "launch and readiness", case.status, message=case.failure, output=log_tail)
+        builder.add(suite, "launch and readiness", case.status, message=case.failure, output=log_tail, whole=logs)
 
     if smoke := case.smoke:
         builder.add(
@@ -121,12 +145,13 @@ def _add_case(builder: _Builder, suite: str, case: CaseResults) -> None:
             smoke.status,
             message=smoke.failure,
             output=log_tail,
+            whole=logs,
             stdout=f"prompt: {smoke.prompt}\ncompletion: {smoke.completion}",
             elapsed=smoke.latency_s,
         )
 
     if gsm8k := case.gsm8k:
-        _add_gsm8k(builder, suite, gsm8k, log_tail, case.timings.phases.get("correctness"))
+        _add_gsm8k(builder, suite, gsm8k, log_tail, logs, case.timings.phases.get("correctness"))
 
     _add_features(builder, suite, case, log_tail)
 
@@ -137,13 +162,14 @@ def _add_case(builder: _Builder, suite: str, case: CaseResults) -> None:
             performance.status,
             message=performance.failure,
             output=log_tail,
+            whole=logs,
             stdout="\n".join(_repetition_line(rep) for rep in performance.repetitions),
             elapsed=case.timings.phases.get("performance"),
         )
 
     if case.status.is_failure and not builder.reported_a_problem(suite):
         # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
-        builder.add(suite, "case", case.status, message=case.failure, output=log_tail)
+        builder.add(suite, "case", case.status, message=case.failure, output=log_tail, whole=logs)
 
     for check in case.hygiene:
         builder.add(suite, f"hygiene {check.check}", check.status, message=check.detail)
@@ -163,7 +189,9 @@ def _add_features(builder: _Builder, suite: str, case: CaseResults, log_tail: st
             builder.add(suite, f"profiler trace {role.role}", role.status, message=role.detail)
 
 
-def _add_gsm8k(builder: _Builder, suite: str, gsm8k: Gsm8kResult, log_tail: str, elapsed: float | None) -> None:
+def _add_gsm8k(
+    builder: _Builder, suite: str, gsm8k: Gsm8kResult, log_tail: str, logs: str, elapsed: float | None
+) -> None:
     summary = (
         f"strict match {gsm8k.correct}/{gsm8k.total} (at least {gsm8k.min_correct} needed), "
         f"flexible {gsm8k.flexible_correct}"
@@ -174,6 +202,7 @@ def _add_gsm8k(builder: _Builder, suite: str, gsm8k: Gsm8kResult, log_tail: str,
         gsm8k.status,
         message=gsm8k.failure or summary,
         output=log_tail,
+        whole=logs,
         stdout=summary,
         elapsed=elapsed,
     )
@@ -245,30 +274,58 @@ def _add_verdict(builder: _Builder, results: RunResults) -> None:
     builder.add("run", "verdict", status, message=reasons, stdout=reasons)
 
 
-def _chunks(items: list[_Recorded], size: int) -> Iterator[list[_Recorded]]:
+def _chunks(items: list[Testcase], size: int) -> Iterator[list[Testcase]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
 
-def _suites(chunk: list[_Recorded], results: RunResults) -> list[TestSuite]:
-    """Consecutive testcases of one suite form one <testsuite>; a suite split across files appears in each."""
-    properties = {"profile": results.profile, "platform": results.platform}
-    properties["smoke_only"] = str(results.smoke_only).lower()
-    hostname = results.environment.hostname
-    suites: list[TestSuite] = []
-    for item in chunk:
-        if not suites or suites[-1].name != item.suite:
-            suites.append(
-                TestSuite(
-                    item.suite,
-                    [],
-                    hostname=xml_text(hostname) if hostname else None,
-                    timestamp=results.started_at,
-                    properties={k: xml_text(v) for k, v in properties.items()},
-                )
-            )
-        suites[-1].test_cases.append(item.case)
-    return suites
+def _counts(cases: list[Testcase]) -> dict[str, str]:
+    return {
+        "tests": str(len(cases)),
+        "failures": str(sum(c.outcome == "failure" for c in cases)),
+        "errors": str(sum(c.outcome == "error" for c in cases)),
+        "skipped": str(sum(c.outcome == "skipped" for c in cases)),
+        "time": f"{sum(c.seconds for c in cases):.3f}",
+    }
+
+
+def _testcase(parent: ET.Element, case: Testcase) -> None:
+    element = ET.SubElement(
+        parent, "testcase", {"classname": case.suite, "name": case.name, "time": f"{case.seconds:.3f}"}
+    )
+    if case.outcome:
+        outcome = ET.SubElement(element, case.outcome, {"type": case.outcome, "message": case.message})
+        outcome.text = case.output or None
+    if case.stdout:
+        ET.SubElement(element, "system-out").text = case.stdout
+
+
+def junit_document(chunk: list[Testcase], results: RunResults) -> bytes:
+    """One file: consecutive testcases of one suite form one <testsuite>; a suite split across files is in each."""
+    totals = {k: v for k, v in _counts(chunk).items() if k != "skipped"}  # the common XSD has no skipped up here
+    root = ET.Element("testsuites", {"name": xml_text(f"afd-e2e {results.profile}"), **totals})
+    properties = {
+        "profile": results.profile,
+        "platform": results.platform,
+        "smoke_only": str(results.smoke_only).lower(),
+    }
+    groups: list[list[Testcase]] = []
+    for case in chunk:
+        if not groups or groups[-1][0].suite != case.suite:
+            groups.append([])
+        groups[-1].append(case)
+    for group in groups:
+        attributes = {"name": group[0].suite, **_counts(group), "timestamp": xml_text(results.started_at)}
+        if results.environment.hostname:
+            attributes["hostname"] = xml_text(results.environment.hostname)
+        suite = ET.SubElement(root, "testsuite", attributes)
+        listed = ET.SubElement(suite, "properties")
+        for name, value in properties.items():
+            ET.SubElement(listed, "property", {"name": name, "value": xml_text(value)})
+        for case in group:
+            _testcase(suite, case)
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
 def write_junit(results: RunResults, junit_dir: Path, per_file: int = MAX_TESTCASES_PER_FILE) -> tuple[Path, ...]:
@@ -280,6 +337,6 @@ def write_junit(results: RunResults, junit_dir: Path, per_file: int = MAX_TESTCA
     paths = []
     for number, chunk in enumerate(_chunks(build_testcases(results), per_file), 1):
         path = junit_dir / f"{stem}-{number}.xml"
-        path.write_text(to_xml_report_string(_suites(chunk, results), encoding="utf-8"), encoding="utf-8")
+        path.write_bytes(junit_document(chunk, results))
         paths.append(path)
     return tuple(paths)

@@ -74,8 +74,6 @@ def _join(path: str, key: str | int) -> str:
 
 def from_json(tp: Any, value: Any, path: str = "") -> Any:
     """``value`` (parsed JSON) as ``tp``; a ``FormatError`` at the first misfit."""
-    if tp is Any:
-        return value
     if _is_union(tp):
         args = typing.get_args(tp)
         if value is None and _NONE in args:
@@ -165,8 +163,6 @@ def json_schema(root: type, *, schema_id: str, title: str) -> dict[str, Any]:
 
 
 def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    if tp is Any:
-        return {}
     if _is_union(tp):
         return {"anyOf": [_schema(arg, defs) for arg in typing.get_args(tp)]}
     origin = typing.get_origin(tp)

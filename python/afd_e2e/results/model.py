@@ -17,6 +17,7 @@ from afd_e2e.plan.model import RunPlan
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
+LOG_TAIL_CHARS = 64 * 1024  # a case's log_tail is at most this long; the whole logs are in logs/<case>/
 
 
 # ---- where and on what the run ran --------------------------------------------------------------------------------
@@ -214,6 +215,7 @@ class Repetition:
     num_prompts: int | None = None
     duration_s: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)  # the exact ``vllm bench serve`` command (secrets redacted)
 
 
 @dataclass
@@ -222,6 +224,7 @@ class CasePerformance:
     failure: str | None = None
     warmups: list[Repetition] = field(default_factory=list)
     repetitions: list[Repetition] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # the bench client's environment (secrets redacted)
 
 
 @dataclass
@@ -303,7 +306,7 @@ class CaseResults:
     failure: str | None = None
     timings: Timings = field(default_factory=Timings)
     processes: list[ProcessRecord] = field(default_factory=list)
-    log_tail: str | None = None  # the end of the failing process's log, capped (the whole log is in logs/)
+    log_tail: str | None = None  # the end of the failing process's log, at most LOG_TAIL_CHARS (whole: logs/<case>/)
     smoke: SmokeResult | None = None
     gsm8k: Gsm8kResult | None = None
     parity_outputs: list[ParityOutput] | None = None

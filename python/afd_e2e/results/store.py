@@ -17,7 +17,7 @@ from typing import Any
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.results.codec import FormatError, from_json, to_json
-from afd_e2e.results.model import SCHEMA, CaseResults, RunResults
+from afd_e2e.results.model import SCHEMA, RunResults
 from afd_e2e.results.status import Status
 
 RESULTS_FILE = "results.json"
@@ -107,6 +107,3 @@ class ResultsStore:
         """Save a consistent snapshot: no thread writing through the lock can change ``results`` mid-dump."""
         with self.lock:
             write_json_atomic(self.path, results_to_json(self.results))
-
-    def case(self, case_id: str) -> CaseResults:
-        return self.results.cases[case_id]

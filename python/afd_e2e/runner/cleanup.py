@@ -2,7 +2,9 @@
 
 The plugin's pre-exit hook calls it after every job, also a cancelled one, so it must be safe when nothing is left:
 then every check simply passes. A runner that is somehow still alive is stopped first (its own SIGTERM handling
-tears down its servers), then anything still carrying the run's marker.
+tears down its servers and writes its results), then anything still carrying the run's marker. A results.json that
+still says ``running`` once its runner is gone (SIGKILL, a lost agent) is closed as ``interrupted``, saying when and
+how that was found, so its report never shows a run in progress forever.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from pathlib import Path
 
 import psutil
 
-from afd_e2e.results.model import CheckRecord
+from afd_e2e.errors import UsageError
+from afd_e2e.results.model import CheckRecord, Interruption
 from afd_e2e.results.status import Status
+from afd_e2e.results.store import RESULTS_FILE, load_results, now_iso, results_to_json, write_json_atomic
 from afd_e2e.runner.cancellation import CANCEL_GRACE_S
 from afd_e2e.runner.hygiene import (
     GPU_SETTLE_S,
@@ -28,6 +32,7 @@ from afd_e2e.runner.hygiene import (
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.teardown import terminate
+from afd_e2e.runner.verdict import decide_verdict
 
 RUNNER_GRACE_S = CANCEL_GRACE_S + 5.0  # its teardown grace plus time to write results
 
@@ -80,4 +85,30 @@ def clean_up(out_dir: Path, within_s: float | None = None) -> list[CheckRecord]:
         check_gpu_memory(run.gpu_baseline, settle_s=budget.wait(GPU_SETTLE_S, 0.5)),
         remove_leftover_files(Path(run.data["scratch_root"]), run.data["shm_before"]),
     ]
-    return checks
+    closed = close_abandoned(out_dir, run, checks[0])
+    return [*checks, closed] if closed else checks
+
+
+def close_abandoned(out_dir: Path, run: RunRecord, runner: CheckRecord) -> CheckRecord | None:
+    """Mark a results.json that still says ``running`` after its runner is gone as ``interrupted``."""
+    if not (out_dir / RESULTS_FILE).exists():
+        return None
+    try:
+        results = load_results(out_dir)
+    except UsageError as exc:
+        return record("results", Status.WARNED, f"not closed: {exc.problem}")
+    if results.status is not Status.RUNNING:
+        return None
+    state = "had exited" if runner.status is Status.PASSED else "had to be stopped: " + runner.detail
+    how = (
+        f"the runner of run {run.run_id} (pid {run.data['runner']['pid']}) {state} while results.json still said "
+        "running (SIGKILL or a lost agent); found by afd-e2e cleanup"
+    )
+    results.interruption = Interruption(found_at=now_iso(), how=how)
+    for case in results.cases.values():
+        if case.status is Status.RUNNING:
+            case.status, case.failure = Status.INTERRUPTED, case.failure or "the runner vanished while this case ran"
+    results.verdict = decide_verdict(results, interrupted=how)
+    results.status = results.verdict.status
+    write_json_atomic(out_dir / RESULTS_FILE, results_to_json(results))
+    return record("results", Status.WARNED, f"results.json marked interrupted: {how}")

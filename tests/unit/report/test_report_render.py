@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,8 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.report import render_all
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES
+from afd_e2e.report.artifacts import list_artifacts, matching_globs
+from junit_xsd import assert_valid_junit
 
 
 def test_seed_folder_renders_every_report(seed_dir: Path) -> None:
@@ -18,6 +19,7 @@ def test_seed_folder_renders_every_report(seed_dir: Path) -> None:
     paths = render_all(seed_dir)
     assert paths.annotation == seed_dir / "annotation.md" and paths.annotation_full is None
     assert paths.junit == (seed_dir / "junit" / "qwen3.5-122b-a10b-1.xml",)
+    assert_valid_junit(paths.junit[0])
     assert paths.plots == (seed_dir / "plots" / "performance.png",)
     assert (paths.annotation_style, paths.annotation_context) == ("warning", "afd-e2e-qwen3.5-122b-a10b")
     body = paths.annotation.read_text(encoding="utf-8")
@@ -49,15 +51,17 @@ def test_partial_results_render_and_say_so(run_status: str, seed_results: dict, 
     assert {"running": "incomplete", "cancelled": "cancelled", "crashed": "crashed"}[run_status] in headline
     assert "partial results" in headline
     assert paths.plots == () and len(paths.junit) == 1
-    ET.parse(paths.junit[0])
+    assert_valid_junit(paths.junit[0])
 
 
 def test_over_size_annotation_writes_the_full_text_beside_it(tiny_results: dict, results_dir) -> None:
-    tiny_results["cases"]["cpu-tp1"]["log_tail"] = "y" * (MAX_BYTES + 1)
+    questions = tiny_results["cases"]["cpu-tp1"]["gsm8k"]["questions"]
+    original = list(questions)
+    questions[:] = [{**questions[0], "index": i} for i in range(30000)]
     paths = render_all(results_dir(tiny_results))
     assert paths.annotation_full == paths.out_dir / FULL_REPORT_FILE
     assert paths.annotation.stat().st_size <= MAX_BYTES < paths.annotation_full.stat().st_size
-    del tiny_results["cases"]["cpu-tp1"]["log_tail"]
+    questions[:] = original
     again = render_all(results_dir(tiny_results))
     assert again.annotation_full is None and not (again.out_dir / FULL_REPORT_FILE).exists()
 
@@ -70,4 +74,19 @@ def test_missing_results_is_a_usage_error(tmp_path: Path) -> None:
 def test_real_crashed_run_renders_without_plots(crashed_results: dict, results_dir) -> None:
     paths = render_all(results_dir(crashed_results))
     assert paths.plots == () and paths.annotation_style == "error"
-    assert ET.parse(paths.junit[0]).getroot().get("errors") == "3"  # two crashed cases and the verdict
+    assert assert_valid_junit(paths.junit[0]).get("errors") == "3"  # two crashed cases and the verdict
+
+
+def test_every_file_a_run_writes_is_uploaded(seed_dir: Path) -> None:
+    written = ["run-record.json", "logs/a/server.log", "gsm8k/a.jsonl"]
+    written += ["bench/a/warmup-1.json", "bench/a/warmup-1.log", "bench/a/rep-1.json", "bench/a/rep-1.log"]
+    for name in written:
+        (seed_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (seed_dir / name).write_text("x\n", encoding="utf-8")
+    paths = render_all(seed_dir)
+    uploaded = {
+        str(p.relative_to(seed_dir)) for glob in matching_globs(seed_dir) for p in seed_dir.glob(glob) if p.is_file()
+    }
+    on_disk = {str(p.relative_to(seed_dir)) for p in seed_dir.rglob("*") if p.is_file()}
+    assert on_disk == uploaded
+    assert set(written) <= set(list_artifacts(seed_dir)) and paths.annotation.name in uploaded

@@ -14,8 +14,9 @@ import pytest
 
 from afd_e2e.cli import main
 from afd_e2e.results.codec import from_json, to_json
-from afd_e2e.results.model import RunResults
+from afd_e2e.results.model import LOG_TAIL_CHARS, RunResults
 from afd_e2e.results.schema import SCHEMA_FILE, schema_text
+from junit_xsd import assert_valid_junit
 from repo_paths import FIXTURES, SHARED
 from results_docs import RESULTS_FIXTURES, load_fixture
 
@@ -30,10 +31,11 @@ def test_the_shipped_schema_is_the_one_the_model_generates(capsys):
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_every_fixture_fits_the_shipped_schema_and_reads_back_unchanged(name):
+def test_every_fixture_fits_the_shipped_schema_and_round_trips(name):
     data = load_fixture(name)
     jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
-    assert to_json(from_json(RunResults, data)) == data
+    results = from_json(RunResults, data)
+    assert from_json(RunResults, to_json(results)) == results
 
 
 def test_the_seed_fixture_is_what_its_script_makes_now():
@@ -111,7 +113,7 @@ def test_a_malformed_results_file_is_a_one_line_error(name, tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def test_a_huge_log_tail_renders(tmp_path, capsys):
+def test_a_50_mib_log_tail_renders_with_a_note_of_what_was_cut(tmp_path, capsys):
     out = tmp_path / "seed"
     shutil.copytree(RESULTS_FIXTURES / "seed", out)
     data = _seed()
@@ -120,4 +122,45 @@ def test_a_huge_log_tail_renders(tmp_path, capsys):
 
     assert main(["report", str(out)]) == 0
 
-    assert (out / "annotation.md").stat().st_size <= 1024 * 1024
+    annotation = (out / "annotation.md").read_text(encoding="utf-8")
+    assert len(annotation.encode("utf-8")) <= 1024 * 1024
+    note = "characters cut; the whole text is in logs/afd-eager-4a4f/ffn.log, logs/afd-eager-4a4f/attention.log]"
+    assert f"<pre>[{50 * 2**20 - LOG_TAIL_CHARS:,} {note}" in annotation
+    junit = (out / "junit" / "qwen3.5-122b-a10b-1.xml").read_text(encoding="utf-8")
+    assert note in junit and len(junit) < 2**20
+
+
+def test_the_real_tiny_cpu_run_carries_its_preflight_and_shows_it(tmp_path):
+    data = load_fixture("tiny-cpu")
+    jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    preflight = data["preflight"]
+    checks = {check["name"]: check for check in preflight["checks"]}
+    assert preflight["status"] == "passed" and preflight["seconds"] < 1.0
+    assert checks["gpu count"] == {
+        "name": "gpu count",
+        "status": "skipped",
+        "measured": "profile tiny-cpu runs on the CPU",
+        "wanted": "",
+        "fix": "",
+    }
+    assert checks["ports"]["status"] == checks["checkpoint config"]["status"] == checks["vllm"]["status"] == "passed"
+    assert preflight["software"]["vllm"].endswith("+cpu")
+    out = tmp_path / "tiny-cpu"
+    shutil.copytree(RESULTS_FIXTURES / "tiny-cpu", out)
+
+    assert main(["report", str(out)]) == 0
+
+    annotation = (out / "annotation.md").read_text(encoding="utf-8")
+    assert "**Preflight** ✅ passed: ⏭️ 11 skipped · ✅ 10 passed" in annotation
+    assert "| gpu count | ⏭️ skipped | profile tiny\\-cpu runs on the CPU |  |  |" in annotation
+    suite = next(
+        s for s in assert_valid_junit(out / "junit" / "tiny-cpu-1.xml") if s.get("name").endswith(".preflight")
+    )
+    assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("21", "11", "0")
+
+
+@pytest.mark.parametrize("name", ["case is a string", "missing key", "unknown status", "wrong type", "misspelt key"])
+def test_the_shipped_schema_rejects_what_the_reader_rejects(name):
+    text, _ = MALFORMED[name]
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    assert list(validator.iter_errors(json.loads(text)))

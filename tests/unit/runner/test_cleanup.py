@@ -14,6 +14,7 @@ from pathlib import Path
 from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
 
 from afd_e2e.cli import main
+from afd_e2e.results import load_results
 from afd_e2e.results.model import CheckRecord
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cleanup import clean_up
@@ -21,6 +22,7 @@ from afd_e2e.runner.hygiene import GpuSnapshot
 from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.record import RunRecord
+from junit_xsd import assert_valid_junit
 
 
 def statuses(checks):
@@ -79,19 +81,8 @@ def test_a_port_still_held_fails_the_cleanup(tmp_path, run_id):
 
 def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
     """A real `afd-e2e run` of a stand-in, then cleanup from outside: the runner tears down and writes results."""
-    case_port = UNIT_PORT_BASE + 42
-    script = Path(__file__).with_name("stand_in_run.py")
-    runner = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path), str(case_port)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        stdout=subprocess.DEVNULL,
-    )
+    runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 42)
     record_path = tmp_path / "run-record.json"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (
-        record_path.exists() and json.loads(record_path.read_text())["processes"]
-    ):
-        time.sleep(0.05)
     run_id = json.loads(record_path.read_text())["run_id"]
 
     checks = clean_up(tmp_path)
@@ -126,3 +117,56 @@ def test_within_a_budget_a_server_ignoring_sigterm_is_killed_before_the_deadline
     assert statuses(checks)["processes"] == "passed"
     assert "some needed SIGKILL" in checks[1].detail
     assert stubborn.popen.wait(timeout=1) == -signal.SIGKILL
+
+
+def _start_stand_in_run(out: Path, port: int) -> subprocess.Popen:
+    """A real runner of one stand-in case that never becomes ready, once it has launched its server."""
+    script = Path(__file__).with_name("stand_in_run.py")
+    runner = subprocess.Popen(
+        [sys.executable, str(script), str(out), str(port)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=subprocess.DEVNULL,
+    )
+    record_path = out / "run-record.json"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (
+        record_path.exists() and json.loads(record_path.read_text())["processes"]
+    ):
+        time.sleep(0.05)
+    return runner
+
+
+def test_a_run_whose_runner_was_killed_is_closed_as_interrupted_and_reported_so(tmp_path):
+    runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 46)
+    runner.kill()  # SIGKILL: no teardown, no last write; results.json still says running
+    runner.wait(timeout=5)
+    assert load_results(tmp_path).status is Status.RUNNING
+
+    checks = clean_up(tmp_path)
+
+    closed = next(c for c in checks if c.check == "results")
+    assert closed.status is Status.WARNED and closed.detail.startswith("results.json marked interrupted: the runner")
+    results = load_results(tmp_path)
+    assert results.status is Status.INTERRUPTED and results.verdict.status is Status.INTERRUPTED
+    assert results.interruption is not None and results.interruption.found_at
+    assert f"(pid {runner.pid}) had exited while results.json still said running" in results.interruption.how
+    assert results.cases["c"].status is Status.INTERRUPTED
+    assert results.verdict.reasons[0].startswith("run interrupted: the runner of run ")
+    assert statuses(checks)["processes"] == "passed"  # its orphaned server was ended
+    assert main(["report", str(tmp_path)]) == 0
+    annotation = (tmp_path / "annotation.md").read_text(encoding="utf-8")
+    assert annotation.startswith("## ⚠️ SMOKE afd-e2e tiny\\-cpu: interrupted: the runner vanished before its verdict")
+    assert "> **Interrupted**: the runner of run" in annotation
+    assert "Did not finish: <code>c</code>" in annotation
+    verdict = assert_valid_junit(next((tmp_path / "junit").glob("*.xml")))
+    assert verdict.get("errors") != "0"
+
+
+def test_cleanup_after_a_finished_run_leaves_its_results_alone(tmp_path):
+    runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 47)
+    clean_up(tmp_path)  # stops the live runner, which writes its own cancelled results
+    runner.wait(timeout=5)
+    before = (tmp_path / "results.json").read_text()
+
+    assert all(c.check != "results" for c in clean_up(tmp_path))
+    assert (tmp_path / "results.json").read_text() == before and load_results(tmp_path).status is Status.CANCELLED

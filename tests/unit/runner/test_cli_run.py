@@ -12,6 +12,8 @@ from afd_e2e.cli import main
 from afd_e2e.commands.run import gate_environment
 from afd_e2e.gates import BACKEND_ENV
 from afd_e2e.profile import load_profile
+from afd_e2e.results import Status, load_results
+from repo_paths import GSM8K_DIR
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +46,8 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
     ]
 
 
-def test_a_port_in_use_is_named_with_its_holder_before_anything_starts(tmp_path, capsys):
+def test_a_port_in_use_is_a_recorded_preflight_misfit_before_anything_starts(tmp_path, capsys):
+    out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"  # passes the checkpoint checks, which come first
     ckpt.mkdir()
     config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 8}
@@ -56,12 +59,16 @@ def test_a_port_in_use_is_named_with_its_holder_before_anything_starts(tmp_path,
         holder.bind(("127.0.0.1", 0))  # a port no concurrent test holds; the plan's block starts there
         holder.listen()
         port = holder.getsockname()[1]
-        code = main(
-            ["run", "--profile", "tiny-cpu", "--model", str(ckpt), "--port-base", str(port), "--out", str(tmp_path)]
-        )
+        argv = ["run", "--profile", "tiny-cpu", "--model", str(ckpt), "--port-base", str(port), "--out", str(out)]
+        code = main([*argv, "--gsm8k-dir", str(GSM8K_DIR)])
 
-    err = capsys.readouterr().err
-    assert code == 2
-    assert f"port {port} is held by pid {os.getpid()} (" in err
-    assert "pass another --port-base" in err
-    assert not (tmp_path / "results.json").exists()
+    assert code == 1, capsys.readouterr().err
+    results = load_results(out)
+    assert results.preflight is not None and results.preflight.status is Status.FAILED
+    ports = next(c for c in results.preflight.checks if c.name == "ports")
+    assert ports.status is Status.FAILED and f"pid {os.getpid()}" in ports.measured
+    assert results.cases == {} and results.status is Status.FAILED
+    assert any(reason.startswith("preflight ports: ") for reason in results.verdict.reasons)
+    assert not (out / "run-record.json").exists()  # nothing was launched
+    annotation = (out / "annotation.md").read_text(encoding="utf-8")
+    assert "**Preflight** ❌ failed" in annotation and "| ports | ❌ failed |" in annotation

@@ -9,7 +9,7 @@ from itertools import pairwise
 import pytest
 
 from afd_e2e.workloads.gsm8k import extract_flexible, extract_strict, grade, normalise
-from afd_e2e.workloads.lm_eval_reference import read_samples
+from lm_eval_reference import read_samples
 from repo_paths import FIXTURES
 
 GRADING = json.loads((FIXTURES / "lm_eval_gsm8k" / "grading.json").read_text(encoding="utf-8"))

@@ -1,5 +1,5 @@
 """GSM8K prompts are lm-eval's, byte for byte: checked against samples files lm-eval 0.4.13 itself logged
-(``lm_eval --tasks gsm8k --num_fewshot K --limit N --log_samples`` on the staged data, see lm_eval_reference)."""
+(``lm_eval --tasks gsm8k --num_fewshot K --limit N --log_samples`` on the staged data, see tests/lm_eval_reference.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """lm-evaluation-harness's own ``gsm8k`` task, run offline on the staged data: the reference the built-in
-evaluator must agree with, question by question (used by ``benchmarks/gsm8k_client.py`` and the integration test).
+evaluator must agree with, question by question (used by the tests and ``benchmarks/gsm8k_client.py``; not part of
+the afd_e2e package, which never runs lm-eval).
 
 lm-eval is not a dependency of afd-e2e: it lives in its own environment (``scripts/install-lm-eval``), found
 through ``$AFD_E2E_LM_EVAL_PYTHON`` or ``.lm-eval-venv`` in the repository. The task is lm-eval's shipped
