@@ -50,7 +50,9 @@ if len(MACHINE.gpus) < 2:
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "PYTHON": sys.executable}
+    # the caller's PYTHONPATH stays: the vllm that preflight probes may need it (the GPU kit's wrapper does)
+    pythonpath = os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHON": sys.executable}
     return subprocess.run(
         [sys.executable, "-m", "afd_e2e", *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
     )

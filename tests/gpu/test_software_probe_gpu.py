@@ -42,8 +42,12 @@ def site_packages(env_dir: Path) -> Path:
 def envs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("envs")
     engine, bare = root / "vllm-env", root / "afd-e2e-env"
+    # Both see this interpreter's packages (the image's torch, PyYAML, psutil, nvidia-ml-py: venv.create starts from
+    # the base Python, which may lack them); only the engine environment sees the kit's vLLM and the AFD plugin.
+    image = sysconfig.get_path("purelib")
     for folder in (engine, bare):
         venv.create(folder, system_site_packages=True, with_pip=False)
+        (site_packages(folder) / "image.pth").write_text(image + "\n")
     (site_packages(engine) / "kit.pth").write_text("\n".join([*EXTRA_PATHS, *KIT_PATHS]) + "\n")
     python = engine / "bin" / "python"
     console = engine / "bin" / "vllm"
@@ -69,6 +73,7 @@ def test_afd_e2e_here_has_no_vllm(envs):
 
 def test_preflight_reports_the_kits_vllm_and_the_afd_plugin_from_the_other_environment(envs):
     done = afd_e2e(envs, "preflight", "--profile", "tiny-gpu-1a1f", "--devices", "0,1", "--model", MODEL, "--json")
+    assert done.stdout.strip(), done.stderr
     report = json.loads(done.stdout)
     checks = {c["name"]: c for c in report["checks"]}
     software = report["software"]
@@ -77,8 +82,8 @@ def test_preflight_reports_the_kits_vllm_and_the_afd_plugin_from_the_other_envir
     assert software["afd_e2e_python"] == str(envs["bare"] / "bin" / "python")
     assert software["vllm_python"] == str(envs["engine"] / "bin" / "python")
     assert software["vllm"].startswith("0.26.0") and software["torch"]
-    assert checks["vllm"]["status"] == "pass"
-    assert checks["afd plugin"]["status"] == "pass" and software["afd_plugin"]
+    assert checks["vllm"]["status"] == "passed"
+    assert checks["afd plugin"]["status"] == "passed" and software["afd_plugin"]
 
 
 def test_the_forced_routing_control_is_refused_before_loading_naming_the_strategies(envs):
@@ -86,15 +91,16 @@ def test_the_forced_routing_control_is_refused_before_loading_naming_the_strateg
         envs, "preflight", "--profile", "tiny-gpu-1a1f", "--devices", "0,1", "--model", MODEL,
         "--forced-routing-control", "--json",
     )  # fmt: skip
+    assert done.stdout.strip(), done.stderr
     report = json.loads(done.stdout)
     check = next(c for c in report["checks"] if c["name"] == "routing strategy")
     strategies = report["software"]["routing_strategies"]
     print(check)
     assert strategies, report["software"]
     if "afd_balanced" in strategies:
-        assert check["status"] == "pass"
+        assert check["status"] == "passed"
     else:
-        assert check["status"] == "fail" and f"it knows {', '.join(strategies)}" in check["measured"]
+        assert check["status"] == "failed" and f"it knows {', '.join(strategies)}" in check["measured"]
 
     skip = (
         "from afd_e2e.commands.run import without_unrunnable_control; from afd_e2e.plan import build_plan;"
