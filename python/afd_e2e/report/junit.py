@@ -300,32 +300,46 @@ def _testcase(parent: ET.Element, case: Testcase) -> None:
         ET.SubElement(element, "system-out").text = case.stdout
 
 
-def junit_document(chunk: list[Testcase], results: RunResults) -> bytes:
+def testsuites_document(
+    name: str, chunk: list[Testcase], properties: dict[str, str], *, timestamp: str | None, hostname: str | None
+) -> bytes:
     """One file: consecutive testcases of one suite form one <testsuite>; a suite split across files is in each."""
     totals = {k: v for k, v in _counts(chunk).items() if k != "skipped"}  # the common XSD has no skipped up here
-    root = ET.Element("testsuites", {"name": xml_text(f"afd-e2e {results.profile}"), **totals})
-    properties = {
-        "profile": results.profile,
-        "platform": results.platform,
-        "smoke_only": str(results.smoke_only).lower(),
-    }
+    root = ET.Element("testsuites", {"name": xml_text(name), **totals})
     groups: list[list[Testcase]] = []
     for case in chunk:
         if not groups or groups[-1][0].suite != case.suite:
             groups.append([])
         groups[-1].append(case)
     for group in groups:
-        attributes = {"name": group[0].suite, **_counts(group), "timestamp": xml_text(results.started_at)}
-        if results.environment.hostname:
-            attributes["hostname"] = xml_text(results.environment.hostname)
+        attributes = {"name": group[0].suite, **_counts(group)}
+        if timestamp:
+            attributes["timestamp"] = xml_text(timestamp)
+        if hostname:
+            attributes["hostname"] = xml_text(hostname)
         suite = ET.SubElement(root, "testsuite", attributes)
         listed = ET.SubElement(suite, "properties")
-        for name, value in properties.items():
-            ET.SubElement(listed, "property", {"name": name, "value": xml_text(value)})
+        for key, value in properties.items():
+            ET.SubElement(listed, "property", {"name": key, "value": xml_text(value)})
         for case in group:
             _testcase(suite, case)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def junit_document(chunk: list[Testcase], results: RunResults) -> bytes:
+    properties = {
+        "profile": results.profile,
+        "platform": results.platform,
+        "smoke_only": str(results.smoke_only).lower(),
+    }
+    return testsuites_document(
+        f"afd-e2e {results.profile}",
+        chunk,
+        properties,
+        timestamp=results.started_at,
+        hostname=results.environment.hostname,
+    )
 
 
 def write_junit(results: RunResults, junit_dir: Path, per_file: int = MAX_TESTCASES_PER_FILE) -> tuple[Path, ...]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from junit_xml import TestCase, TestSuite, to_xml_report_string
-
 from afd_e2e.report.escape import xml_text
+from afd_e2e.report.junit import Testcase, testsuites_document
 from afd_e2e.trend.analysis import NO_HISTORY, NO_VALUE, REGRESSION, Call
 from afd_e2e.trend.compute import TrendReport
 from afd_e2e.trend.section import value_text
@@ -31,23 +30,29 @@ def _line(report: TrendReport, row: Call) -> str:
     return text
 
 
-def testcases(report: TrendReport) -> list[TestCase]:
-    classname = xml_text(f"afd-e2e.{report.profile}.trend")
+def testcases(report: TrendReport) -> list[Testcase]:
+    suite = xml_text(f"afd-e2e.{report.profile}.trend")
     cases = []
     for row in report.calls:
-        line = _line(report, row)
-        case = TestCase(xml_text(f"{row.case_id} {row.metric.key}"), classname=classname)
-        case.stdout = xml_text(line)
+        line = xml_text(_line(report, row))
+        outcome = None
         if row.status == REGRESSION and report.fails:
-            case.add_failure_info(message=xml_text(line), output=xml_text(line))
+            outcome = "failure"
         elif row.status in (NO_HISTORY, NO_VALUE):
-            case.add_skipped_info(message=xml_text(line))
-        cases.append(case)
+            outcome = "skipped"
+        name = xml_text(f"{row.case_id} {row.metric.key}")
+        cases.append(
+            Testcase(
+                suite, name, 0.0, outcome, message=line if outcome else "", output=line if outcome else "", stdout=line
+            )
+        )
     return cases
 
 
 def write_trend_junit(report: TrendReport, path: Path) -> Path:
-    suite = TestSuite(f"afd-e2e.{report.profile}.trend", testcases(report), properties={"source": report.source})
+    document = testsuites_document(
+        f"afd-e2e {report.profile} trend", testcases(report), {"source": report.source}, timestamp=None, hostname=None
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_xml_report_string([suite], encoding="utf-8"), encoding="utf-8")
+    path.write_bytes(document)
     return path

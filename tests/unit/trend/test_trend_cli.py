@@ -12,6 +12,7 @@ from afd_e2e.cli import main
 from afd_e2e.report.annotation import MAX_BYTES
 from afd_e2e.trend.attach import attach
 from fixtures.trend.make_history import History, make_history
+from junit_xsd import assert_valid_junit
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def profile_with(tmp_path: Path, trend: str) -> Path:
 
 
 def junit_cases(out: Path) -> dict[str, ET.Element]:
-    root = ET.parse(out / "trend" / "junit.xml").getroot()
+    root = assert_valid_junit(out / "trend" / "junit.xml")
     return {case.get("name"): case for case in root.iter("testcase")}
 
 
