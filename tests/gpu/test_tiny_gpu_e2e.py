@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from afd_e2e.gpu.memory import read_device_memory
-from afd_e2e.gpu.nvml import NvmlUnavailable
+from two_gpu_agent import afd_e2e, why_not_two_gpu_afd
 
 pytestmark = pytest.mark.gpu
 
@@ -26,41 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 PROFILE = "tiny-gpu-1a1f"
 
 
-def _why_not() -> str | None:
-    try:
-        gpus = read_device_memory([0, 1])
-    except NvmlUnavailable as exc:
-        return f"no NVIDIA GPU here: {exc}"
-    except Exception as exc:  # NVML answers, but there is no second device
-        return f"needs 2 NVIDIA GPUs: {exc}"
-    if len(gpus) < 2:
-        return "needs 2 NVIDIA GPUs"
-    try:
-        metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        return "vLLM is not installed in this Python"
-    if not any(ep.name == "afd" for ep in metadata.entry_points(group="vllm.general_plugins")):
-        return "the AFD plugin is not registered (entry point vllm.general_plugins: afd)"
-    for name in ("AFD_GPU_E2E_MODEL", "AFD_E2E_GSM8K_DIR"):
-        if not os.environ.get(name):
-            return f"{name} is not set"
-    return None
-
-
-REASON = _why_not()
+REASON = why_not_two_gpu_afd("AFD_GPU_E2E_MODEL", "AFD_E2E_GSM8K_DIR")
 if REASON:
     pytest.skip(REASON, allow_module_level=True)
-
-
-def afd_e2e(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")])),
-    }
-    env.update(AFD_E2E_BACKEND="gpu", AFD_E2E_DEVICES="0,1")
-    return subprocess.run(
-        [sys.executable, "-m", "afd_e2e", *args], env=env, timeout=timeout, check=False, text=True, capture_output=False
-    )
 
 
 @pytest.fixture(scope="module")

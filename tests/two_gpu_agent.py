@@ -1,0 +1,45 @@
+"""What the 2-GPU end-to-end tests share: why this machine cannot run them (None when it can), and ``afd-e2e`` as a
+subprocess with this repository's package first on PYTHONPATH (the caller's paths kept: the GPU kit's vLLM needs them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from afd_e2e.gpu.memory import read_device_memory
+from afd_e2e.gpu.nvml import NvmlUnavailable
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def why_not_two_gpu_afd(*required_env: str) -> str | None:
+    """The first missing piece: 2 NVIDIA GPUs, vLLM in this Python, the AFD plugin registered, each required env var."""
+    try:
+        gpus = read_device_memory([0, 1])
+    except NvmlUnavailable as exc:
+        return f"no NVIDIA GPU here: {exc}"
+    except Exception as exc:  # NVML answers, but there is no second device
+        return f"needs 2 NVIDIA GPUs: {exc}"
+    if len(gpus) < 2:
+        return "needs 2 NVIDIA GPUs"
+    try:
+        metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return "vLLM is not installed in this Python"
+    if not any(ep.name == "afd" for ep in metadata.entry_points(group="vllm.general_plugins")):
+        return "the AFD plugin is not registered (entry point vllm.general_plugins: afd)"
+    for name in required_env:
+        if not os.environ.get(name):
+            return f"{name} is not set"
+    return None
+
+
+def afd_e2e(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """``afd-e2e ARGS`` on devices 0,1 with the GPU backend opted in; output goes to the terminal."""
+    pythonpath = os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "AFD_E2E_BACKEND": "gpu", "AFD_E2E_DEVICES": "0,1"}
+    return subprocess.run([sys.executable, "-m", "afd_e2e", *args], env=env, timeout=timeout, check=False, text=True)
