@@ -103,10 +103,10 @@ def test_the_forced_routing_control_is_refused_before_loading_naming_the_strateg
         assert check["status"] == "failed" and f"it knows {', '.join(strategies)}" in check["measured"]
 
     skip = (
-        "from afd_e2e.commands.run import without_unrunnable_control; from afd_e2e.plan import build_plan;"
+        "from afd_e2e.runner.admission import without_unrunnable_control; from afd_e2e.plan import build_plan;"
         "from afd_e2e.profile import load_profile; p = load_profile('tiny-gpu-1a1f');"
         f"r = dict(model_path={MODEL!r}, devices=(0, 1), case_ids=(), port_base=None);"
-        "plan, why = without_unrunnable_control(p, build_plan(p, **r, forced_routing_control=True), r);"
+        "plan, why = without_unrunnable_control(p, build_plan(p, **r, forced_routing_control=True));"
         "print([c.id for c in plan.cases]); print(why)"
     )
     done = afd_e2e(envs, code=skip)

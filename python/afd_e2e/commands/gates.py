@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from afd_e2e.gates import evaluate_gates
+from afd_e2e.plan.gates import evaluate_gates
 from afd_e2e.profile import load_profile
 
 

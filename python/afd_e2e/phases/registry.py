@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class Measure:
 @dataclass(frozen=True)
 class Phase:
     """One workload phase, defined once. ``needs`` checks the profile can feed the phase: None, or the problem and
-    its fix. ``sections`` are the case results sections it writes, in order; ``junit`` adds its testcases to its
+    its fix; ``check_inputs`` checks, at admission, what the phase will read (staged data, executables). ``sections`` are the case results sections it writes, in order; ``junit`` adds its testcases to its
     case's suite; ``annotation`` and ``columns`` are what the annotation shows of it."""
 
     name: str
@@ -118,6 +119,7 @@ class Phase:
     needs: Callable[[Profile], tuple[str, str] | None] = lambda profile: None
     columns: tuple[CaseColumn, ...] = ()
     measure: Measure | None = None
+    check_inputs: Callable[[Profile, Path | None], None] | None = None  # before any model loads: a UsageError
     doc: str = ""
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -75,6 +75,14 @@ class RunPlan:
     def model_loads(self) -> int:
         """Each case is one launch: correctness and performance share it when a case runs both."""
         return len(self.cases)
+
+    def without_controls(self) -> RunPlan:
+        """The plan as if drawn without ``--forced-routing-control`` (controls take the last port blocks)."""
+        return replace(
+            self,
+            cases=tuple(c for c in self.cases if not c.control),
+            comparisons=tuple(c for c in self.comparisons if not c.control),
+        )
 
     def case(self, case_id: str) -> CasePlan:
         return next(c for c in self.cases if c.id == case_id)

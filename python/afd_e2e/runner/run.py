@@ -16,9 +16,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from afd_e2e.errors import UsageError
 from afd_e2e.gpu.inventory import build_inventory
 from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
@@ -29,7 +27,7 @@ from afd_e2e.report.render import render_all
 from afd_e2e.results.model import BuildInfo, CheckpointIdentity, Environment, GpuInfo, PreflightRecord, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore, now_iso
-from afd_e2e.runner.busy_gpus import busy_gpus, refuse_busy_gpus
+from afd_e2e.runner.admission import Admission, admit_plan
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
 from afd_e2e.runner.case import RunContext, new_case_results, run_case
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
@@ -38,25 +36,7 @@ from afd_e2e.runner.markers import new_run_id
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.verdict import decide_verdict
-from afd_e2e.system.executables import resolve_executable
-from afd_e2e.system.ports import busy_ports
 from afd_e2e.workloads import phases
-
-
-def check_can_start(plan: RunPlan) -> dict[str, str]:
-    """Before launching anything: every port of the plan free, every executable found. Returns argv[0] -> path."""
-    ports_by_host: dict[str, list[int]] = {}
-    for case in plan.cases:
-        ports_by_host.setdefault(urlsplit(case.base_url).hostname or "127.0.0.1", []).extend(case.ports)
-    for host, ports in ports_by_host.items():
-        busy = busy_ports(ports, host)
-        if busy:
-            held = ", ".join(f"port {port} is held by {who}" for port, who in busy.items())
-            raise UsageError(
-                f"{held} (needed by the plan)", "stop that process, run `afd-e2e cleanup`, or pass another --port-base"
-            )
-    names = {process.argv[0] for case in plan.cases for process in case.processes}
-    return {name: resolve_executable(name) for name in sorted(names)}
 
 
 def gpu_environment(devices: tuple[int, ...], probe: Callable[[], MachineReadings] = read_machine) -> Environment:
@@ -158,7 +138,7 @@ def _report(store: ResultsStore, progress: Progress) -> None:
 
 def execute_run(
     profile: Profile,
-    plan: RunPlan,
+    plan: RunPlan | Admission,
     out_dir: Path,
     *,
     gsm8k_dir: Path | None = None,
@@ -167,21 +147,26 @@ def execute_run(
     preflight: Callable[[], PreflightRecord] | None = None,
     allow_busy_gpus: bool = False,
 ) -> RunResults:
-    """Run ``plan`` into ``out_dir``; return the results (also in ``out_dir/results.json``).
+    """Run an admitted plan into ``out_dir``; return the results (also in ``out_dir/results.json``).
 
-    The phases' inputs are checked first (bad input is a UsageError, nothing written). Then ``preflight`` (``afd-e2e
-    run`` passes the same checks as ``afd-e2e preflight``) is taken and recorded; when the agent does not fit, the
-    run stops there, before anything is launched, with the failed checks as its verdict. GPUs that are not idle
-    are refused (a UsageError naming the holders) unless ``allow_busy_gpus``; then the results list them.
+    A bare plan is admitted here first (``admit_plan``: phase inputs, ``preflight``, ports, executables, idle GPUs; a
+    refusal is a UsageError and nothing is written). The preflight (``afd-e2e run`` passes the same checks as
+    ``afd-e2e preflight``) is recorded; when the agent does not fit, the run stops there, before anything is launched,
+    with the failed checks as its verdict. Busy GPUs allowed (``allow_busy_gpus``) are listed in the results.
     """
-    if any("correctness" in case.phases or "performance" in case.phases for case in plan.cases):
-        phases.check_inputs(profile, gsm8k_dir)
+    admission = (
+        plan
+        if isinstance(plan, Admission)
+        else admit_plan(profile, plan, gsm8k_dir=gsm8k_dir, allow_busy_gpus=allow_busy_gpus, preflight=preflight)
+    )
+    if not admission.admitted or admission.plan is None:
+        raise admission.error()
+    plan, executables, busy = admission.plan, admission.executables, admission.busy
     progress = progress or Progress()
     run_id = new_run_id()
     layout = RunLayout.for_run(out_dir, run_id)
-    checked = preflight() if preflight is not None else None
-    start = {"run_id": run_id, "build": describe_build(os.environ), "preflight": checked}
-    if checked is not None and checked.status is Status.FAILED:
+    start = {"run_id": run_id, "build": describe_build(os.environ), "preflight": admission.preflight}
+    if admission.misfit:
         layout.out_dir.mkdir(parents=True, exist_ok=True)
         store = ResultsStore.start(layout.out_dir, plan, environment=describe_environment(plan), **start)
         with progress:
@@ -189,9 +174,6 @@ def execute_run(
             _close(store)
             _report(store, progress)
         return store.results
-    executables = check_can_start(plan)
-    busy = busy_gpus(profile, plan)
-    refuse_busy_gpus(busy, allow_busy_gpus)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
     store = ResultsStore.start(
         layout.out_dir,

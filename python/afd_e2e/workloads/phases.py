@@ -43,12 +43,15 @@ def _publisher(ctx: PhaseContext, key: str) -> Callable[[Any], None]:
     return publish
 
 
-def check_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
-    """What the phases will need, checked before any model loads (a UsageError naming the fix): the staged
-    GSM8K files and enough rows for the profile, and a ``vllm`` executable for the bench."""
+def check_correctness_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
+    """The staged GSM8K files and enough rows for the profile (a UsageError naming the fix)."""
     if profile.gsm8k is not None:
         data = gsm8k.load_dataset(gsm8k.resolve_dataset_dir(profile.gsm8k.dataset_env, gsm8k_dir))
         gsm8k.build_questions(data["test"], data["train"], profile.gsm8k.questions, profile.gsm8k.shots)
+
+
+def check_performance_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
+    """A ``vllm`` executable for the bench."""
     if profile.bench is not None:
         resolve_executable(profile.engine.executable)
 

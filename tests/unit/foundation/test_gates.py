@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from afd_e2e.gates import CLOSED, INVALID, OPEN, evaluate_gates, parse_devices
+from afd_e2e.plan.gates import CLOSED, INVALID, OPEN, evaluate_gates, parse_devices
 from afd_e2e.profile import load_profile
 
 SEED = load_profile("qwen3.5-122b-a10b")

@@ -98,3 +98,16 @@ def test_bad_input_is_one_line_exit_2_and_launches_nothing(name, tmp_path, check
     assert "Traceback" not in err
     assert launched == []
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_admission_names_every_reason_a_run_cannot_start_in_one_line(tmp_path, checkpoint, launched, capsys):
+    argv = ["run", "--profile", "tiny-cpu", "--model", str(tmp_path / "empty"), "--out", str(a_file(tmp_path))]
+    (tmp_path / "empty").mkdir()
+    code = main([*argv, "--port-base", str(PORT_BASE), "--gsm8k-dir", str(tmp_path / "no-gsm8k")])
+
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    problems, fixes = err.removeprefix("afd-e2e run: error: ").split(" (fix: ")
+    assert problems.startswith("checkpoint config: ") and "is a file, not a folder" in problems, err
+    assert "no-gsm8k" in problems and "pass --out a folder on a writable disk" in fixes, err
+    assert launched == []

@@ -9,10 +9,10 @@ import socket
 import pytest
 
 from afd_e2e.cli import main
-from afd_e2e.commands.run import gate_environment
-from afd_e2e.gates import BACKEND_ENV
+from afd_e2e.plan.gates import BACKEND_ENV
 from afd_e2e.profile import load_profile
 from afd_e2e.results import Status, load_results
+from afd_e2e.runner.admission import gate_environment
 from repo_paths import GSM8K_DIR
 
 
@@ -35,8 +35,8 @@ def test_a_closed_gate_prints_every_reason_and_exits_3(tmp_path, capsys):
 
 
 def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
-    assert gate_environment(load_profile("tiny-cpu"))[BACKEND_ENV] == "cpu"
-    assert BACKEND_ENV not in gate_environment(load_profile("qwen3.5-122b-a10b"))
+    assert gate_environment(load_profile("tiny-cpu"), {})[BACKEND_ENV] == "cpu"
+    assert BACKEND_ENV not in gate_environment(load_profile("qwen3.5-122b-a10b"), {})
 
     code = main(["run", "--profile", "tiny-cpu", "--out", str(tmp_path)])
 

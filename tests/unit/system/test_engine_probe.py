@@ -102,19 +102,19 @@ def test_a_probe_that_hangs_or_breaks_is_bounded_and_says_why(tmp_path, monkeypa
 
 @needs_vllm
 def test_run_skips_the_forced_routing_control_the_real_vllm_cannot_run_before_any_load():
-    from afd_e2e.commands.run import without_unrunnable_control
     from afd_e2e.plan import build_plan
     from afd_e2e.profile import load_profile
+    from afd_e2e.runner.admission import without_unrunnable_control
 
     profile = load_profile("tiny-gpu-1a1f")
     rebuild = {"model_path": "/models/tiny-dsv2", "devices": (0, 1), "case_ids": (), "port_base": None}
     plan = build_plan(profile, **rebuild, forced_routing_control=True)
     assert any(case.control for case in plan.cases)
 
-    kept, reason = without_unrunnable_control(profile, plan, rebuild)
+    kept, reason = without_unrunnable_control(profile, plan)
 
     assert not any(case.control for case in kept.cases) and not any(c.control for c in kept.comparisons)
     assert reason is not None
     assert reason.startswith("forced-routing control skipped: VLLM_MOE_ROUTING_SIMULATION_STRATEGY=afd_balanced")
     assert "it knows uniform_random, normal_routing" in reason and "(fix: " in reason
-    assert without_unrunnable_control(profile, kept, rebuild) == (kept, None)  # nothing to skip without a control
+    assert without_unrunnable_control(profile, kept) == (kept, None)  # nothing to skip without a control

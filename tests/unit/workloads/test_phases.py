@@ -14,10 +14,20 @@ from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
 from afd_e2e.runner.case import new_case_results
 from afd_e2e.workloads.context import PhaseOutcome
-from afd_e2e.workloads.phases import check_inputs, run_correctness, run_performance
+from afd_e2e.workloads.phases import (
+    check_correctness_inputs,
+    check_performance_inputs,
+    run_correctness,
+    run_performance,
+)
 from repo_paths import GSM8K_DIR
 
 TINY = load_profile("tiny-cpu")
+
+
+def check_inputs(profile, gsm8k_dir):
+    check_correctness_inputs(profile, gsm8k_dir)
+    check_performance_inputs(profile, gsm8k_dir)
 
 
 def test_staged_data_and_vllm_found(monkeypatch):

@@ -65,6 +65,30 @@ def parse_devices(text: str, expected: int, source: str) -> tuple[int, ...]:
     return tuple(devices)
 
 
+def requested_model(profile: Profile, env: Mapping[str, str], flag: str | None) -> str:
+    """The checkpoint folder asked for: --model, else the profile's model env gate ('' when neither)."""
+    return flag or env.get(profile.gates.model_env, "")
+
+
+def requested_devices(profile: Profile, env: Mapping[str, str], flag: str | None) -> tuple[str, str]:
+    """The device list asked for and where it came from: --devices, else the profile's devices env gate ('' when
+    neither). --devices for a CPU profile is refused."""
+    if flag and not profile.device_count:
+        raise UsageError(f"--devices={flag} given but profile {profile.name} runs on the CPU", "drop --devices")
+    if flag is not None:
+        return flag, "--devices"
+    return env.get(profile.gates.devices_env or "", ""), profile.gates.devices_env or "devices"
+
+
+def plan_devices(profile: Profile, env: Mapping[str, str], flag: str | None) -> tuple[int, ...]:
+    """The devices a plan is drawn for (``afd-e2e plan``, ``preflight``): as asked, else the profile's default
+    order; never closed."""
+    raw, source = requested_devices(profile, env, flag)
+    if not raw or not profile.device_count:
+        return profile.default_devices
+    return parse_devices(raw, profile.device_count, source)
+
+
 def evaluate_gates(
     profile: Profile,
     env: Mapping[str, str],
@@ -100,7 +124,7 @@ def evaluate_gates(
         elif flag != "1":
             invalid.append(UsageError(f"{LARGE_MODEL_ENV}={flag!r} is not 0 or 1", f"set {LARGE_MODEL_ENV}=1"))
 
-    path = model_path if model_path is not None else env.get(gates.model_env, "")
+    path = requested_model(profile, env, model_path)
     resolved_model: str | None = None
     if not path:
         closed.append(f"{gates.model_env} is not set; point it at the staged checkpoint directory")
@@ -116,8 +140,7 @@ def evaluate_gates(
 
     resolved_devices: tuple[int, ...] = ()
     if profile.device_count:
-        raw = devices if devices is not None else env.get(gates.devices_env or "", "")
-        source = "--devices" if devices is not None else (gates.devices_env or "devices")
+        raw, source = requested_devices(profile, env, devices)
         if not raw:
             example = ",".join(str(d) for d in profile.default_devices) or "0,1"
             closed.append(f"{source} is not set; set {gates.devices_env}={example} ({profile.device_count} unique ids)")

@@ -1,0 +1,250 @@
+"""Can this run start? One step: the profile, the environment and the flags in; an executable plan out, or every
+reason it cannot.
+
+In order: ``--devices`` and ``--port-base`` as given; the opt-in gates (closed gates are not an error: the run is
+not asked for here); then the plan, built once; the checkpoint; the out folder; the forced-routing control (dropped,
+with a note, where the vLLM to be launched lacks its strategy); each planned phase's inputs; the plan's ports and
+executables; idle GPUs. Preflight is taken between the phase inputs and the ports: an agent that does not fit is
+recorded as the run's verdict, not refused. ``afd-e2e run`` admits before anything is launched; ``execute_run``
+admits a plan it is handed (tests) with the same checks from the phase inputs on.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from afd_e2e.errors import UsageError
+from afd_e2e.gpu.probe import read_machine
+from afd_e2e.gpu.readings import MachineReadings
+from afd_e2e.phases import registry
+from afd_e2e.plan import RunPlan, build_plan
+from afd_e2e.plan.gates import BACKEND_ENV, CLOSED, INVALID, evaluate_gates, requested_devices
+from afd_e2e.plan.routing_control import strategy_refusal
+from afd_e2e.preflight.checkpoint import check_checkpoint
+from afd_e2e.preflight.checks import FAIL, Check
+from afd_e2e.preflight.software import control_env, read_installed
+from afd_e2e.profile import Profile
+from afd_e2e.results.model import PreflightRecord
+from afd_e2e.results.status import Status
+from afd_e2e.runner.busy_gpus import busy_gpus, refuse_busy_gpus
+from afd_e2e.system.executables import resolve_executable
+from afd_e2e.system.ports import busy_ports
+
+MAX_PORT = 65535
+KERNEL_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``afd-e2e run``'s flags ask for."""
+
+    out: Path
+    model: str | None = None
+    devices: str | None = None
+    case_ids: tuple[str, ...] = ()
+    port_base: int | None = None
+    forced_routing_control: bool = False
+    gsm8k_dir: Path | None = None
+    allow_busy_gpus: bool = False
+
+
+@dataclass(frozen=True)
+class Admission:
+    """An executable ``plan`` (with its resolved ``executables`` and the ``busy`` GPUs allowed), or why not:
+    ``closed`` gates (not opted in) or ``refusals`` (bad input, each a one-line problem and fix)."""
+
+    plan: RunPlan | None = None
+    model_path: str | None = None
+    executables: Mapping[str, str] = field(default_factory=dict)
+    busy: tuple[Check, ...] = ()
+    notes: tuple[str, ...] = ()  # what was dropped from the plan, and why
+    preflight: PreflightRecord | None = None  # taken once the inputs are good; a misfit stops the run, recorded
+    closed: tuple[str, ...] = ()
+    refusals: tuple[UsageError, ...] = ()
+
+    @property
+    def admitted(self) -> bool:
+        """A plan that can run; or one whose preflight misfit the run records as its verdict."""
+        return self.plan is not None and not self.closed and not self.refusals
+
+    @property
+    def misfit(self) -> bool:
+        return self.preflight is not None and self.preflight.status is Status.FAILED
+
+    def error(self) -> UsageError:
+        """The refusals as one UsageError: the one refusal itself, or every problem and fix joined."""
+        if len(self.refusals) == 1:
+            return self.refusals[0]
+        problems = "; ".join(e.problem for e in self.refusals)
+        return UsageError(problems, "; ".join(dict.fromkeys(e.fix for e in self.refusals)))
+
+
+def gate_environment(profile: Profile, env: Mapping[str, str]) -> dict[str, str]:
+    """What the gates see: a CPU profile needs no backend opt-in, so the embedded default runs with no env set."""
+    seen = dict(env)
+    if profile.platform == "cpu":
+        seen.setdefault(BACKEND_ENV, "cpu")
+    return seen
+
+
+def admit(
+    profile: Profile,
+    env: Mapping[str, str],
+    request: RunRequest,
+    *,
+    preflight: Callable[[RunPlan, str], PreflightRecord] | None = None,
+    read_hardware: Callable[[], MachineReadings] = read_machine,
+) -> Admission:
+    """Every check a run must pass before anything is launched (see the module's docstring); ``preflight`` takes
+    the preflight of the plan and model folder."""
+    refusals = _refused(
+        lambda: requested_devices(profile, env, request.devices), lambda: check_port_base(request.port_base)
+    )
+    if refusals:
+        return Admission(refusals=tuple(refusals))
+    decision = evaluate_gates(
+        profile, gate_environment(profile, env), model_path=request.model, devices=request.devices
+    )
+    if decision.status == INVALID:
+        return Admission(refusals=(decision.usage_error(f"profile {profile.name}"),))
+    if decision.status == CLOSED:
+        return Admission(closed=decision.reasons)
+    assert decision.model_path is not None
+    try:
+        plan = build_plan(
+            profile,
+            model_path=decision.model_path,
+            devices=decision.devices,
+            case_ids=request.case_ids,
+            port_base=request.port_base,
+            forced_routing_control=request.forced_routing_control,
+        )
+    except UsageError as exc:
+        return Admission(refusals=(exc,))
+    checkpoint = check_checkpoint(profile.model.checkpoint, plan.model_path, profile.gates.model_env, plan)
+    failed = [c for c in checkpoint if c.status == FAIL]
+    refusals += [UsageError(f"{c.name}: {c.measured}", c.fix) for c in failed[:1]]  # the family's first failure
+    refusals += _refused(lambda: check_out_dir(request.out))
+    plan, skipped = without_unrunnable_control(profile, plan) if not refusals else (plan, None)
+    if refusals:  # the phases' inputs are named too; nothing past them is worth probing
+        refusals += _input_refusals(profile, plan, request.gsm8k_dir)
+        return Admission(plan, decision.model_path, refusals=tuple(refusals))
+    model_path = decision.model_path
+    admitted = admit_plan(
+        profile,
+        plan,
+        gsm8k_dir=request.gsm8k_dir,
+        allow_busy_gpus=request.allow_busy_gpus,
+        preflight=partial(preflight, plan, model_path) if preflight else None,
+        read_hardware=read_hardware,
+    )
+    notes = (skipped,) if skipped else ()
+    return replace(admitted, model_path=decision.model_path, notes=notes, refusals=(*refusals, *admitted.refusals))
+
+
+def admit_plan(
+    profile: Profile,
+    plan: RunPlan,
+    *,
+    gsm8k_dir: Path | None = None,
+    allow_busy_gpus: bool = False,
+    preflight: Callable[[], PreflightRecord] | None = None,
+    read_hardware: Callable[[], MachineReadings] = read_machine,
+) -> Admission:
+    """A built plan's own checks: each planned phase's inputs; then the preflight, whose misfit is recorded (the
+    run writes it as its verdict); then the plan's ports and executables, idle GPUs."""
+    refusals = _input_refusals(profile, plan, gsm8k_dir)
+    if refusals:
+        return Admission(plan, plan.model_path, refusals=tuple(refusals))
+    checked = preflight() if preflight is not None else None
+    if checked is not None and checked.status is Status.FAILED:
+        return Admission(plan, plan.model_path, preflight=checked)
+    executables: dict[str, str] = {}
+
+    def can_start() -> None:
+        executables.update(check_can_start(plan))
+
+    busy = busy_gpus(profile, plan, read_hardware)
+    refusals += _refused(can_start, lambda: refuse_busy_gpus(busy, allow_busy_gpus))
+    return Admission(plan, plan.model_path, executables, tuple(busy), preflight=checked, refusals=tuple(refusals))
+
+
+def _input_refusals(profile: Profile, plan: RunPlan, gsm8k_dir: Path | None) -> list[UsageError]:
+    """What each planned phase will read (``Phase.check_inputs``)."""
+    planned = {name for case in plan.cases for name in case.phases}
+    inputs = [phase.check_inputs for phase in registry.phases() if phase.name in planned and phase.check_inputs]
+    return _refused(*(partial(check, profile, gsm8k_dir) for check in inputs))
+
+
+def _refused(*checks: Callable[[], object]) -> list[UsageError]:
+    """Run every check; the UsageErrors they raised."""
+    refusals = []
+    for check in checks:
+        try:
+            check()
+        except UsageError as exc:
+            refusals.append(exc)
+    return refusals
+
+
+def without_unrunnable_control(profile: Profile, plan: RunPlan) -> tuple[RunPlan, str | None]:
+    """The plan without its forced-routing control, and why, when the vLLM to be launched lacks the strategy
+    (vLLM would only raise in the FFN engine's first forward, after the model loaded); else the plan as it is."""
+    env = control_env(plan)
+    if env is None:
+        return plan, None
+    installed = read_installed(profile.engine.executable, routing_env=env)
+    refusal = strategy_refusal(installed.routing_strategies, installed.problem, installed.vllm)
+    if refusal is None:
+        return plan, None
+    return plan.without_controls(), f"forced-routing control skipped: {refusal}"
+
+
+def check_can_start(plan: RunPlan) -> dict[str, str]:
+    """Every port of the plan free, every executable found. Returns argv[0] -> path."""
+    ports_by_host: dict[str, list[int]] = {}
+    for case in plan.cases:
+        ports_by_host.setdefault(urlsplit(case.base_url).hostname or "127.0.0.1", []).extend(case.ports)
+    for host, ports in ports_by_host.items():
+        busy = busy_ports(ports, host)
+        if busy:
+            held = ", ".join(f"port {port} is held by {who}" for port, who in busy.items())
+            raise UsageError(
+                f"{held} (needed by the plan)", "stop that process, run `afd-e2e cleanup`, or pass another --port-base"
+            )
+    names = {process.argv[0] for case in plan.cases for process in case.processes}
+    return {name: resolve_executable(name) for name in sorted(names)}
+
+
+def check_port_base(port_base: int | None) -> None:
+    if port_base is not None and not 1 <= port_base <= MAX_PORT:
+        raise UsageError(
+            f"--port-base {port_base} is outside 1..{MAX_PORT}, the TCP port range",
+            "pass a port base such that the whole plan fits below 65536, e.g. 20000",
+        )
+
+
+def check_out_dir(out: Path) -> None:
+    """The results folder can be created and written: not on a kernel filesystem, not a file, not below a file."""
+    resolved = Path(os.path.abspath(out))
+    kernel = next((k for k in KERNEL_FILESYSTEMS if resolved == k or k in resolved.parents), None)
+    fix = "pass --out a folder on a writable disk, e.g. afd-e2e-out"
+    if kernel is not None:
+        raise UsageError(f"--out {out} is under {kernel}, a kernel filesystem, not a disk", fix)
+    if resolved.exists() and not resolved.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder", fix)
+    blocking = next((p for p in resolved.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UsageError(f"--out {out} is below {blocking}, which is a file", fix)
+    try:
+        resolved.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=resolved):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})", fix) from exc
