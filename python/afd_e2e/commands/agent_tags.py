@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from afd_e2e.agent_tags import format_tags, hardware_tags
+from afd_e2e.buildkite.agent_tags import format_tags, hardware_tags
 from afd_e2e.commands.preflight import add_readings_arg
 from afd_e2e.gpu.inventory import build_inventory
 from afd_e2e.gpu.nvml import NvmlUnavailable

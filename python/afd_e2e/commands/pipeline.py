@@ -10,9 +10,9 @@ import argparse
 import os
 import sys
 
+from afd_e2e.buildkite.env import BuildEnv
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents_api import API_URL, TIMEOUT_S, TOKEN_ENV, agents_lookup
-from afd_e2e.pipeline.build_env import BuildEnv
 from afd_e2e.pipeline.decide import ProfileDecision, decide
 from afd_e2e.pipeline.generate import (
     DEFAULT_PLUGIN,

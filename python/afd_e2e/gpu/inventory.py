@@ -6,11 +6,11 @@ Pure: derived from MachineReadings, so it is the same for a live machine and a r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from afd_e2e.gpu.nvml import MIB
 from afd_e2e.gpu.readings import GpuReading, MachineReadings, ProcessReading
 from afd_e2e.gpu.topology import Link, link_matrix, render_matrix
+from afd_e2e.results.model import GpuInfo, Hardware, HardwareGpu, HardwareLink
 
 
 def cuda_version_text(value: int | None) -> str | None:
@@ -39,6 +39,10 @@ class Gpu:
     memory_used_v1_mib: int  # driver-reserved included
     processes: tuple[ProcessReading, ...]
 
+    def info(self) -> GpuInfo:
+        """What the run's environment records of this GPU."""
+        return GpuInfo(self.index, self.name, self.memory_total_mib)
+
 
 def _gpu(reading: GpuReading) -> Gpu:
     return Gpu(
@@ -66,29 +70,30 @@ class Inventory:
     def matrix(self, devices: list[int] | None = None) -> list[list[str]]:
         return render_matrix(self.links, devices if devices is not None else [g.index for g in self.gpus])
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "driver": self.driver,
-            "cuda": self.cuda,
-            "gpus": [
-                {
-                    "index": g.index,
-                    "name": g.name,
-                    "uuid": g.uuid,
-                    "bus_id": g.bus_id,
-                    "memory_total_mib": g.memory_total_mib,
-                    "memory_used_mib": g.memory_used_mib,
-                    "memory_used_v1_mib": g.memory_used_v1_mib,
-                    "compute_pids": [p.pid for p in g.processes],
-                }
+    def hardware(self) -> Hardware:
+        """The inventory as preflight reports it and results.json stores it."""
+        return Hardware(
+            driver=self.driver,
+            cuda=self.cuda,
+            gpus=[
+                HardwareGpu(
+                    index=g.index,
+                    name=g.name,
+                    uuid=g.uuid,
+                    bus_id=g.bus_id,
+                    memory_total_mib=g.memory_total_mib,
+                    memory_used_mib=g.memory_used_mib,
+                    memory_used_v1_mib=g.memory_used_v1_mib,
+                    compute_pids=[p.pid for p in g.processes],
+                )
                 for g in self.gpus
             ],
-            "links": [
-                {"gpus": [a, b], "kind": link.kind, "label": link.label, "nvlinks": link.nvlinks, "source": link.source}
+            links=[
+                HardwareLink(gpus=[a, b], kind=link.kind, label=link.label, nvlinks=link.nvlinks, source=link.source)
                 for (a, b), link in sorted(self.links.items())
             ],
-            "matrix": self.matrix(),
-        }
+            matrix=self.matrix(),
+        )
 
 
 def build_inventory(readings: MachineReadings) -> Inventory:

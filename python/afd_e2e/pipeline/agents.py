@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from afd_e2e.agent_tags import tags_satisfy
+from afd_e2e.buildkite.agent_tags import tags_satisfy
 
 FOUND, NONE, UNKNOWN = "found", "none", "unknown"
 

@@ -2,7 +2,7 @@
 
 ``GET {api}/organizations/{org}/agents?per_page=100`` with ``Authorization: Bearer <token>`` (scope
 ``read_agents``), following the ``Link: <...>; rel="next"`` header on the API's own host only, through the shared
-client ``system.buildkite_rest``. Short timeouts: the generator must answer quickly, and any failure becomes an ``unknown`` availability that the decision treats safely.
+client ``buildkite.rest``. Short timeouts: the generator must answer quickly, and any failure becomes an ``unknown`` availability that the decision treats safely.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
+from afd_e2e.buildkite.rest import API_URL, BuildkiteRest, BuildkiteRestError
 from afd_e2e.pipeline.agents import UNKNOWN, Agent, AgentAvailability, AgentsLookup, availability
-from afd_e2e.system.buildkite_rest import API_URL, BuildkiteRest, BuildkiteRestError
 
 TOKEN_ENV = "BUILDKITE_AGENTS_API_TOKEN"
 ORGANIZATION_ENV = "BUILDKITE_ORGANIZATION_SLUG"

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from afd_e2e.buildkite.env import BuildEnv
 from afd_e2e.pipeline.agents import NONE, UNKNOWN, AgentsLookup
-from afd_e2e.pipeline.build_env import BuildEnv
 from afd_e2e.plan.gates import BACKEND_ENV, CLOSED, INVALID, LARGE_MODEL_ENV, evaluate_gates
 from afd_e2e.profile import Profile
 

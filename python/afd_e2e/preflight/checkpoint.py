@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.plan import RunPlan
-from afd_e2e.preflight.checks import Check, failed, passed, skipped
+from afd_e2e.preflight.checks import PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import CheckpointSpec
 
 FOLDER, CONFIG, MODEL, EXPERTS = "checkpoint folder", "checkpoint config", "checkpoint model", "checkpoint experts"
@@ -28,7 +28,9 @@ TOKENIZER_SETS = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "mer
 REDOWNLOAD = "copy the checkpoint again from its source (an interrupted download leaves shards out)"
 
 
-def check_checkpoint(spec: CheckpointSpec, model_path: str | None, model_env: str, plan: RunPlan) -> list[Check]:
+def check_checkpoint(
+    spec: CheckpointSpec, model_path: str | None, model_env: str, plan: RunPlan
+) -> list[PreflightCheck]:
     folder_check, folder = _folder(model_path, model_env)
     if folder is None:
         rest = [
@@ -45,7 +47,7 @@ def check_checkpoint(spec: CheckpointSpec, model_path: str | None, model_env: st
     return [folder_check, config_check, *judged, weights_check, size_check, _tokenizer(folder), _offline(plan)]
 
 
-def _folder(model_path: str | None, model_env: str) -> tuple[Check, Path | None]:
+def _folder(model_path: str | None, model_env: str) -> tuple[PreflightCheck, Path | None]:
     if not model_path:
         return failed(
             FOLDER,
@@ -69,7 +71,7 @@ def _folder(model_path: str | None, model_env: str) -> tuple[Check, Path | None]
     return passed(FOLDER, str(path), "a local checkpoint folder"), path
 
 
-def _config(folder: Path) -> tuple[Check, dict[str, Any] | None]:
+def _config(folder: Path) -> tuple[PreflightCheck, dict[str, Any] | None]:
     path = folder / "config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -97,7 +99,7 @@ def _lookup(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[Any, str] | 
     return None
 
 
-def _model(spec: CheckpointSpec, config: dict[str, Any]) -> Check:
+def _model(spec: CheckpointSpec, config: dict[str, Any]) -> PreflightCheck:
     archs = config.get("architectures") or []
     types = [level.get("model_type") for level in _levels(config) if level.get("model_type")]
     measured = f"architectures {', '.join(archs) or 'none'}; model_type {' / '.join(types) or 'none'}"
@@ -109,7 +111,7 @@ def _model(spec: CheckpointSpec, config: dict[str, Any]) -> Check:
     return passed(MODEL, measured, wanted)
 
 
-def _experts(spec: CheckpointSpec, config: dict[str, Any]) -> Check:
+def _experts(spec: CheckpointSpec, config: dict[str, Any]) -> PreflightCheck:
     expected = [
         (EXPERT_KEYS, spec.num_experts, "experts"),
         (EXPERTS_PER_TOKEN_KEYS, spec.num_experts_per_tok, "per token"),
@@ -135,7 +137,7 @@ def _experts(spec: CheckpointSpec, config: dict[str, Any]) -> Check:
     return passed(EXPERTS, ", ".join(measured), ", ".join(wanted))
 
 
-def _weights(folder: Path) -> tuple[Check, list[Path] | None, int | None]:
+def _weights(folder: Path) -> tuple[PreflightCheck, list[Path] | None, int | None]:
     """Whether every shard the index lists (or the single model.safetensors) exists; the shards when they all do,
     and the tensor bytes the index declares (shard files are a little larger: their headers)."""
     index = folder / "model.safetensors.index.json"
@@ -165,7 +167,7 @@ def _weights(folder: Path) -> tuple[Check, list[Path] | None, int | None]:
     return failed(WEIGHTS, "no safetensors weights", wanted, REDOWNLOAD), None, None
 
 
-def _size(spec: CheckpointSpec, shards: list[Path], declared: int | None) -> Check:
+def _size(spec: CheckpointSpec, shards: list[Path], declared: int | None) -> PreflightCheck:
     total = sum(s.stat().st_size for s in shards)
     measured = f"{total / GIB:.1f} GiB in {len(shards)} file(s)"
     wanted = f">= {spec.min_size_gib:g} GiB"
@@ -178,7 +180,7 @@ def _size(spec: CheckpointSpec, shards: list[Path], declared: int | None) -> Che
     return passed(SIZE, measured, wanted)
 
 
-def _tokenizer(folder: Path) -> Check:
+def _tokenizer(folder: Path) -> PreflightCheck:
     wanted = " or ".join("+".join(names) for names in TOKENIZER_SETS)
     for names in TOKENIZER_SETS:
         if all((folder / name).is_file() for name in names):
@@ -188,7 +190,7 @@ def _tokenizer(folder: Path) -> Check:
     )
 
 
-def _offline(plan: RunPlan) -> Check:
+def _offline(plan: RunPlan) -> PreflightCheck:
     """Children must never reach for the hub: a missing file would otherwise start a 234 GiB download."""
     online = sorted(
         {f"{case.id}/{p.name}" for case in plan.cases for p in case.processes if p.env_set.get("HF_HUB_OFFLINE") != "1"}

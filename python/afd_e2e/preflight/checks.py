@@ -1,4 +1,4 @@
-"""The Check record every family returns, and the report that holds them."""
+"""The PreflightCheck record every family returns, and the report that holds them."""
 
 from __future__ import annotations
 
@@ -10,40 +10,31 @@ from afd_e2e.errors import EXIT_FAILED, EXIT_PASSED
 if TYPE_CHECKING:
     from afd_e2e.preflight.software import InstalledSoftware
 
+from afd_e2e.results.codec import to_json
+from afd_e2e.results.model import Hardware, PreflightCheck
 from afd_e2e.results.status import Status
 
 PASS, WARN, FAIL, SKIP = Status.PASSED, Status.WARNED, Status.FAILED, Status.SKIPPED
 
 
-@dataclass(frozen=True)
-class Check:
-    """One verdict: ``measured`` is what this agent has, ``wanted`` what the profile asks, ``fix`` how to mend it."""
-
-    name: str
-    status: Status
-    measured: str
-    wanted: str = ""
-    fix: str = ""
+def passed(name: str, measured: str, wanted: str = "") -> PreflightCheck:
+    return PreflightCheck(name, PASS, measured, wanted)
 
 
-def passed(name: str, measured: str, wanted: str = "") -> Check:
-    return Check(name, PASS, measured, wanted)
+def failed(name: str, measured: str, wanted: str, fix: str) -> PreflightCheck:
+    return PreflightCheck(name, FAIL, measured, wanted, fix)
 
 
-def failed(name: str, measured: str, wanted: str, fix: str) -> Check:
-    return Check(name, FAIL, measured, wanted, fix)
-
-
-def skipped(name: str, reason: str) -> Check:
-    return Check(name, SKIP, reason)
+def skipped(name: str, reason: str) -> PreflightCheck:
+    return PreflightCheck(name, SKIP, reason)
 
 
 @dataclass(frozen=True)
 class PreflightReport:
     profile: str
     devices: tuple[int, ...]
-    checks: tuple[Check, ...]
-    hardware: dict[str, Any] | None  # the inventory (GPUs, link matrix), None without NVML
+    checks: tuple[PreflightCheck, ...]
+    hardware: Hardware | None  # the inventory (GPUs, link matrix), None without NVML
     software: InstalledSoftware | None = None  # both interpreters and what vLLM's reported
 
     @property
@@ -63,6 +54,6 @@ class PreflightReport:
             "devices": list(self.devices),
             "fits": self.fits,
             "checks": [{**asdict(check), "status": check.status.value} for check in self.checks],
-            "hardware": self.hardware,
+            "hardware": to_json(self.hardware),
             "software": self.software.to_dict() if self.software is not None else None,
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from afd_e2e.gpu.inventory import Inventory, version_tuple
-from afd_e2e.preflight.checks import WARN, Check, failed, passed, skipped
+from afd_e2e.preflight.checks import WARN, PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import HardwareSpec
 
 DRIVER, CUDA = "nvidia driver", "cuda"
@@ -11,7 +11,7 @@ DRIVER, CUDA = "nvidia driver", "cuda"
 
 def check_driver(
     hardware: HardwareSpec, inventory: Inventory | None, why_none: str, *, gpu_expected: bool
-) -> list[Check]:
+) -> list[PreflightCheck]:
     """``why_none`` says why there is no inventory: the profile runs on the CPU, or NVML could not start."""
     if inventory is None:
         if not gpu_expected:
@@ -21,17 +21,17 @@ def check_driver(
     return [_driver(hardware, inventory.driver), _cuda(hardware, inventory.cuda)]
 
 
-def _driver(hardware: HardwareSpec, driver: str) -> Check:
+def _driver(hardware: HardwareSpec, driver: str) -> PreflightCheck:
     wanted = f">= {hardware.min_driver}" if hardware.min_driver else "any"
     if hardware.min_driver and version_tuple(driver) < version_tuple(hardware.min_driver):
         return failed(DRIVER, driver, wanted, f"upgrade the NVIDIA driver to {hardware.min_driver} or newer")
     return passed(DRIVER, driver, wanted)
 
 
-def _cuda(hardware: HardwareSpec, cuda: str | None) -> Check:
+def _cuda(hardware: HardwareSpec, cuda: str | None) -> PreflightCheck:
     wanted = f">= {hardware.min_cuda}" if hardware.min_cuda else "any"
     if cuda is None:
-        return Check(CUDA, WARN, "NVML did not report the CUDA driver version", wanted, "update nvidia-ml-py")
+        return PreflightCheck(CUDA, WARN, "NVML did not report the CUDA driver version", wanted, "update nvidia-ml-py")
     if hardware.min_cuda and version_tuple(cuda) < version_tuple(hardware.min_cuda):
         return failed(CUDA, cuda, wanted, f"install a driver that supports CUDA {hardware.min_cuda} or newer")
     return passed(CUDA, cuda, wanted)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from afd_e2e.agent_tags import HARDWARE_KEYS, format_tags, hardware_tags, model_slug, unmet_tags
+from afd_e2e.buildkite.agent_tags import HARDWARE_KEYS, format_tags, hardware_tags, model_slug, unmet_tags
 from afd_e2e.gpu.inventory import Gpu, Inventory
-from afd_e2e.preflight.checks import WARN, Check, failed, passed, skipped
+from afd_e2e.preflight.checks import WARN, PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import HardwareSpec
 
 COUNT, DEVICES, MEMORY, MODELS, TAGS = "gpu count", "devices", "gpu memory", "gpu models", "agent tags"
@@ -19,7 +19,7 @@ def check_gpus(
     agent_tags: Mapping[str, str],
     inventory: Inventory | None,
     why_none: str,
-) -> list[Check]:
+) -> list[PreflightCheck]:
     if inventory is None:
         return [skipped(name, why_none) for name in (COUNT, DEVICES, MEMORY, MODELS, TAGS)]
     present = [inventory.gpus[d] for d in devices if inventory.gpu(d) is not None]
@@ -32,7 +32,7 @@ def check_gpus(
     ]
 
 
-def _count(hardware: HardwareSpec, inventory: Inventory) -> Check:
+def _count(hardware: HardwareSpec, inventory: Inventory) -> PreflightCheck:
     count, wanted = len(inventory.gpus), f">= {hardware.gpus}"
     if count < hardware.gpus:
         return failed(
@@ -41,7 +41,7 @@ def _count(hardware: HardwareSpec, inventory: Inventory) -> Check:
     return passed(COUNT, f"{count} GPUs", wanted)
 
 
-def _devices(devices: Sequence[int], inventory: Inventory) -> Check:
+def _devices(devices: Sequence[int], inventory: Inventory) -> PreflightCheck:
     listed = ",".join(map(str, devices))
     missing = [d for d in devices if inventory.gpu(d) is None]
     if missing:
@@ -54,7 +54,7 @@ def _devices(devices: Sequence[int], inventory: Inventory) -> Check:
     return passed(DEVICES, f"GPUs {listed} present", f"GPUs {listed}")
 
 
-def _memory(hardware: HardwareSpec, gpus: list[Gpu]) -> Check:
+def _memory(hardware: HardwareSpec, gpus: list[Gpu]) -> PreflightCheck:
     wanted = f">= {hardware.min_memory_mib} MiB per GPU"
     small = [g for g in gpus if g.memory_total_mib < hardware.min_memory_mib]
     if small:
@@ -64,7 +64,7 @@ def _memory(hardware: HardwareSpec, gpus: list[Gpu]) -> Check:
     return passed(MEMORY, f"{lowest} MiB or more on each of {len(gpus)} GPUs", wanted)
 
 
-def _models(hardware: HardwareSpec, gpus: list[Gpu]) -> Check:
+def _models(hardware: HardwareSpec, gpus: list[Gpu]) -> PreflightCheck:
     names = sorted({g.name for g in gpus})
     if not hardware.gpu_models:
         return passed(MODELS, ", ".join(names), "any model")
@@ -78,7 +78,7 @@ def _models(hardware: HardwareSpec, gpus: list[Gpu]) -> Check:
     return passed(MODELS, ", ".join(names), wanted)
 
 
-def _tags(agent_tags: Mapping[str, str], inventory: Inventory) -> Check:
+def _tags(agent_tags: Mapping[str, str], inventory: Inventory) -> PreflightCheck:
     """Only the hardware-derived keys can be judged here (``queue`` and the like are provisioning's choice)."""
     wanted = {k: v for k, v in agent_tags.items() if k in HARDWARE_KEYS}
     have = hardware_tags(inventory)
@@ -87,5 +87,5 @@ def _tags(agent_tags: Mapping[str, str], inventory: Inventory) -> Check:
     unmet = unmet_tags(have, wanted)
     if unmet:
         fix = "start this agent with the tags `afd-e2e agent-tags` prints, or fix the profile's agent_tags"
-        return Check(TAGS, WARN, format_tags(have), format_tags(wanted), fix)
+        return PreflightCheck(TAGS, WARN, format_tags(have), format_tags(wanted), fix)
     return passed(TAGS, format_tags(have), format_tags(wanted))

@@ -10,21 +10,21 @@ from collections.abc import Callable, Sequence
 
 from afd_e2e.gpu.inventory import Gpu, Inventory
 from afd_e2e.gpu.nvml import MIB
-from afd_e2e.preflight.checks import WARN, Check, failed, passed, skipped
+from afd_e2e.preflight.checks import WARN, PreflightCheck, failed, passed, skipped
 
 IDLE_SLACK_MIB = 64
 
 
 def check_idle(
     devices: Sequence[int], inventory: Inventory | None, why_none: str, describe_pid: Callable[[int], str]
-) -> list[Check]:
+) -> list[PreflightCheck]:
     """One check per device, in plan order; ``describe_pid`` names a process (``pid N (name)``)."""
     if inventory is None:
         return [skipped("idle", why_none)]
     return [_idle(gpu, describe_pid) for d in devices if (gpu := inventory.gpu(d)) is not None]
 
 
-def _idle(gpu: Gpu, describe_pid: Callable[[int], str]) -> Check:
+def _idle(gpu: Gpu, describe_pid: Callable[[int], str]) -> PreflightCheck:
     name = f"idle GPU{gpu.index}"
     wanted = f"no compute process, <= {IDLE_SLACK_MIB} MiB used"
     if gpu.processes:
@@ -40,7 +40,7 @@ def _idle(gpu: Gpu, describe_pid: Callable[[int], str]) -> Check:
     if gpu.memory_used_mib is None:
         if gpu.memory_used_v1_mib <= IDLE_SLACK_MIB:
             return passed(name, f"{gpu.memory_used_v1_mib} MiB used, no compute process", wanted)
-        return Check(
+        return PreflightCheck(
             name,
             WARN,
             f"{gpu.memory_used_v1_mib} MiB used including driver-reserved memory (NVML gives no v2 memory info)",

@@ -10,7 +10,7 @@ from itertools import combinations
 from afd_e2e.gpu.inventory import Inventory
 from afd_e2e.gpu.topology import NVLINK, UNKNOWN, Link, pair_link
 from afd_e2e.plan import CasePlan, RunPlan
-from afd_e2e.preflight.checks import WARN, Check, failed, passed, skipped
+from afd_e2e.preflight.checks import WARN, PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import HardwareSpec
 
 PAIRS = "interconnect"
@@ -18,7 +18,7 @@ PAIRS = "interconnect"
 
 def check_interconnect(
     hardware: HardwareSpec, plan: RunPlan, inventory: Inventory | None, why_none: str
-) -> list[Check]:
+) -> list[PreflightCheck]:
     afd_cases = [case for case in plan.cases if case.kind == "afd"]
     role_names = [f"{PAIRS} {case.id}" for case in afd_cases]
     if inventory is None:
@@ -29,7 +29,7 @@ def check_interconnect(
     return [_pairs(hardware, devices, inventory), *(_roles(hardware, case, inventory) for case in afd_cases)]
 
 
-def _pairs(hardware: HardwareSpec, devices: list[int], inventory: Inventory) -> Check:
+def _pairs(hardware: HardwareSpec, devices: list[int], inventory: Inventory) -> PreflightCheck:
     allowed = set(hardware.interconnects)
     wanted = " or ".join(hardware.interconnects)
     links = {(a, b): pair_link(inventory.links, a, b) for a, b in combinations(devices, 2)}
@@ -47,7 +47,7 @@ def _pairs(hardware: HardwareSpec, devices: list[int], inventory: Inventory) -> 
         )
     unknown = {(a, b): ln for (a, b), ln in links.items() if ln.kind == UNKNOWN}
     if unknown:
-        return Check(PAIRS, WARN, f"{measured}; unknown: {_names(unknown)}", wanted, _unknown_fix(unknown))
+        return PreflightCheck(PAIRS, WARN, f"{measured}; unknown: {_names(unknown)}", wanted, _unknown_fix(unknown))
     return passed(PAIRS, measured, wanted)
 
 
@@ -67,7 +67,7 @@ def role_pairs(case: CasePlan) -> list[tuple[int, int]]:
     return [(device, ffn[i * len(ffn) // len(attention)]) for i, device in enumerate(attention)]
 
 
-def _roles(hardware: HardwareSpec, case: CasePlan, inventory: Inventory) -> Check:
+def _roles(hardware: HardwareSpec, case: CasePlan, inventory: Inventory) -> PreflightCheck:
     name = f"{PAIRS} {case.id}"
     pairs = role_pairs(case)
     measured = ", ".join(f"GPU{a}-GPU{b} {pair_link(inventory.links, a, b).label}" for a, b in pairs)
@@ -78,7 +78,7 @@ def _roles(hardware: HardwareSpec, case: CasePlan, inventory: Inventory) -> Chec
     without = [f"GPU{a}-GPU{b}" for a, b in pairs if pair_link(inventory.links, a, b).kind not in (NVLINK, UNKNOWN)]
     if unknown and not without:
         wanted = "NVLink between each Attention device and its FFN peer"
-        return Check(name, WARN, f"{measured}; unknown: {_names(unknown)}", wanted, _unknown_fix(unknown))
+        return PreflightCheck(name, WARN, f"{measured}; unknown: {_names(unknown)}", wanted, _unknown_fix(unknown))
     if without:
         return failed(
             name,

@@ -27,20 +27,17 @@ def render_report(report: PreflightReport) -> str:
             lines.append(f"  {'':4}  {'':{name_width}}  fix: {check.fix}")
     if report.hardware:
         hw = report.hardware
-        lines.append(f"hardware: driver {hw['driver']}, CUDA {hw['cuda']}, {len(hw['gpus'])} GPUs")
-        for gpu in hw["gpus"]:
-            used = gpu["memory_used_mib"]
-            used_text = (
-                f"{used} MiB used" if used is not None else f"{gpu['memory_used_v1_mib']} MiB used incl. reserved"
-            )
-            pids = f", pids {' '.join(map(str, gpu['compute_pids']))}" if gpu["compute_pids"] else ""
+        lines.append(f"hardware: driver {hw.driver}, CUDA {hw.cuda}, {len(hw.gpus)} GPUs")
+        for gpu in hw.gpus:
+            used = gpu.memory_used_mib
+            used_text = f"{used} MiB used" if used is not None else f"{gpu.memory_used_v1_mib} MiB used incl. reserved"
+            pids = f", pids {' '.join(map(str, gpu.compute_pids))}" if gpu.compute_pids else ""
             lines.append(
-                f"  GPU{gpu['index']}  {gpu['name']}  {gpu['memory_total_mib']} MiB, {used_text}{pids}"
-                f"  {gpu['bus_id']}  {gpu['uuid']}"
+                f"  GPU{gpu.index}  {gpu.name}  {gpu.memory_total_mib} MiB, {used_text}{pids}  {gpu.bus_id}  {gpu.uuid}"
             )
-        if len(hw["gpus"]) > 1:
+        if len(hw.gpus) > 1:
             lines.append(
                 "GPU links (nvidia-smi topo -m notation: NV# = # bonded NVLinks; PIX/PXB/PHB/NODE/SYS = PCIe path):"
             )
-            lines += ["  " + row for row in format_table(hw["matrix"])]
+            lines += ["  " + row for row in format_table(hw.matrix)]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan import RunPlan
 from afd_e2e.preflight.checkpoint import check_checkpoint
-from afd_e2e.preflight.checks import Check, PreflightReport
+from afd_e2e.preflight.checks import PreflightReport
 from afd_e2e.preflight.driver import check_driver
 from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
@@ -19,8 +19,7 @@ from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.ports import check_ports, plan_ports
 from afd_e2e.preflight.software import InstalledSoftware, check_software, control_env, read_installed
 from afd_e2e.profile import Profile
-from afd_e2e.results.codec import from_json
-from afd_e2e.results.model import Hardware, PreflightCheck, PreflightRecord
+from afd_e2e.results.model import PreflightCheck, PreflightRecord
 from afd_e2e.results.status import Status
 from afd_e2e.system.pids import describe_pid
 from afd_e2e.system.ports import busy_ports
@@ -36,7 +35,9 @@ def read_inventory(profile: Profile, read_hardware: Callable[[], MachineReadings
         return None, str(exc)
 
 
-def hardware_checks(profile: Profile, plan: RunPlan, inventory: Inventory | None, why_none: str) -> list[Check]:
+def hardware_checks(
+    profile: Profile, plan: RunPlan, inventory: Inventory | None, why_none: str
+) -> list[PreflightCheck]:
     """The GPU families: driver and CUDA, GPUs, interconnect, idle devices."""
     hardware = profile.hardware
     return [
@@ -67,7 +68,7 @@ def run_preflight(
         profile=profile.name,
         devices=plan.devices,
         checks=tuple(checks),
-        hardware=inventory.to_dict() if inventory is not None else None,
+        hardware=inventory.hardware() if inventory is not None else None,
         software=installed,
     )
 
@@ -80,8 +81,8 @@ def preflight_record(
         status=Status.PASSED if report.fits else Status.FAILED,
         profile=report.profile,
         devices=list(report.devices),
-        checks=[PreflightCheck(c.name, c.status, c.measured, c.wanted, c.fix) for c in report.checks],
-        hardware=from_json(Hardware, report.hardware, "preflight.hardware") if report.hardware else None,
+        checks=list(report.checks),
+        hardware=report.hardware,
         software=dict(software or {}),
         seconds=seconds,
     )

@@ -17,7 +17,7 @@ from typing import Any
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import RunPlan
 from afd_e2e.plan.routing_control import STRATEGY_ENV, strategy_refusal
-from afd_e2e.preflight.checks import Check, failed, passed, skipped
+from afd_e2e.preflight.checks import PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import Profile
 from afd_e2e.system.engine_probe import ProbeFailed, probe_engine
 from afd_e2e.system.executables import resolve_executable
@@ -92,14 +92,14 @@ def read_installed(executable: str, *, routing_env: Mapping[str, str] | None = N
     )
 
 
-def check_software(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> list[Check]:
+def check_software(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> list[PreflightCheck]:
     checks = [_vllm(profile, installed), _plugin(profile, plan, installed)]
     if any(case.control for case in plan.cases):
         checks.append(_routing(installed))
     return [*checks, _nvml(profile, installed.nvidia_ml_py)]
 
 
-def _vllm(profile: Profile, installed: InstalledSoftware) -> Check:
+def _vllm(profile: Profile, installed: InstalledSoftware) -> PreflightCheck:
     wanted_version = profile.software.vllm_version
     wanted = wanted_version or "installed"
     install = (
@@ -122,7 +122,7 @@ def _vllm(profile: Profile, installed: InstalledSoftware) -> Check:
     return passed(VLLM, measured, wanted)
 
 
-def _plugin(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> Check:
+def _plugin(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> PreflightCheck:
     if not (profile.software.afd_plugin or any(case.kind == "afd" for case in plan.cases)):
         return skipped(AFD_PLUGIN, "no AFD case planned")
     wanted = f"entry point {PLUGIN_NAME!r} in group {PLUGIN_GROUP}"
@@ -134,7 +134,7 @@ def _plugin(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> Ch
     return passed(AFD_PLUGIN, f"{installed.afd_plugin} in {installed.vllm_python}", wanted)
 
 
-def _routing(installed: InstalledSoftware) -> Check:
+def _routing(installed: InstalledSoftware) -> PreflightCheck:
     wanted = f"{STRATEGY_ENV} value known to vLLM"
     refusal = strategy_refusal(installed.routing_strategies, installed.problem, installed.vllm)
     if refusal is not None:
@@ -142,7 +142,7 @@ def _routing(installed: InstalledSoftware) -> Check:
     return passed(ROUTING, f"knows {', '.join(installed.routing_strategies or ())}", wanted)
 
 
-def _nvml(profile: Profile, version: str | None) -> Check:
+def _nvml(profile: Profile, version: str | None) -> PreflightCheck:
     if profile.platform == "cpu":
         return skipped(NVML, f"profile {profile.name} runs on the CPU")
     if version is None:

@@ -36,7 +36,6 @@ from afd_e2e.results.model import (
     RunResults,
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
-from afd_e2e.workloads.parity import prompt_verdict
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -322,7 +321,7 @@ def _token_cell(side: ParitySide | None) -> str:
 
 
 def _parity_row(prompt: ParityPrompt) -> str:
-    verdict = prompt_verdict(prompt)
+    verdict = prompt.outcome
     position = formatting.MISSING if prompt.first_diff_token is None else str(prompt.first_diff_token)
     return (
         f"| {markdown_text(prompt.prompt, 120)} | {_PARITY_ICONS.get(verdict, '❌')} {markdown_text(verdict)} "

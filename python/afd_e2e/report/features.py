@@ -10,10 +10,10 @@ from urllib.parse import quote
 
 from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.report.escape import markdown_text
+from afd_e2e.report.parity import parity_summary
 from afd_e2e.report.status import icon
 from afd_e2e.results.model import ProfilerResult, RunResults
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.parity import parity_summary
 
 MIB = 1024 * 1024
 

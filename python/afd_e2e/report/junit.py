@@ -19,6 +19,7 @@ from pathlib import Path
 from afd_e2e.phases import registry
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import cut_head, one_line, xml_text
+from afd_e2e.report.parity import describe, parity_summary
 from afd_e2e.results.model import (
     CaseResults,
     Comparison,
@@ -30,7 +31,6 @@ from afd_e2e.results.model import (
     RunResults,
 )
 from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads.parity import describe, parity_summary
 
 MAX_TESTCASES_PER_FILE = 5000
 OUTPUT_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small

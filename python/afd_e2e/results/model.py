@@ -79,8 +79,11 @@ class BuildInfo:
 # ---- preflight ----------------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class PreflightCheck:
+    """One preflight verdict, from the check to results.json: ``measured`` is what this agent has, ``wanted`` what
+    the profile asks, ``fix`` how to mend it."""
+
     name: str
     status: Status
     measured: str
@@ -232,9 +235,9 @@ class CasePerformance:
 
 @dataclass
 class CheckRecord:
-    """One after-the-fact check (hygiene after a case, cleanup after a run)."""
+    """One named check with its detail: hygiene after a case, cleanup after a run, a serving check."""
 
-    check: str  # processes, ports, gpu_memory, forced_kill, leftover_files, runner, ...
+    check: str  # processes, ports, gpu_memory, forced_kill, leftover_files, runner, completion, usage, ...
     status: Status
     detail: str
 
@@ -261,17 +264,10 @@ class ReplayResult:
 
 
 @dataclass
-class ServingCheck:
-    check: str  # completion, usage, unknown_model, concurrent
-    status: Status
-    detail: str
-
-
-@dataclass
 class ServingResult:
     status: Status
     failure: str | None = None
-    checks: list[ServingCheck] = field(default_factory=list)
+    checks: list[CheckRecord] = field(default_factory=list)  # completion, usage, unknown_model, concurrent
 
 
 @dataclass
@@ -376,6 +372,15 @@ class ParityPrompt:
     verdict: ParityVerdict | None = None
     baseline: ParitySide | None = None
     candidate: ParitySide | None = None
+
+    @property
+    def outcome(self) -> ParityVerdict:
+        """The prompt's verdict; results written before logprobs parity held only ``identical``/``first_diff_token``."""
+        if self.verdict is not None:
+            return self.verdict
+        if self.identical:
+            return ParityVerdict.IDENTICAL
+        return ParityVerdict.DIFFERENT if self.first_diff_token is not None else ParityVerdict.NOT_COMPARED
 
 
 @dataclass

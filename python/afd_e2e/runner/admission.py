@@ -27,7 +27,7 @@ from afd_e2e.plan import RunPlan, build_plan
 from afd_e2e.plan.gates import BACKEND_ENV, CLOSED, INVALID, evaluate_gates, requested_devices
 from afd_e2e.plan.routing_control import strategy_refusal
 from afd_e2e.preflight.checkpoint import check_checkpoint
-from afd_e2e.preflight.checks import FAIL, Check
+from afd_e2e.preflight.checks import FAIL, PreflightCheck
 from afd_e2e.preflight.software import control_env, read_installed
 from afd_e2e.profile import Profile
 from afd_e2e.results.model import PreflightRecord
@@ -62,7 +62,7 @@ class Admission:
     plan: RunPlan | None = None
     model_path: str | None = None
     executables: Mapping[str, str] = field(default_factory=dict)
-    busy: tuple[Check, ...] = ()
+    busy: tuple[PreflightCheck, ...] = ()
     notes: tuple[str, ...] = ()  # what was dropped from the plan, and why
     preflight: PreflightRecord | None = None  # taken once the inputs are good; a misfit stops the run, recorded
     closed: tuple[str, ...] = ()

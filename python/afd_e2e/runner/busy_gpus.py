@@ -13,7 +13,7 @@ from afd_e2e.errors import UsageError
 from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
-from afd_e2e.preflight.checks import FAIL, Check
+from afd_e2e.preflight.checks import FAIL, PreflightCheck
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.runner import read_inventory
 from afd_e2e.profile import Profile
@@ -22,13 +22,13 @@ from afd_e2e.system.pids import describe_pid
 
 def busy_gpus(
     profile: Profile, plan: RunPlan, read_hardware: Callable[[], MachineReadings] = read_machine
-) -> list[Check]:
+) -> list[PreflightCheck]:
     """Preflight's failing idle checks for the plan's devices (each names the holding pids); none on the CPU."""
     inventory, why_none = read_inventory(profile, read_hardware)
     return [c for c in check_idle(plan.devices, inventory, why_none, describe_pid) if c.status == FAIL]
 
 
-def refuse_busy_gpus(busy: list[Check], allow: bool) -> None:
+def refuse_busy_gpus(busy: list[PreflightCheck], allow: bool) -> None:
     """A UsageError naming the first busy GPU and its holders, unless ``allow`` (``--allow-busy-gpus``)."""
     if busy and not allow:
         more = f" (and {len(busy) - 1} more busy GPUs)" if len(busy) > 1 else ""

@@ -13,10 +13,11 @@ import shutil
 import socket
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from afd_e2e.buildkite.env import describe_build
 from afd_e2e.gpu.inventory import build_inventory
 from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
@@ -24,7 +25,7 @@ from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
-from afd_e2e.results.model import BuildInfo, CheckpointIdentity, Environment, GpuInfo, PreflightRecord, RunResults
+from afd_e2e.results.model import CheckpointIdentity, Environment, PreflightRecord, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore, now_iso
 from afd_e2e.runner.admission import Admission, admit_plan
@@ -50,7 +51,7 @@ def gpu_environment(devices: tuple[int, ...], probe: Callable[[], MachineReading
     return Environment(
         driver=inventory.driver,
         cuda=inventory.cuda,
-        gpus=[GpuInfo(g.index, g.name, g.memory_total_mib) for g in inventory.gpus if g.index in wanted],
+        gpus=[g.info() for g in inventory.gpus if g.index in wanted],
         topology=", ".join(pairs) or "single GPU",
     )
 
@@ -86,31 +87,6 @@ def describe_environment(plan: RunPlan) -> Environment:
     environment.torch = version("torch")
     environment.checkpoint = _checkpoint_identity(plan.model_path)
     return environment
-
-
-def describe_build(env: Mapping[str, str]) -> BuildInfo | None:
-    """The Buildkite build and job this run belongs to, from the job's ``BUILDKITE_*`` variables; None outside one."""
-    if env.get("BUILDKITE") != "true" and not env.get("BUILDKITE_BUILD_ID"):
-        return None
-    number = env.get("BUILDKITE_BUILD_NUMBER", "")
-    pull_request = env.get("BUILDKITE_PULL_REQUEST", "")
-    prefix = "BUILDKITE_AGENT_META_DATA_"
-    return BuildInfo(
-        build_number=int(number) if number.isdigit() else None,
-        build_id=env.get("BUILDKITE_BUILD_ID") or None,
-        build_url=env.get("BUILDKITE_BUILD_URL") or None,
-        job_id=env.get("BUILDKITE_JOB_ID") or None,
-        pipeline_slug=env.get("BUILDKITE_PIPELINE_SLUG") or None,
-        organization_slug=env.get("BUILDKITE_ORGANIZATION_SLUG") or None,
-        branch=env.get("BUILDKITE_BRANCH") or None,
-        commit=env.get("BUILDKITE_COMMIT") or None,
-        source=env.get("BUILDKITE_SOURCE") or None,
-        pull_request=pull_request if pull_request not in ("", "false") else None,
-        agent_name=env.get("BUILDKITE_AGENT_NAME") or None,
-        agent_tags={
-            name[len(prefix) :].lower(): value for name, value in sorted(env.items()) if name.startswith(prefix)
-        },
-    )
 
 
 def _close(store: ResultsStore, *, cancelled: str | None = None, crashed: str | None = None) -> None:

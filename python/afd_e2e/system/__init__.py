@@ -1,1 +1,2 @@
-"""Host-side probes shared by preflight and the runner's hygiene checks (ports, processes)."""
+"""Host-side probes shared by preflight, admission and the runner's hygiene checks: ports and who holds them,
+processes, where an executable is and what its interpreter has (``engine_probe``)."""

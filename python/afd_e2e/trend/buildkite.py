@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from afd_e2e.buildkite.rest import BuildkiteRest, BuildkiteRestError
 from afd_e2e.results import RESULTS_FILE
-from afd_e2e.system.buildkite_rest import BuildkiteRest, BuildkiteRestError
 from afd_e2e.trend.history import Fetched, parsed
 from afd_e2e.trend.record import BuildRef
 

@@ -14,7 +14,7 @@ from typing import Any
 import requests
 
 from afd_e2e.profile import ServingSpec
-from afd_e2e.results.model import ServingCheck, ServingResult
+from afd_e2e.results.model import CheckRecord, ServingResult
 from afd_e2e.results.status import Status
 
 UNKNOWN_MODEL = "afd-e2e-no-such-model"
@@ -106,9 +106,9 @@ def run_serving_checks(
 
     def record(name: str, check: Callable[[], str]) -> None:
         try:
-            result.checks.append(ServingCheck(name, Status.PASSED, check()))
+            result.checks.append(CheckRecord(name, Status.PASSED, check()))
         except _Problem as exc:
-            result.checks.append(ServingCheck(name, Status.FAILED, str(exc)))
+            result.checks.append(CheckRecord(name, Status.FAILED, str(exc)))
         progress(f"serving: {name} {result.checks[-1].status}: {result.checks[-1].detail}")
 
     def completion() -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from afd_e2e.pipeline.build_env import BuildEnv, repository_id
+from afd_e2e.buildkite.env import BuildEnv, repository_id
 
 REPO_URL = "git@github.com:vllm-project/vllm.git"
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import pytest
 from bk_support import QWEN_OPT_IN as OPT_IN
 
+from afd_e2e.buildkite.env import BuildEnv
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents import FOUND, NONE, UNKNOWN, AgentAvailability
-from afd_e2e.pipeline.build_env import BuildEnv
 from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, decide
 from afd_e2e.profile import load_profile
 

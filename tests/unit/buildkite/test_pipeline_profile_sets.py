@@ -11,9 +11,9 @@ import pytest
 import yaml
 from bk_support import AGENTS_LIST, BUILD, QWEN_OPT_IN, REPO, FakeAgent, agent
 
+from afd_e2e.buildkite.env import BuildEnv
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents import FOUND, AgentAvailability
-from afd_e2e.pipeline.build_env import BuildEnv
 from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, Decision, ProfileDecision, decide
 from afd_e2e.pipeline.generate import DEFAULT_PLUGIN, GpuStepSettings, build_pipeline, step_slug
 from afd_e2e.pipeline.pools import select_pools

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from preflight_fixtures import GPU_FIXTURES, H200X2, h200x2_readings
 
-from afd_e2e.agent_tags import format_tags, hardware_tags, model_slug, tags_satisfy, unmet_tags
+from afd_e2e.buildkite.agent_tags import format_tags, hardware_tags, model_slug, tags_satisfy, unmet_tags
 from afd_e2e.cli import main
 from afd_e2e.gpu.inventory import build_inventory, cuda_version_text, version_tuple
 from afd_e2e.gpu.readings import load_readings

@@ -8,7 +8,7 @@ from pathlib import Path
 from afd_e2e.report import render_all
 from afd_e2e.report.artifacts import matching_globs
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.results.model import ProfilerResult, RoleTrace, RunResults, ServingCheck, ServingResult, TraceFile
+from afd_e2e.results.model import CheckRecord, ProfilerResult, RoleTrace, RunResults, ServingResult, TraceFile
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore
 from results_docs import load_fixture, typed
@@ -18,9 +18,9 @@ FAILED, PASSED = Status.FAILED, Status.PASSED
 
 def with_features(results: RunResults, out: Path) -> RunResults:
     case = next(iter(results.cases.values()))
-    unknown = ServingCheck("unknown_model", FAILED, "model 'afd-e2e-no-such-model' answered HTTP 200")
+    unknown = CheckRecord("unknown_model", FAILED, "model 'afd-e2e-no-such-model' answered HTTP 200")
     case.serving = ServingResult(
-        FAILED, f"unknown_model: {unknown.detail}", [ServingCheck("completion", PASSED, "ok"), unknown]
+        FAILED, f"unknown_model: {unknown.detail}", [CheckRecord("completion", PASSED, "ok"), unknown]
     )
     traces = [
         TraceFile("attention", "profiles/c/attention/new.pt.trace.json", 10, uploaded=True),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from afd_e2e.buildkite.env import describe_build
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.results.codec import to_json
 from afd_e2e.results.model import BuildInfo
 from afd_e2e.results.redaction import REDACTED, redact_argv, redact_env
-from afd_e2e.runner.run import describe_build
 from results_docs import load_fixture, typed
 
 JOB_ENV = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from urllib.parse import unquote
 
-from afd_e2e.system.buildkite_rest import BuildkiteRest
+from afd_e2e.buildkite.rest import BuildkiteRest
 from afd_e2e.trend.buildkite import BuildkiteHistory
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite
 from fixtures.trend.make_history import REAL_RUNS

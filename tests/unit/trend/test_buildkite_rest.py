@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from afd_e2e.system.buildkite_rest import BuildkiteRest, BuildkiteRestError
+from afd_e2e.buildkite.rest import BuildkiteRest, BuildkiteRestError
 
 TOKEN = "bkua_very_secret"
 

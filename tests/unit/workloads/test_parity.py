@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 from afd_e2e.profile import ParitySpec, builtin_profiles, load_profile
+from afd_e2e.report.parity import describe, parity_summary
 from afd_e2e.results.model import ParityOutput, ParityPrompt, ParitySide
 from afd_e2e.results.status import ParityVerdict, Status
-from afd_e2e.workloads.parity import compare_outputs, describe, first_difference, parity_summary, prompt_verdict
+from afd_e2e.workloads.parity import compare_outputs, first_difference
 from fixtures.parity.record_tiny_cpu import load_fixture
 
 RECORDED = load_fixture()
@@ -145,7 +146,7 @@ def test_a_profile_without_prompts_is_skipped():
     ],
 )
 def test_results_written_before_logprobs_parity_still_read(stored, verdict):
-    assert prompt_verdict(stored) is verdict
+    assert stored.outcome is verdict
 
 
 @pytest.mark.parametrize("name", sorted(builtin_profiles()))

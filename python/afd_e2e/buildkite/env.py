@@ -1,8 +1,10 @@
-"""What Buildkite tells the generator about the build: why it started, whether it is a pull request, from where.
+"""What Buildkite's job environment says about the build: the one reader of ``BUILDKITE_*``.
 
-Buildkite sets ``BUILDKITE_SOURCE`` (``ui``, ``api``, ``webhook``, ``trigger_job``, ``schedule``),
-``BUILDKITE_PULL_REQUEST`` (a number or ``false``) and ``BUILDKITE_PULL_REQUEST_REPO`` (the pull request's head
-repository, which differs from ``BUILDKITE_REPO`` for a fork).
+``BuildEnv`` is what the pipeline generator asks (why the build started, whether it is a pull request, from where);
+``describe_build`` is the ``build`` record a run's results keep (the keys a trend matches runs on). Buildkite sets
+``BUILDKITE_SOURCE`` (``ui``, ``api``, ``webhook``, ``trigger_job``, ``schedule``), ``BUILDKITE_PULL_REQUEST`` (a
+number or ``false``) and ``BUILDKITE_PULL_REQUEST_REPO`` (the pull request's head repository, which differs from
+``BUILDKITE_REPO`` for a fork), and one ``BUILDKITE_AGENT_META_DATA_<TAG>`` per agent tag.
 """
 
 from __future__ import annotations
@@ -11,7 +13,41 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from afd_e2e.results.model import BuildInfo
+
 SCHEDULE = "schedule"
+AGENT_TAG_PREFIX = "BUILDKITE_AGENT_META_DATA_"
+
+
+def pull_request(environ: Mapping[str, str]) -> str | None:
+    """The pull request's number; None when the build is not for one (Buildkite says ``false``)."""
+    value = environ.get("BUILDKITE_PULL_REQUEST", "")
+    return value if value not in ("", "false") else None
+
+
+def describe_build(environ: Mapping[str, str]) -> BuildInfo | None:
+    """The Buildkite build and job a run belongs to; None outside one."""
+    if environ.get("BUILDKITE") != "true" and not environ.get("BUILDKITE_BUILD_ID"):
+        return None
+    number = environ.get("BUILDKITE_BUILD_NUMBER", "")
+    return BuildInfo(
+        build_number=int(number) if number.isdigit() else None,
+        build_id=environ.get("BUILDKITE_BUILD_ID") or None,
+        build_url=environ.get("BUILDKITE_BUILD_URL") or None,
+        job_id=environ.get("BUILDKITE_JOB_ID") or None,
+        pipeline_slug=environ.get("BUILDKITE_PIPELINE_SLUG") or None,
+        organization_slug=environ.get("BUILDKITE_ORGANIZATION_SLUG") or None,
+        branch=environ.get("BUILDKITE_BRANCH") or None,
+        commit=environ.get("BUILDKITE_COMMIT") or None,
+        source=environ.get("BUILDKITE_SOURCE") or None,
+        pull_request=pull_request(environ),
+        agent_name=environ.get("BUILDKITE_AGENT_NAME") or None,
+        agent_tags={
+            name[len(AGENT_TAG_PREFIX) :].lower(): value
+            for name, value in sorted(environ.items())
+            if name.startswith(AGENT_TAG_PREFIX)
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -25,11 +61,10 @@ class BuildEnv:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> BuildEnv:
-        pull_request = environ.get("BUILDKITE_PULL_REQUEST", "")
         return cls(
             source=environ.get("BUILDKITE_SOURCE", ""),
             branch=environ.get("BUILDKITE_BRANCH", ""),
-            pull_request=pull_request if pull_request not in ("", "false") else None,
+            pull_request=pull_request(environ),
             pull_request_repo=environ.get("BUILDKITE_PULL_REQUEST_REPO", ""),
             repo=environ.get("BUILDKITE_REPO", ""),
             variables=dict(environ),
