@@ -80,7 +80,7 @@ def test_each_role_wrote_a_profiler_trace_and_the_annotation_links_it(run):
     assert [(r["role"], r["status"]) for r in profiler["roles"]] == [("ffn", "passed"), ("attention", "passed")]
     uploaded = [t["path"] for t in profiler["traces"] if t["uploaded"]]
     assert uploaded and all((out / path).stat().st_size > 0 for path in uploaded)
-    assert any(path.startswith("profiles/afd-1a1f/attention/") for path in uploaded)
+    assert any(path.startswith("traces/afd-1a1f/attention/") for path in uploaded)
     assert f"artifact://{uploaded[0]}" in (out / "annotation.md").read_text()
 
 

@@ -12,7 +12,7 @@ from afd_e2e.commands.preflight import add_readings_arg
 from afd_e2e.gpu.inventory import build_inventory
 from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
-from afd_e2e.gpu.replay import recorded_machine
+from afd_e2e.gpu.recorded import recorded_machine
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

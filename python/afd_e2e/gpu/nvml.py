@@ -1,7 +1,7 @@
 """The NVML session and the readings every GPU probe shares (memory as nvidia-smi judges it, compute pids).
 
 The code here takes the ``pynvml`` module as a parameter: live it is nvidia-ml-py; for recorded machines it is
-``afd_e2e.gpu.replay``, which answers the same calls from a capture, so probes are tested without a GPU.
+``afd_e2e.gpu.recorded``, which answers the same calls from a capture, so probes are tested without a GPU.
 """
 
 from __future__ import annotations

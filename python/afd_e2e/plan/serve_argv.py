@@ -100,10 +100,10 @@ def profiler_env(role_name: str, spec: ProfilerSpec) -> dict[str, str]:
 
 
 def profiler_dir_env(case: CaseSpec, role_name: str) -> dict[str, str]:
-    """``<prefix>_DIR`` as a folder relative to the run's results folder: ``profiles/<case>/<role>``."""
+    """``<prefix>_DIR`` as a folder relative to the run's results folder: ``traces/<case>/<role>``."""
     if case.profiler is None or role_name not in PROFILER_PREFIX:
         return {}
-    return {f"{PROFILER_PREFIX[role_name]}_DIR": f"profiles/{case.id}/{role_name}"}
+    return {f"{PROFILER_PREFIX[role_name]}_DIR": f"traces/{case.id}/{role_name}"}
 
 
 def serve_argv(

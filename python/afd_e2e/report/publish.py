@@ -10,9 +10,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from afd_e2e.buildkite.test_engine_upload import BUDGET_S, TEST_ENGINE_URL, upload_junit
 from afd_e2e.report.artifacts import matching_globs
 from afd_e2e.report.render import ReportPaths
-from afd_e2e.report.test_engine import BUDGET_S, TEST_ENGINE_URL, upload_junit
 
 AGENT = "buildkite-agent"
 AGENT_TIMEOUT_S = 600.0

@@ -273,7 +273,7 @@ class ServingResult:
 @dataclass
 class TraceFile:
     role: str
-    path: str  # profiles/<case>/<role>/...
+    path: str  # traces/<case>/<role>/... (profiles/<case>/<role>/... in results written before the rename)
     size_bytes: int
     uploaded: bool = False  # within the profile's upload cap, newest first
 

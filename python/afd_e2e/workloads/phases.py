@@ -186,7 +186,7 @@ def run_serving(ctx: PhaseContext) -> PhaseOutcome:
 
 
 def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
-    """Every AFD role's profiler trace under ``profiles/<case>/<role>/``, and which of them are uploaded."""
+    """Every AFD role's profiler trace under ``traces/<case>/<role>/``, and which of them are uploaded."""
     case = ctx.case
     spec = ctx.profile.case(case.id).profiler
     role_dirs = {p.role: folder for p in case.processes for folder in p.out_dir_env.values()}

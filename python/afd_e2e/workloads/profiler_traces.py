@@ -1,6 +1,6 @@
 """Profiler traces: each AFD role's torch profiler must write a non-empty trace; what is uploaded is capped.
 
-The case's roles write into ``profiles/<case>/<role>/`` of the results folder (``plan.serve_argv``). The phase sends
+The case's roles write into ``traces/<case>/<role>/`` of the results folder (``plan.serve_argv``). The phase sends
 a few requests so the profiler's schedule completes, then waits for every role's trace (the tensorboard trace
 handler writes a file when the active steps end) until its size holds still. Uploads take the newest traces first
 while they fit the profile's size limit; the rest stay on the agent.

@@ -195,10 +195,10 @@ def test_the_features_plan_is_four_loads_with_the_profiler_folders_under_the_run
     assert plan.case("afd-1a1f").phases == ("smoke", "correctness", "replay", "serving", "profiler", "performance")
     ffn = next(p for p in plan.case("afd-1a1f").processes if p.name == "ffn")
     assert ffn.env_set["AFD_GPU_FFN_PROFILER_ENABLE"] == "true" and ffn.env_set["AFD_GPU_FFN_PROFILER_ACTIVE"] == "1"
-    assert ffn.out_dir_env == {"AFD_GPU_FFN_PROFILER_DIR": "profiles/afd-1a1f/ffn"}
+    assert ffn.out_dir_env == {"AFD_GPU_FFN_PROFILER_DIR": "traces/afd-1a1f/ffn"}
     env = child_environment({}, ffn, scratch=tmp_path, cache=tmp_path, markers={}, out_dir=tmp_path / "out")
-    assert env["AFD_GPU_FFN_PROFILER_DIR"] == str(tmp_path / "out/profiles/afd-1a1f/ffn")
-    assert 'AFD_GPU_ATTENTION_PROFILER_DIR="$OUT"/profiles/afd-1a1f/attention' in render_text(plan)
+    assert env["AFD_GPU_FFN_PROFILER_DIR"] == str(tmp_path / "out/traces/afd-1a1f/ffn")
+    assert 'AFD_GPU_ATTENTION_PROFILER_DIR="$OUT"/traces/afd-1a1f/attention' in render_text(plan)
 
 
 def test_profiler_traces_fail_naming_the_missing_role_and_cap_uploads_newest_first(tmp_path: Path):

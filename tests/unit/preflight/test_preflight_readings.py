@@ -11,7 +11,7 @@ from afd_e2e.errors import UsageError
 from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import PairReading, load_readings, readings_from_json, readings_to_json
-from afd_e2e.gpu.replay import ReplayNvml
+from afd_e2e.gpu.recorded import ReplayNvml
 
 
 def test_the_h200_capture_reads_as_two_gpus_with_18_active_links_whose_far_end_is_unnamed():

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.replay import recorded_machine
+from afd_e2e.gpu.recorded import recorded_machine
 from afd_e2e.results.model import Environment
-from afd_e2e.runner.run import gpu_environment
+from afd_e2e.runner.environment import gpu_environment
 
 CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "h200x2-captured" / "pynvml.json"
 

@@ -1,6 +1,6 @@
 """A stand-in for the ``pynvml`` module that answers from recorded readings.
 
-``probe.read_machine(replay.session, replay.topo_m)`` runs the same code as on a live GPU machine, so preflight and
+``probe.read_machine(recorded.session, recorded.topo_m)`` runs the same code as on a live GPU machine, so preflight and
 agent tags can be evaluated against a captured machine (``--readings``), and tested and benchmarked without a GPU.
 A reading that was not recorded raises NVMLError NotSupported, as the driver does.
 """
