@@ -5,12 +5,12 @@ Pure: derived from MachineReadings, so it is the same for a live machine and a r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from afd_e2e.gpu.nvml import MIB
 from afd_e2e.gpu.readings import GpuReading, MachineReadings, ProcessReading
 from afd_e2e.gpu.topology import Link, link_matrix, render_matrix
-from afd_e2e.results.model import GpuInfo, Hardware, HardwareGpu, HardwareLink
+from afd_e2e.results.model import Hardware, HardwareGpu, HardwareLink
 
 
 def cuda_version_text(value: int | None) -> str | None:
@@ -28,43 +28,30 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-@dataclass(frozen=True)
-class Gpu:
-    index: int
-    name: str
-    uuid: str
-    bus_id: str
-    memory_total_mib: int
-    memory_used_mib: int | None  # as nvidia-smi shows it (driver-reserved excluded); None when NVML lacks v2
-    memory_used_v1_mib: int  # driver-reserved included
-    processes: tuple[ProcessReading, ...]
-
-    def info(self) -> GpuInfo:
-        """What the run's environment records of this GPU."""
-        return GpuInfo(self.index, self.name, self.memory_total_mib)
-
-
-def _gpu(reading: GpuReading) -> Gpu:
-    return Gpu(
+def _gpu(reading: GpuReading) -> HardwareGpu:
+    return HardwareGpu(
         index=reading.index,
         name=reading.name,
         uuid=reading.uuid,
         bus_id=reading.bus_id,
         memory_total_mib=reading.total_bytes // MIB,
-        memory_used_mib=reading.memory.used_as_smi_mib,
-        memory_used_v1_mib=reading.used_bytes // MIB,
-        processes=reading.processes,
+        memory_used_mib=reading.memory.used_as_smi_mib,  # as nvidia-smi shows it; None when NVML lacks v2
+        memory_used_v1_mib=reading.used_bytes // MIB,  # driver-reserved included
+        compute_pids=[p.pid for p in reading.processes],
     )
 
 
 @dataclass(frozen=True)
 class Inventory:
+    """The GPUs as results.json records them (``HardwareGpu``), what each one's processes hold, and the links."""
+
     driver: str
     cuda: str | None
-    gpus: tuple[Gpu, ...]
+    gpus: tuple[HardwareGpu, ...]
     links: dict[tuple[int, int], Link]  # every pair (i, j), i < j
+    processes: dict[int, tuple[ProcessReading, ...]] = field(default_factory=dict)  # by GPU index
 
-    def gpu(self, index: int) -> Gpu | None:
+    def gpu(self, index: int) -> HardwareGpu | None:
         return self.gpus[index] if 0 <= index < len(self.gpus) else None
 
     def matrix(self, devices: list[int] | None = None) -> list[list[str]]:
@@ -75,19 +62,7 @@ class Inventory:
         return Hardware(
             driver=self.driver,
             cuda=self.cuda,
-            gpus=[
-                HardwareGpu(
-                    index=g.index,
-                    name=g.name,
-                    uuid=g.uuid,
-                    bus_id=g.bus_id,
-                    memory_total_mib=g.memory_total_mib,
-                    memory_used_mib=g.memory_used_mib,
-                    memory_used_v1_mib=g.memory_used_v1_mib,
-                    compute_pids=[p.pid for p in g.processes],
-                )
-                for g in self.gpus
-            ],
+            gpus=list(self.gpus),
             links=[
                 HardwareLink(gpus=[a, b], kind=link.kind, label=link.label, nvlinks=link.nvlinks, source=link.source)
                 for (a, b), link in sorted(self.links.items())
@@ -102,4 +77,5 @@ def build_inventory(readings: MachineReadings) -> Inventory:
         cuda=cuda_version_text(readings.cuda_driver),
         gpus=tuple(_gpu(g) for g in readings.gpus),
         links=link_matrix(readings),
+        processes={g.index: g.processes for g in readings.gpus},
     )

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from afd_e2e.buildkite.agent_tags import HARDWARE_KEYS, format_tags, hardware_tags, model_slug, unmet_tags
-from afd_e2e.gpu.inventory import Gpu, Inventory
+from afd_e2e.gpu.inventory import Inventory
 from afd_e2e.preflight.checks import WARN, PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import HardwareSpec
+from afd_e2e.results.model import HardwareGpu
 
 COUNT, DEVICES, MEMORY, MODELS, TAGS = "gpu count", "devices", "gpu memory", "gpu models", "agent tags"
 
@@ -54,7 +55,7 @@ def _devices(devices: Sequence[int], inventory: Inventory) -> PreflightCheck:
     return passed(DEVICES, f"GPUs {listed} present", f"GPUs {listed}")
 
 
-def _memory(hardware: HardwareSpec, gpus: list[Gpu]) -> PreflightCheck:
+def _memory(hardware: HardwareSpec, gpus: list[HardwareGpu]) -> PreflightCheck:
     wanted = f">= {hardware.min_memory_mib} MiB per GPU"
     small = [g for g in gpus if g.memory_total_mib < hardware.min_memory_mib]
     if small:
@@ -64,7 +65,7 @@ def _memory(hardware: HardwareSpec, gpus: list[Gpu]) -> PreflightCheck:
     return passed(MEMORY, f"{lowest} MiB or more on each of {len(gpus)} GPUs", wanted)
 
 
-def _models(hardware: HardwareSpec, gpus: list[Gpu]) -> PreflightCheck:
+def _models(hardware: HardwareSpec, gpus: list[HardwareGpu]) -> PreflightCheck:
     names = sorted({g.name for g in gpus})
     if not hardware.gpu_models:
         return passed(MODELS, ", ".join(names), "any model")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from afd_e2e.gpu.inventory import Gpu, Inventory
+from afd_e2e.gpu.inventory import Inventory
 from afd_e2e.gpu.nvml import MIB
+from afd_e2e.gpu.readings import ProcessReading
 from afd_e2e.preflight.checks import WARN, PreflightCheck, failed, passed, skipped
+from afd_e2e.results.model import HardwareGpu
 
 IDLE_SLACK_MIB = 64
 
@@ -21,18 +23,22 @@ def check_idle(
     """One check per device, in plan order; ``describe_pid`` names a process (``pid N (name)``)."""
     if inventory is None:
         return [skipped("idle", why_none)]
-    return [_idle(gpu, describe_pid) for d in devices if (gpu := inventory.gpu(d)) is not None]
+    return [
+        _idle(gpu, inventory.processes.get(d, ()), describe_pid)
+        for d in devices
+        if (gpu := inventory.gpu(d)) is not None
+    ]
 
 
-def _idle(gpu: Gpu, describe_pid: Callable[[int], str]) -> PreflightCheck:
+def _idle(gpu: HardwareGpu, processes: Sequence[ProcessReading], describe_pid: Callable[[int], str]) -> PreflightCheck:
     name = f"idle GPU{gpu.index}"
     wanted = f"no compute process, <= {IDLE_SLACK_MIB} MiB used"
-    if gpu.processes:
+    if processes:
         holders = [
             describe_pid(p.pid) + (f" holding {p.used_bytes // MIB} MiB" if p.used_bytes is not None else "")
-            for p in gpu.processes
+            for p in processes
         ]
-        pids = " ".join(str(p.pid) for p in gpu.processes)
+        pids = " ".join(str(p.pid) for p in processes)
         used = gpu.memory_used_mib if gpu.memory_used_mib is not None else gpu.memory_used_v1_mib
         return failed(
             name, f"{used} MiB used by {', '.join(holders)}", wanted, f"stop it (kill {pids}) or pick other --devices"

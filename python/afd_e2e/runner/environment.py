@@ -15,7 +15,7 @@ from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
-from afd_e2e.results.model import CheckpointIdentity, Environment
+from afd_e2e.results.model import CheckpointIdentity, Environment, GpuInfo
 
 
 def gpu_environment(devices: tuple[int, ...], probe: Callable[[], MachineReadings] = read_machine) -> Environment:
@@ -29,7 +29,7 @@ def gpu_environment(devices: tuple[int, ...], probe: Callable[[], MachineReading
     return Environment(
         driver=inventory.driver,
         cuda=inventory.cuda,
-        gpus=[g.info() for g in inventory.gpus if g.index in wanted],
+        gpus=[GpuInfo(g.index, g.name, g.memory_total_mib) for g in inventory.gpus if g.index in wanted],
         topology=", ".join(pairs) or "single GPU",
     )
 
