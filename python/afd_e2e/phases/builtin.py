@@ -43,6 +43,7 @@ SMOKE = Phase(
     workloads=(Workload("smoke"),),
     budget=Budget("smoke_s", 300.0),
     run=phases.run_smoke,
+    ends_case=True,
     sections=(ResultsSection("smoke"),),
     junit=junit.smoke_testcases,
     annotation=_no_parts,

@@ -120,6 +120,7 @@ class Phase:
     columns: tuple[CaseColumn, ...] = ()
     measure: Measure | None = None
     check_inputs: Callable[[Profile, Path | None], None] | None = None  # before any model loads: a UsageError
+    ends_case: bool = False  # a failure ends its case: no later phase makes sense (smoke)
     doc: str = ""
 
 

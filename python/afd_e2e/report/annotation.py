@@ -542,9 +542,9 @@ def _failures(results: RunResults) -> str:
     for case_id, case in results.cases.items():
         parts = [("case", case.status, case.failure)]
         parts += [
-            (phase, part.status, part.failure)
-            for phase, part in (("smoke", case.smoke), ("gsm8k", case.gsm8k), ("performance", case.performance))
-            if part is not None
+            (name, part.status, part.failure)
+            for name in registry.written_sections()
+            if (part := case.section(name)) is not None and hasattr(part, "failure")
         ]
         failures = [
             f"- {phase}: {markdown_text(failure, 1000)}"

@@ -204,7 +204,8 @@ def _start(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseS
 
 
 def _run_phases(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
-    """Smoke first (nothing else makes sense if it fails); a failed workload phase does not stop the next one."""
+    """In plan order; a failed phase ends the case only where its descriptor says so (smoke: nothing else makes
+    sense if it fails); a failed workload phase does not stop the next one."""
     api_log = servers.api_server().log_path
     failures = []
     for phase in case.phases:
@@ -217,7 +218,7 @@ def _run_phases(ctx: RunContext, case: CasePlan, results: CaseResults, servers: 
         outcome = _run_phase(ctx, case, results, servers, phase)
         if outcome.status.is_failure:
             failure = f"{phase}: {outcome.failure or outcome.status}"
-            if phase == "smoke":
+            if registry.phase(phase).ends_case:
                 raise CaseFailure(failure, log_tail(api_log))
             failures.append(failure)
     try:
