@@ -11,11 +11,26 @@ from dataclasses import dataclass, field
 
 import requests
 
-from afd_e2e.phases.registry import AnnotationPart, Budget, Phase, ResultsSection
+from afd_e2e.phases.registry import AnnotationPart, Budget, Phase, ResultsSection, Workload
+from afd_e2e.profile import Profile
+from afd_e2e.profile.reader import Reader
 from afd_e2e.report.junit import SuiteTestcases
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+
+
+@dataclass(frozen=True)
+class EchoSpec:
+    """``workloads.echo``: the path that lists the served models."""
+
+    path: str = "/v1/models"
+
+
+def read_echo(r: Reader, profile: Profile) -> EchoSpec:
+    spec = EchoSpec(path=r.get("path", str, EchoSpec.path))
+    r.done()
+    return spec
 
 
 @dataclass
@@ -29,13 +44,14 @@ class EchoResult:
 
 def run_echo(ctx: PhaseContext) -> PhaseOutcome:
     section = EchoResult(Status.FAILED)
+    spec = ctx.profile.workloads.get("echo", EchoSpec())
     try:
-        response = requests.get(f"{ctx.case.base_url}/v1/models", timeout=ctx.profile.budgets.request_s)
+        response = requests.get(f"{ctx.case.base_url}{spec.path}", timeout=ctx.profile.budgets.request_s)
         section.models = [model["id"] for model in response.json()["data"]]
         section.status = Status.PASSED if ctx.case.served_model_name in section.models else Status.FAILED
         section.failure = None if section.status is Status.PASSED else f"{ctx.case.served_model_name} not served"
     except (requests.RequestException, ValueError, KeyError) as exc:
-        section.failure = f"/v1/models: {exc}"
+        section.failure = f"{spec.path}: {exc}"
     ctx.case_results.set_section("echo", section)
     ctx.flush()
     return PhaseOutcome(section.status, section.failure)
@@ -60,6 +76,7 @@ def echo_annotation(results: RunResults, plots: Mapping[str, str]) -> list[Annot
 ECHO = Phase(
     name="echo",
     doc="asks the server which models it serves",
+    workloads=(Workload("echo", read=read_echo),),
     budget=Budget("echo_s", 60.0),
     run=run_echo,
     sections=(ResultsSection("echo", EchoResult),),

@@ -17,7 +17,7 @@ from afd_e2e.results.model import CaseResults, Comparison, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_from_json, results_to_json
 from repo_paths import REPO
-from throwaway_phase import ECHO, EchoResult
+from throwaway_phase import ECHO, EchoResult, EchoSpec
 
 CASE_FIELDS = {f.name for f in dataclasses.fields(CaseResults)}
 PROFILE_FIELDS = {f.name for f in dataclasses.fields(Profile)}
@@ -76,11 +76,16 @@ def test_a_phase_registered_from_one_module_reaches_profile_results_and_schema()
     )
     with pytest.raises(UsageError, match="unknown phase 'echo'"):
         parse_profile(yaml.safe_load(with_echo), "tiny-cpu.yaml")
+    document = yaml.safe_load(with_echo.replace("request_s: 60", "request_s: 60\n  echo_s: 7"))
+    document["workloads"]["echo"] = {"path": "/v1/models?x=1"}
+    unregistered = yaml.safe_load(text)
+    unregistered["workloads"]["echo"] = {"path": "/v1/models?x=1"}
+    with pytest.raises(UsageError, match=r"workloads\.echo: unknown key"):
+        parse_profile(unregistered, "x.yaml")
     with registry.registered(ECHO):
-        profile = parse_profile(
-            yaml.safe_load(with_echo.replace("request_s: 60", "request_s: 60\n  echo_s: 7")), "x.yaml"
-        )
+        profile = parse_profile(document, "x.yaml")
         assert profile.cases[0].phases[-1] == "echo" and profile.budgets.echo_s == 7
+        assert profile.workloads == {"echo": EchoSpec("/v1/models?x=1")}
         assert registry.case_budget_s(profile, ("echo",)) == profile.budgets.startup_s + 7 + profile.budgets.teardown_s
         case = CaseResults("cpu-tp1", "native", "native")
         case.set_section("echo", EchoResult(Status.PASSED, models=["tiny-moe"]))
