@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from afd_e2e.profile.model import ON_WORSE, BenchSpec
+from afd_e2e.profile.model import ON_WORSE, Profile
 from afd_e2e.profile.reader import Reader
 
 VARIABLES = {"request_rate": "req/s", "max_concurrency": "concurrent requests"}
@@ -98,8 +98,9 @@ def _read_search(r: Reader, integral: bool) -> SearchSpec:
     return SearchSpec(start=start, upper=upper, levels=count, coarse_step=step)
 
 
-def read_capacity(r: Reader, bench: BenchSpec | None) -> CapacitySpec:
+def read_capacity(r: Reader, profile: Profile) -> CapacitySpec:
     """The ``workloads.capacity`` section; a one-line error naming the key and the fix on anything wrong."""
+    bench = profile.bench
     if bench is None:
         r.fail(r.path, "needs workloads.bench (dataset, lengths, seed)", "add workloads.bench")
     assert bench is not None

@@ -137,20 +137,20 @@ def plot_groups(results: RunResults) -> dict[str, tuple[str, list[Side]]]:
     groups: dict[str, tuple[str, list[Side]]] = {}
     covered: set[str] = set()
     for comparison_id, comparison in results.comparisons.items():
-        if comparison.capacity is None:
+        if comparison.section("capacity") is None:
             continue
         sides = [
             Side(case_id, labels.get(case_id, case_id), section)
             for case_id in (comparison.baseline, comparison.candidate)
-            if (case := results.case(case_id)) is not None and (section := case.capacity) is not None
+            if (case := results.case(case_id)) is not None and (section := case.section("capacity")) is not None
         ]
         if sides:
             covered.update(side.case_id for side in sides)
             title = f"{comparison_id}: {comparison.candidate_label} vs {comparison.baseline_label}"
             groups[comparison_id] = (title, sides)
     for case_id, case in results.cases.items():
-        if case.capacity is not None and case_id not in covered:
-            groups[case_id] = (f"{case_id}: {labels.get(case_id, case_id)}", [Side(case_id, case.label, case.capacity)])
+        if (section := case.section("capacity")) is not None and case_id not in covered:
+            groups[case_id] = (f"{case_id}: {labels.get(case_id, case_id)}", [Side(case_id, case.label, section)])
     return groups
 
 
@@ -200,11 +200,10 @@ def _link(path: str, text: str) -> str:
 
 def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
     """Markdown for the annotation, '' when no case ran a capacity sweep."""
-    swept = {cid: case for cid, case in results.cases.items() if case.capacity is not None}
+    swept = {cid: section for cid, case in results.cases.items() if (section := case.section("capacity")) is not None}
     if not swept:
         return ""
-    first = next(iter(swept.values())).capacity
-    assert first is not None
+    first = next(iter(swept.values()))
     slo = first.slo
     out = [
         "### Capacity at SLO\n",
@@ -212,15 +211,13 @@ def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
         f"TPOT ≤ {slo.tpot_ms:g} ms (vLLM's goodput). Capacity: the highest {markdown_text(first.variable)} that "
         "meets it, interpolated between the last level that met it and the first that missed.\n",
     ]
-    if not all(case.capacity.meaningful for case in swept.values() if case.capacity):
+    if not all(section.meaningful for section in swept.values()):
         out.append(f"> **{NOT_MEANINGFUL}.**\n")
     out += [
         "| Case | Status | Capacity at SLO | GPUs | Per GPU | Levels run | Sweep time |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for case_id, case in swept.items():
-        section = case.capacity
-        assert section is not None
+    for case_id, section in swept.items():
         est = section.estimate
         per_gpu = "—"
         if est and est.capacity is not None and section.gpus:
@@ -231,12 +228,11 @@ def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
             f"| {markdown_text(detail, 240)} | {section.gpus or '—'} | {per_gpu} "
             f"| {len(_measured(section))} of {len(section.grid)} | {_figure(section.wall_s, '.0f')} s |"
         )
-    rows = [(cid, cmp) for cid, cmp in results.comparisons.items() if cmp.capacity is not None]
+    rows = [(cid, cmp) for cid, cmp in results.comparisons.items() if cmp.section("capacity") is not None]
     if rows:
         out += ["", "| Comparison | Result | Verdict |", "| --- | --- | --- |"]
         for comparison_id, comparison in rows:
-            cap = comparison.capacity
-            assert cap is not None
+            cap = comparison.section("capacity")
             line = (
                 cap.failure
                 if cap.status is Status.SKIPPED
@@ -247,11 +243,10 @@ def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
             out += [f"| | ⚠️ {markdown_text(w, 300)} | |" for w in cap.warnings]
     for key, path in plots.items():
         out.append(f"\n{_link(path, f'capacity plot {key}')}")
-    for case_id, case in swept.items():
-        assert case.capacity is not None
+    for case_id, section in swept.items():
         out.append(
             f"\n<details><summary>{markdown_text(case_id)}: every level</summary>\n\n"
-            + "\n".join(_level_rows(case.capacity))
+            + "\n".join(_level_rows(section))
             + "\n\n</details>"
         )
     return "\n".join(out) + "\n"
