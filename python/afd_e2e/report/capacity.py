@@ -27,6 +27,7 @@ from afd_e2e.workloads.capacity.search import format_level
 
 COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 DPI = 100
+PLOT_KEY = "capacity:"  # the capacity plots' keys among the report's plots (comparison or case id after it)
 NOT_MEANINGFUL = "SMOKE: these numbers mean nothing (a tiny random model on a shared CPU); the sweep proves the path"
 
 
@@ -155,13 +156,14 @@ def plot_groups(results: RunResults) -> dict[str, tuple[str, list[Side]]]:
 
 
 def write_capacity_plots(results: RunResults, plots_dir: Path) -> dict[str, Path]:
-    """``plots/capacity-<comparison or case>.png`` (stale ones are the caller's to remove); key -> path."""
+    """``plots/capacity-<comparison or case>.png`` (stale ones are the caller's to remove); ``capacity:<comparison
+    or case id>`` -> path."""
     plots_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for key, (title, sides) in plot_groups(results).items():
         path = plots_dir / plot_name(key)
         plot_capacity(title, sides).savefig(path, format="png", dpi=DPI)
-        written[key] = path
+        written[PLOT_KEY + key] = path
     return written
 
 
@@ -194,8 +196,8 @@ def _level_rows(section: CaseCapacity) -> list[str]:
     return rows
 
 
-def _link(path: str, text: str) -> str:
-    return f'<a href="artifact://{quote(path, safe="/._-")}">{markdown_text(text)}</a>'
+def _image(path: str, text: str) -> str:
+    return f'<img src="artifact://{quote(path, safe="/._-")}" alt="{markdown_text(text)}">'
 
 
 def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
@@ -242,7 +244,8 @@ def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
             out.append(f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(line, 600)} | {verdict} |")
             out += [f"| | ⚠️ {markdown_text(w, 300)} | |" for w in cap.warnings]
     for key, path in plots.items():
-        out.append(f"\n{_link(path, f'capacity plot {key}')}")
+        if key.startswith(PLOT_KEY):
+            out.append(f"\n{_image(path, f'capacity plot: {key[len(PLOT_KEY) :]}')}")
     for case_id, section in swept.items():
         out.append(
             f"\n<details><summary>{markdown_text(case_id)}: every level</summary>\n\n"

@@ -98,9 +98,11 @@ def compare_capacity(
             result.ci95_pct = [(c_range[0] - b_range[1]) / base * 100.0, (c_range[1] - b_range[0]) / base * 100.0]
         result.verdict = stats.verdict(result.delta_pct, result.ci95_pct, threshold_pct, higher_is_better=True)
     elif b_range and c_range:
-        if c_range[0] > b_range[1]:
+        # A range's upper end is a level that missed (the capacity lies below it), its lower end one that met the
+        # SLO or the interval's end: touching ranges are apart.
+        if c_range[0] >= b_range[1]:
             result.verdict = Verdict.BETTER
-        elif c_range[1] < b_range[0]:
+        elif c_range[1] <= b_range[0]:
             result.verdict = Verdict.WORSE
     for cid, est in ((baseline_id, b_est), (candidate_id, c_est)):
         if est is not None and est.cut_short:

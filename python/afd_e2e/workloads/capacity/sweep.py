@@ -205,11 +205,14 @@ def run_sweep(
             )
             if rep.status is not Status.PASSED or (share is not None and share < spec.far_miss_below):
                 break
+        stopped = reps.pop() if cut_short else None  # the repetition the budget stopped measures nothing
         record = summarise_level(level, reps, spec.far_miss_below, spec.slo.attainment)
         if record.far_miss and len(reps) < spec.repetitions:
             record.note = f"missed by far (attainment below {spec.far_miss_below:.0%}): other repetitions skipped"
-        if cut_short and record.attainment is None:
-            record.status, record.note = Status.SKIPPED, "not measured: budgets.capacity_s ran out"
+        if stopped is not None:
+            record.note = f"budgets.capacity_s ran out after {len(reps)} of {spec.repetitions} repetitions"
+            if not reps:
+                record.status = Status.SKIPPED
         section.levels = sorted([*section.levels, record], key=lambda r: r.level)
         if (obs := observation(record)) is not None:
             observed[level] = obs
