@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from afd_e2e.phases import registry
 from afd_e2e.profile import Profile
 
 # Buildkite sends a lost agent's job the exit status -1; a real failure must never be retried automatically.
@@ -27,7 +28,7 @@ STEP_OVERHEAD_MINUTES = 10
 
 def step_timeout_minutes(profiles: Iterable[Profile]) -> int:
     """``timeout_in_minutes`` from the profiles' budgets: every case's start-up, phases and teardown, plus margin."""
-    seconds = sum(p.budgets.case_s(case.phases, p.bench) for p in profiles for case in p.cases)
+    seconds = sum(registry.case_budget_s(p, case.phases) for p in profiles for case in p.cases)
     return math.ceil(seconds * STEP_MARGIN / 60) + STEP_OVERHEAD_MINUTES
 
 

@@ -9,10 +9,8 @@ from afd_e2e.profile.load import builtin_profiles, load_profile
 from afd_e2e.profile.model import (
     BENCH_METRICS,
     INTERCONNECTS,
-    MEASURES,
     ON_WORSE,
     PARITY_MODES,
-    PHASES,
     PLATFORMS,
     SCHEMA_VERSION,
     ArgEdit,
@@ -44,10 +42,8 @@ from afd_e2e.profile.sections import parse_profile
 __all__ = [
     "BENCH_METRICS",
     "INTERCONNECTS",
-    "MEASURES",
     "ON_WORSE",
     "PARITY_MODES",
-    "PHASES",
     "PLATFORMS",
     "SCHEMA_VERSION",
     "ArgEdit",

@@ -6,13 +6,12 @@ Everything else (gates, plans, preflight, pipeline steps, reports) is derived fr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from afd_e2e.errors import UsageError
 
 SCHEMA_VERSION = 1
-PHASES = ("smoke", "correctness", "replay", "serving", "profiler", "performance")
-MEASURES = ("parity", "replay", "performance")
 ROLE_NAMES = ("server", "attention", "ffn")
 INTERCONNECTS = ("nvlink", "pcie")
 PLATFORMS = ("cuda", "cpu")
@@ -283,34 +282,40 @@ class ServingSpec:
 
 @dataclass(frozen=True)
 class BudgetSpec:
-    """Seconds each step of a case may take; a step past its budget fails its case, naming the budget."""
+    """Seconds each step of a case may take; a step past its budget fails its case, naming the budget. The
+    phases' budgets are keyed as in the profile (``smoke_s``, ``bench_repetition_s``, ...): their keys and defaults
+    come from the phase registry (``afd_e2e.phases.registry``), and each reads as an attribute too."""
 
     startup_s: float  # launch to the API answering
-    smoke_s: float
-    correctness_s: float
-    bench_repetition_s: float  # each warmup and formal repetition of ``vllm bench serve``
     teardown_s: float  # SIGTERM to the whole tree gone, then SIGKILL
     request_s: float  # one smoke, GSM8K or parity request
-    replay_s: float = 600.0  # the replay rounds
-    serving_s: float = 300.0  # the four serving checks
-    profiler_s: float = 300.0  # driving the profiler's schedule and waiting for every role's trace
+    phases: Mapping[str, float] = field(default_factory=dict)  # a phase's budget key -> seconds
 
-    def performance_s(self, bench: BenchSpec | None) -> float:
-        """The performance phase: every repetition's budget, plus one request for the model card."""
-        repetitions = (bench.warmups + bench.repetitions) if bench else 0
-        return repetitions * self.bench_repetition_s + self.request_s
+    def seconds(self, key: str) -> float:
+        """A phase's budget; a phase registered after the profile was read gets its default."""
+        if key in self.phases:
+            return self.phases[key]
+        from afd_e2e.phases import registry  # the registry sits above the profile records
 
-    def case_s(self, phases: tuple[str, ...], bench: BenchSpec | None) -> float:
-        """A whole case: start-up, its phases and teardown."""
-        per_phase = {
-            "smoke": self.smoke_s,
-            "correctness": self.correctness_s,
-            "replay": self.replay_s,
-            "serving": self.serving_s,
-            "profiler": self.profiler_s,
-            "performance": self.performance_s(bench),
-        }
-        return self.startup_s + sum(per_phase[p] for p in phases) + self.teardown_s
+        return registry.budget_keys()[key]
+
+    def __getattr__(self, name: str) -> float:
+        if name.endswith("_s") and not name.startswith("_"):
+            try:
+                return self.seconds(name)
+            except KeyError:
+                pass
+        raise AttributeError(name)
+
+    def keys(self) -> tuple[str, ...]:
+        """Every budget a profile may state."""
+        return ("startup_s", "teardown_s", "request_s", *self.phases)
+
+    def replaced(self, **seconds: float) -> BudgetSpec:
+        """A copy with some budgets changed, phase budgets included (``smoke_s=1``)."""
+        own = {k: v for k, v in seconds.items() if k in ("startup_s", "teardown_s", "request_s")}
+        phases = {**self.phases, **{k: v for k, v in seconds.items() if k not in own}}
+        return replace(self, **own, phases=phases)
 
 
 @dataclass(frozen=True)
@@ -320,7 +325,7 @@ class ComparisonSpec:
     id: str
     baseline: str
     candidate: str
-    measures: tuple[str, ...]  # subset of MEASURES
+    measures: tuple[str, ...]  # what the registered phases measure (``afd_e2e.phases.registry.measures``)
 
 
 ON_REGRESSION = ("warn", "fail")
@@ -361,6 +366,7 @@ class Profile:
     replay: ReplaySpec | None = None
     serving: ServingSpec | None = None
     trend: TrendSpec = TrendSpec()
+    workloads: Mapping[str, Any] = field(default_factory=dict)  # ``workloads.<key>`` of registered phases
 
     def case(self, case_id: str) -> CaseSpec:
         for case in self.cases:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from afd_e2e.errors import UsageError
-from afd_e2e.profile.model import MEASURES, CaseSpec, Profile
-
-MEASURE_PHASE = {"parity": "correctness", "replay": "replay", "performance": "performance"}
+from afd_e2e.phases import registry
+from afd_e2e.profile.model import CaseSpec, Profile
 
 
 def check_cross_fields(p: Profile) -> None:
@@ -46,14 +45,8 @@ def check_cross_fields(p: Profile) -> None:
             if a and f and max(a[0], f[0]) < min(a[1], f[1]):
                 fail(f"cases.{case.id}", "attention and ffn device groups overlap", "give the roles disjoint groups")
         for phase in case.phases:
-            if phase == "correctness" and p.gsm8k is None and p.parity is None:
-                fail(f"cases.{case.id}.phases", "correctness phase without workloads.gsm8k or parity", "add one")
-            if phase == "performance" and p.bench is None:
-                fail(f"cases.{case.id}.phases", "performance phase without workloads.bench", "add workloads.bench")
-            if phase == "replay" and (p.replay is None or p.parity is None):
-                fail(f"cases.{case.id}.phases", "replay phase without workloads.replay and parity", "add both")
-            if phase == "serving" and p.serving is None:
-                fail(f"cases.{case.id}.phases", "serving phase without workloads.serving", "add workloads.serving")
+            if (missing := registry.phase(phase).needs(p)) is not None:
+                fail(f"cases.{case.id}.phases", *missing)
         _check_features(p, case, fail)
     for cmp in p.comparisons:
         if cmp.baseline == cmp.candidate:
@@ -65,14 +58,15 @@ def check_cross_fields(p: Profile) -> None:
                     f"unknown case {getattr(cmp, side)!r}",
                     f"use one of: {', '.join(sorted(case_ids))}",
                 )
+        known = [m.name for m in registry.measures()]
         for measure in cmp.measures:
-            if measure not in MEASURES:
+            if measure not in known:
                 fail(
                     f"comparisons.{cmp.id}.measures",
                     f"unknown measure {measure!r}",
-                    f"use some of: {', '.join(MEASURES)}",
+                    f"use some of: {', '.join(known)}",
                 )
-            phase = MEASURE_PHASE[measure]
+            phase = registry.measure_phase(measure).name
             for side in (cmp.baseline, cmp.candidate):
                 if phase not in p.case(side).phases:
                     fail(
@@ -80,8 +74,9 @@ def check_cross_fields(p: Profile) -> None:
                         f"case {side} does not run the {phase} phase",
                         f"add {phase} to its phases",
                     )
-        if "parity" in cmp.measures and p.parity is None:
-            fail(f"comparisons.{cmp.id}", "parity measure without workloads.parity", "add workloads.parity")
+        for measure in registry.measures():
+            if measure.name in cmp.measures and (missing := measure.needs(p)) is not None:
+                fail(f"comparisons.{cmp.id}", *missing)
 
 
 def _check_features(p: Profile, case: CaseSpec, fail: Callable[[str, str, str], None]) -> None:

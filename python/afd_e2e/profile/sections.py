@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from afd_e2e.phases import registry
 from afd_e2e.profile.model import (
     BENCH_METRICS,
     INTERCONNECTS,
@@ -11,7 +13,6 @@ from afd_e2e.profile.model import (
     ON_REGRESSION,
     ON_WORSE,
     PARITY_MODES,
-    PHASES,
     PLATFORMS,
     SCHEMA_VERSION,
     ArgEdit,
@@ -173,9 +174,10 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
             r.fail(r.key("kind"), f"a variant keeps the kind of {parent.id} ({kind})", "remove kind")
         r.seen.add("kind")
     phases = r.str_list("phases") if parent is None else r.str_list("phases", list(parent.phases))
+    known = registry.phase_names()
     for phase in phases:
-        if phase not in PHASES:
-            r.fail(r.key("phases"), f"unknown phase {phase!r}", f"use some of: {', '.join(PHASES)}")
+        if phase not in known:
+            r.fail(r.key("phases"), f"unknown phase {phase!r}", f"use some of: {', '.join(known)}")
     native = parent.native if parent else None
     attention, ffn = (parent.attention, parent.ffn) if parent else (None, None)
     connector = parent.connector if parent else None
@@ -252,14 +254,9 @@ def _read_budgets(r: Reader) -> BudgetSpec:
 
     budgets = BudgetSpec(
         startup_s=seconds("startup_s", 1800.0),
-        smoke_s=seconds("smoke_s", 300.0),
-        correctness_s=seconds("correctness_s", 3600.0),
-        bench_repetition_s=seconds("bench_repetition_s", 3600.0),
         teardown_s=seconds("teardown_s", 20.0),
         request_s=seconds("request_s", 600.0),
-        replay_s=seconds("replay_s", 600.0),
-        serving_s=seconds("serving_s", 300.0),
-        profiler_s=seconds("profiler_s", 300.0),
+        phases={key: seconds(key, default) for key, default in registry.budget_keys().items()},
     )
     r.done()
     return budgets
@@ -457,6 +454,9 @@ def parse_profile(data: Any, source: str) -> Profile:
             concurrency=sr.positive_int("concurrency", 4),
         )
         sr.done()
+    extra = [
+        (workload, wr) for workload in registry.extra_workloads() if (wr := w.child(workload.key, None)) is not None
+    ]
     w.done()
 
     comparisons = []
@@ -499,6 +499,9 @@ def parse_profile(data: Any, source: str) -> Profile:
         serving=serving,
         trend=_read_trend(r.child("trend", {})),
     )
+    if extra:
+        read = {workload.key: workload.read(wr, profile) for workload, wr in extra if workload.read is not None}
+        profile = dataclasses.replace(profile, workloads=read)
     r.done()
     check_cross_fields(profile)
     return profile

@@ -1,8 +1,9 @@
 """The Buildkite annotation, ``annotation.md``: what a reviewer reads first.
 
 Order: headline verdict (with a SMOKE banner for smoke profiles, and what did not finish for partial runs),
-correctness table, one performance table per comparison laid out like the seed PR's (with its plot), hygiene table,
-environment, artifact links; then failure details, log tails and model output. Everything that comes from the model,
+the per-case table (Correctness: each registered phase's columns), the phases' Features tables and their own
+sections (one performance table per comparison laid out like the seed PR's, with its plot), the other case sections'
+(hygiene), environment, artifact links; then failure details, log tails and model output. Everything that comes from the model,
 logs or the machine is escaped. Buildkite caps an annotation at 1 MiB: past that, the annotation is a summary
 (the sections above the details) pointing at the full text, uploaded as ``annotation-full.md``.
 """
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from afd_e2e import __version__
+from afd_e2e.phases import registry
+from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.plan.model import CasePlan
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, preformatted
-from afd_e2e.report.features import features_section
 from afd_e2e.report.status import icon
 from afd_e2e.results.model import (
     LOG_TAIL_CHARS,
@@ -27,13 +29,11 @@ from afd_e2e.results.model import (
     CaseResults,
     Comparison,
     GpuInfo,
-    Gsm8kResult,
     MetricComparison,
     ParityPrompt,
     ParitySide,
     PerformanceComparison,
     RunResults,
-    SmokeResult,
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
 from afd_e2e.workloads.parity import prompt_verdict
@@ -228,7 +228,8 @@ def _preflight(results: RunResults) -> str:
 # ---- correctness --------------------------------------------------------------------------------------------------
 
 
-def _gsm8k_cell(gsm8k: Gsm8kResult | None) -> str:
+def gsm8k_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
+    gsm8k = case.gsm8k
     if gsm8k is None:
         return formatting.MISSING
     if gsm8k.status in (Status.SKIPPED, Status.RUNNING, Status.CANCELLED, Status.CRASHED) and not gsm8k.questions:
@@ -243,9 +244,9 @@ def _gsm8k_cell(gsm8k: Gsm8kResult | None) -> str:
     return cell
 
 
-def _parity_cell(case_id: str, comparisons: Mapping[str, Comparison]) -> str:
+def parity_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
     cells = []
-    for comparison in comparisons.values():
+    for comparison in results.comparisons.values():
         parity = comparison.parity
         if parity is None or comparison.candidate != case_id:
             continue
@@ -258,7 +259,8 @@ def _parity_cell(case_id: str, comparisons: Mapping[str, Comparison]) -> str:
     return "; ".join(cells) or formatting.MISSING
 
 
-def _smoke_cell(smoke: SmokeResult | None) -> str:
+def smoke_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
+    smoke = case.smoke
     if smoke is None:
         return formatting.MISSING
     if smoke.failure:
@@ -267,29 +269,42 @@ def _smoke_cell(smoke: SmokeResult | None) -> str:
     return f"{icon(smoke.status)} {timing}".rstrip()
 
 
-def _correctness(results: RunResults) -> str:
+def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
+    """The per-case table: status and readiness, then the registered phases' columns; then their parts."""
+    columns = [column for phase in registry.phases() for column in phase.columns]
+    header = ["Case", "Status", "Ready after", *(c.header for c in columns)]
     rows = [
         "### Correctness",
         "",
-        "| Case | Status | Ready after | Smoke | GSM8K strict match | Parity |",
-        "| --- | --- | ---: | --- | --- | --- |",
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(["---", "---", "---:", *(c.align for c in columns)]) + " |",
     ]
     for case_id in _case_order(results):
         case = results.case(case_id)
         if case is None:
-            rows.append(f"| {_label(case_id, _planned(results, case_id))} | {_status_cell(None)} | — | — | — | — |")
+            missing = " | ".join(["—"] * (1 + len(columns)))
+            rows.append(f"| {_label(case_id, _planned(results, case_id))} | {_status_cell(None)} | {missing} |")
             continue
         failure = markdown_text(case.failure, 120) if case.failure else ""
-        ready = formatting.duration(case.timings.launch_to_ready_s)
-        rows.append(
-            f"| {_label(case_id, case)} | {_status_cell(case.status, failure)} | {ready} "
-            f"| {_smoke_cell(case.smoke)} | {_gsm8k_cell(case.gsm8k)} "
-            f"| {_parity_cell(case_id, results.comparisons)} |"
-        )
-    for comparison_id, comparison in results.comparisons.items():
-        if comparison.parity is not None and comparison.parity.prompts:
-            rows += ["", _parity_details(comparison_id, comparison)]
+        cells = [
+            _label(case_id, case),
+            _status_cell(case.status, failure),
+            formatting.duration(case.timings.launch_to_ready_s),
+            *(column.cell(results, case_id, case) for column in columns),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    for part in parts:
+        rows += ["", part.text]
     return "\n".join(rows) + "\n"
+
+
+def parity_details(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
+    """The correctness phase's part of the per-case table's section: parity per prompt, per comparison."""
+    return [
+        AnnotationPart(_parity_details(comparison_id, comparison), group="Correctness")
+        for comparison_id, comparison in results.comparisons.items()
+        if comparison.parity is not None and comparison.parity.prompts
+    ]
 
 
 _PARITY_ICONS = {ParityVerdict.IDENTICAL: "✅", ParityVerdict.CLOSE: "🟰"}
@@ -369,6 +384,18 @@ def _metric_verdict(metric: MetricComparison, *, control: bool) -> str:
     return "**worse** " + {"fail": "❌ fails the gate", "warn": "⚠️ warning"}.get(metric.on_worse, "(note)")
 
 
+def performance_sections(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
+    """One section per comparison that measured performance, with its plot."""
+    return [
+        AnnotationPart(
+            _performance(results, comparison_id, comparison, comparison.performance, plots.get(comparison_id)),
+            title=f"Performance {comparison_id}",
+        )
+        for comparison_id, comparison in results.comparisons.items()
+        if comparison.performance is not None
+    ]
+
+
 def _performance(
     results: RunResults,
     comparison_id: str,
@@ -418,6 +445,10 @@ def _performance(
 
 
 # ---- hygiene, environment, artifacts ------------------------------------------------------------------------------
+
+
+def hygiene_section(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
+    return [AnnotationPart(_hygiene(results), title="Hygiene")]
 
 
 def _hygiene(results: RunResults) -> str:
@@ -573,18 +604,24 @@ def _model_output(results: RunResults) -> str:
 
 
 def _sections(results: RunResults, plots: Mapping[str, str], artifacts: Sequence[str]) -> list[_Section]:
+    """The headline and preflight; the per-case table with its parts and the Features tables; every other part
+    of the registered phases, then of the other case sections; failures, environment, artifacts, model output."""
+    phase_parts = [part for phase in registry.phases() for part in phase.annotation(results, plots)]
+    section_parts = [
+        part
+        for section in registry.case_sections()
+        if section.annotation
+        for part in section.annotation(results, plots)
+    ]
+    features = [part.text for part in phase_parts if part.group == "Features"]
     sections = [
         _Section("Verdict", _headline(results), True),
         _Section("Preflight", _preflight(results), True),
-        _Section("Correctness", _correctness(results), True),
-        _Section("Features", features_section(results), True),
+        _Section("Correctness", _correctness(results, [p for p in phase_parts if p.group == "Correctness"]), True),
+        _Section("Features", "### Features\n\n" + "\n\n".join(features) + "\n" if features else "", True),
     ]
-    for comparison_id, comparison in results.comparisons.items():
-        if comparison.performance is not None:
-            text = _performance(results, comparison_id, comparison, comparison.performance, plots.get(comparison_id))
-            sections.append(_Section(f"Performance {comparison_id}", text, True))
+    sections += [_Section(p.title, p.text, p.essential) for p in [*phase_parts, *section_parts] if p.group is None]
     sections += [
-        _Section("Hygiene", _hygiene(results), True),
         _Section("Failures", _failures(results), False),
         _Section("Environment", _environment(results), True),
         _Section("Artifacts", _artifacts(artifacts), True),

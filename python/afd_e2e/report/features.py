@@ -1,12 +1,14 @@
-"""The annotation's feature section: replay parity per comparison, serving checks and profiler traces per case.
+"""The annotation's Features tables: replay parity per comparison, serving checks and profiler traces per case.
 
-Only what the run recorded appears; a run without these phases renders nothing here.
+Each is its phase's annotation renderer (named in ``afd_e2e.phases.builtin``); only what the run recorded appears.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import quote
 
+from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.status import icon
 from afd_e2e.results.model import ProfilerResult, RunResults
@@ -25,7 +27,11 @@ def _link(path: str, text: str) -> str:
     return f'<a href="artifact://{quote(path, safe="/._-")}">{markdown_text(text)}</a>'
 
 
-def _replay_rows(results: RunResults) -> list[str]:
+def _table(rows: list[str]) -> list[AnnotationPart]:
+    return [AnnotationPart("\n".join(rows), group="Features")] if rows else []
+
+
+def replay_tables(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
     rows = []
     for comparison_id, comparison in results.comparisons.items():
         if (replay := comparison.replay) is None:
@@ -36,16 +42,16 @@ def _replay_rows(results: RunResults) -> list[str]:
             f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(cases)} | {_cell(replay.status, detail)} |"
         )
     header = ["| Comparison | Cases | Replay parity (rounds at the capture batch) |", "| --- | --- | --- |"]
-    return [*header, *rows] if rows else []
+    return _table([*header, *rows] if rows else [])
 
 
-def _serving_rows(results: RunResults) -> list[str]:
+def serving_tables(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
     rows = [
         f"| <code>{markdown_text(case_id)}</code> | {markdown_text(check.check)} | {_cell(check.status, check.detail)} |"
         for case_id, case in results.cases.items()
         for check in (case.serving.checks if case.serving else [])
     ]
-    return ["| Case | Serving check | Result |", "| --- | --- | --- |", *rows] if rows else []
+    return _table(["| Case | Serving check | Result |", "| --- | --- | --- |", *rows] if rows else [])
 
 
 def _trace_files(profiler: ProfilerResult, role: str) -> list[str]:
@@ -58,7 +64,7 @@ def _trace_files(profiler: ProfilerResult, role: str) -> list[str]:
     ]
 
 
-def _profiler_rows(results: RunResults) -> list[str]:
+def profiler_tables(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
     rows = []
     for case_id, case in results.cases.items():
         if (profiler := case.profiler) is None:
@@ -73,12 +79,4 @@ def _profiler_rows(results: RunResults) -> list[str]:
                 f"| <code>{markdown_text(case_id)}</code> | {markdown_text(role.role)} | "
                 f"{_cell(role.status, None if files else role.detail)} | {'<br>'.join(files) or '-'} |"
             )
-    return ["| Case | Role | Trace | Files |", "| --- | --- | --- | --- |", *rows] if rows else []
-
-
-def features_section(results: RunResults) -> str:
-    """Markdown for the annotation, '' when the run has no replay, serving or profiler results."""
-    tables = [table for table in (_replay_rows(results), _serving_rows(results), _profiler_rows(results)) if table]
-    if not tables:
-        return ""
-    return "### Features\n\n" + "\n\n".join("\n".join(table) for table in tables) + "\n"
+    return _table(["| Case | Role | Trace | Files |", "| --- | --- | --- | --- |", *rows] if rows else [])

@@ -1,8 +1,9 @@
 """JUnit XML for Buildkite Test Engine and JUnit viewers, written to ``junit/<profile>-<n>.xml``.
 
-Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, smoke, GSM8K aggregate and
-per question, the performance runs, each hygiene check), one ``.comparison.<id>`` per comparison (parity, each
-performance metric) and ``.run`` (the verdict). A GSM8K question answered wrongly fails only where the profile says
+Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
+testcases: smoke, GSM8K aggregate and per question, replay, serving checks, profiler traces, the performance runs;
+then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, replay parity, each
+performance metric) and ``.run`` (the verdict). The phases' renderers are named in ``afd_e2e.phases``. A GSM8K question answered wrongly fails only where the profile says
 accuracy is meaningful; a performance metric fails only when it is worse and its profile says ``on_worse: fail``
 (``warn`` passes with a warning). At most 5000 testcases per file, as Test Engine requires.
 """
@@ -15,13 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from afd_e2e.phases import registry
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import cut_head, one_line, xml_text
 from afd_e2e.results.model import (
     CaseResults,
     Comparison,
-    Gsm8kResult,
     MetricComparison,
+    ParityComparison,
     PerformanceComparison,
     PreflightRecord,
     Repetition,
@@ -95,9 +97,27 @@ class _Builder:
             )
         )
 
+    def suite(self, suite: str, case: CaseResults | None = None) -> SuiteTestcases:
+        return SuiteTestcases(self, suite, case.log_tail or "" if case else "", _logs(case) if case else "logs/")
+
     def reported_a_problem(self, suite: str) -> bool:
         classname = xml_text(f"{self.prefix}.{suite}")
         return any(item.suite == classname and item.outcome in ("failure", "error") for item in self.items)
+
+
+@dataclass(frozen=True)
+class SuiteTestcases:
+    """What a phase's JUnit renderer adds to: one suite (a case's or a comparison's), and for a case the end of its
+    failing log and where the whole logs are, for the testcases a failure explains."""
+
+    builder: _Builder
+    name: str
+    log_tail: str = ""
+    logs: str = "logs/"
+
+    def add(self, name: str, status: Status | None, **details: object) -> None:
+        """A testcase; ``details`` as ``_Builder.add`` takes them (message, output, stdout, elapsed, whole)."""
+        self.builder.add(self.name, name, status, **details)  # type: ignore[arg-type]
 
 
 def _bounded(value: object, whole: str) -> str:
@@ -110,12 +130,17 @@ def _logs(case: CaseResults) -> str:
 
 
 def build_testcases(results: RunResults) -> list[Testcase]:
+    """Preflight, then each case (its phases' testcases in phase order, then its other sections'), each comparison
+    (its measures in phase order) and the verdict."""
     builder = _Builder(prefix=f"afd-e2e.{results.profile}", run_status=str(results.status))
     _add_preflight(builder, results.preflight)
     for case_id, case in results.cases.items():
-        _add_case(builder, f"case.{case_id}", case)
+        _add_case(builder.suite(f"case.{case_id}", case), case)
     for comparison_id, comparison in results.comparisons.items():
-        _add_comparison(builder, f"comparison.{comparison_id}", comparison)
+        suite = builder.suite(f"comparison.{comparison_id}")
+        for measure in registry.measures():
+            if measure.junit is not None and (section := comparison.section(measure.section.name)) is not None:
+                measure.junit(suite, comparison, section)
     _add_verdict(builder, results)
     return builder.items
 
@@ -127,84 +152,54 @@ def _add_preflight(builder: _Builder, preflight: PreflightRecord | None) -> None
         builder.add("preflight", check.name, check.status, message=detail + fix, stdout=detail)
 
 
-def _add_case(builder: _Builder, suite: str, case: CaseResults) -> None:
-    log_tail = case.log_tail or ""
-    logs = _logs(case)
+def _add_case(suite: SuiteTestcases, case: CaseResults) -> None:
     ready_s = case.timings.launch_to_ready_s
     if ready_s is not None:
-        builder.add(
-            suite, "launch and readiness", Status.PASSED, elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s"
-        )
+        suite.add("launch and readiness", Status.PASSED, elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s")
     else:
-        builder.add(suite, "launch and readiness", case.status, message=case.failure, output=log_tail, whole=logs)
+        suite.add("launch and readiness", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
+    for phase in registry.phases():
+        phase.junit(suite, case)
+    if case.status.is_failure and not suite.builder.reported_a_problem(suite.name):
+        # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
+        suite.add("case", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
+    for section in registry.case_sections():
+        if section.junit is not None:
+            section.junit(suite, case)
 
+
+# ---- each phase's and section's testcases (named in its ``afd_e2e.phases`` descriptor) ----------------------------
+
+
+def smoke_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
     if smoke := case.smoke:
-        builder.add(
-            suite,
+        suite.add(
             "smoke",
             smoke.status,
             message=smoke.failure,
-            output=log_tail,
-            whole=logs,
+            output=suite.log_tail,
+            whole=suite.logs,
             stdout=f"prompt: {smoke.prompt}\ncompletion: {smoke.completion}",
             elapsed=smoke.latency_s,
         )
 
-    if gsm8k := case.gsm8k:
-        _add_gsm8k(builder, suite, gsm8k, log_tail, logs, case.timings.phases.get("correctness"))
 
-    _add_features(builder, suite, case, log_tail)
-
-    if performance := case.performance:
-        builder.add(
-            suite,
-            "performance runs",
-            performance.status,
-            message=performance.failure,
-            output=log_tail,
-            whole=logs,
-            stdout="\n".join(_repetition_line(rep) for rep in performance.repetitions),
-            elapsed=case.timings.phases.get("performance"),
-        )
-
-    if case.status.is_failure and not builder.reported_a_problem(suite):
-        # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
-        builder.add(suite, "case", case.status, message=case.failure, output=log_tail, whole=logs)
-
-    for check in case.hygiene:
-        builder.add(suite, f"hygiene {check.check}", check.status, message=check.detail)
-
-
-def _add_features(builder: _Builder, suite: str, case: CaseResults, log_tail: str) -> None:
-    """Replay, each serving check and each role's profiler trace: a testcase apiece."""
-    if replay := case.replay:
-        summary = f"{replay.answered} of {replay.rounds} x {replay.batch} requests answered"
-        builder.add(suite, "replay", replay.status, message=replay.failure or summary, stdout=summary)
-    for check in case.serving.checks if case.serving else []:
-        builder.add(suite, f"serving {check.check}", check.status, message=check.detail)
-    if profiler := case.profiler:
-        if not profiler.roles:
-            builder.add(suite, "profiler", profiler.status, message=profiler.failure, output=log_tail)
-        for role in profiler.roles:
-            builder.add(suite, f"profiler trace {role.role}", role.status, message=role.detail)
-
-
-def _add_gsm8k(
-    builder: _Builder, suite: str, gsm8k: Gsm8kResult, log_tail: str, logs: str, elapsed: float | None
-) -> None:
+def correctness_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    """GSM8K's aggregate and one testcase per question (parity is judged in the comparisons)."""
+    if (gsm8k := case.gsm8k) is None:
+        return
     summary = (
         f"strict match {gsm8k.correct}/{gsm8k.total} (at least {gsm8k.min_correct} needed), "
         f"flexible {gsm8k.flexible_correct}"
     )
-    builder.add(
-        suite,
+    suite.add(
         "gsm8k strict match",
         gsm8k.status,
         message=gsm8k.failure or summary,
-        output=log_tail,
-        whole=logs,
+        output=suite.log_tail,
+        whole=suite.logs,
         stdout=summary,
-        elapsed=elapsed,
+        elapsed=case.timings.phases.get("correctness"),
     )
     for question in gsm8k.questions:
         answer = f"extracted {question.extracted!r}, gold {question.gold!r}"
@@ -214,7 +209,46 @@ def _add_gsm8k(
             status, note = Status.FAILED, answer
         else:
             status, note = Status.PASSED, f"incorrect, not counted (accuracy not meaningful for this profile): {answer}"
-        builder.add(suite, f"gsm8k question {question.index}", status, message=answer, stdout=note)
+        suite.add(f"gsm8k question {question.index}", status, message=answer, stdout=note)
+
+
+def replay_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    if replay := case.replay:
+        summary = f"{replay.answered} of {replay.rounds} x {replay.batch} requests answered"
+        suite.add("replay", replay.status, message=replay.failure or summary, stdout=summary)
+
+
+def serving_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    for check in case.serving.checks if case.serving else []:
+        suite.add(f"serving {check.check}", check.status, message=check.detail)
+
+
+def profiler_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    """Each role's trace a testcase; the phase's own failure when no role was checked."""
+    if (profiler := case.profiler) is None:
+        return
+    if not profiler.roles:
+        suite.add("profiler", profiler.status, message=profiler.failure, output=suite.log_tail)
+    for role in profiler.roles:
+        suite.add(f"profiler trace {role.role}", role.status, message=role.detail)
+
+
+def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    if performance := case.performance:
+        suite.add(
+            "performance runs",
+            performance.status,
+            message=performance.failure,
+            output=suite.log_tail,
+            whole=suite.logs,
+            stdout="\n".join(_repetition_line(rep) for rep in performance.repetitions),
+            elapsed=case.timings.phases.get("performance"),
+        )
+
+
+def hygiene_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    for check in case.hygiene:
+        suite.add(f"hygiene {check.check}", check.status, message=check.detail)
 
 
 def _repetition_line(rep: Repetition) -> str:
@@ -225,27 +259,25 @@ def _repetition_line(rep: Repetition) -> str:
     )
 
 
-def _add_comparison(builder: _Builder, suite: str, comparison: Comparison) -> None:
-    if parity := comparison.parity:
-        message = parity.failure or parity_summary(parity)
-        lines = "\n".join(describe(prompt, comparison.baseline, comparison.candidate) for prompt in parity.prompts)
-        builder.add(suite, "parity", parity.status, message=message, stdout=lines)
+def parity_testcases(suite: SuiteTestcases, comparison: Comparison, parity: ParityComparison) -> None:
+    message = parity.failure or parity_summary(parity)
+    lines = "\n".join(describe(prompt, comparison.baseline, comparison.candidate) for prompt in parity.prompts)
+    suite.add("parity", parity.status, message=message, stdout=lines)
 
-    if replay := comparison.replay:
-        lines = "\n".join(describe(prompt, comparison.baseline, comparison.candidate) for prompt in replay.prompts)
-        builder.add(
-            suite, "replay parity", replay.status, message=replay.failure or parity_summary(replay), stdout=lines
-        )
 
-    performance = comparison.performance
-    if performance is None:
-        return
+def replay_parity_testcases(suite: SuiteTestcases, comparison: Comparison, replay: ParityComparison) -> None:
+    lines = "\n".join(describe(prompt, comparison.baseline, comparison.candidate) for prompt in replay.prompts)
+    suite.add("replay parity", replay.status, message=replay.failure or parity_summary(replay), stdout=lines)
+
+
+def performance_comparison_testcases(
+    suite: SuiteTestcases, comparison: Comparison, performance: PerformanceComparison
+) -> None:
     if not performance.metrics:  # nothing to compare: the gate's own status says why
-        builder.add(suite, "performance", performance.status, message=performance.failure)
+        suite.add("performance", performance.status, message=performance.failure)
     for metric in performance.metrics:
         summary = _metric_line(comparison, metric, control=performance.control)
-        status = _metric_status(metric, performance)
-        builder.add(suite, f"performance {metric.key}", status, message=summary, stdout=summary)
+        suite.add(f"performance {metric.key}", _metric_status(metric, performance), message=summary, stdout=summary)
 
 
 def _metric_status(metric: MetricComparison, performance: PerformanceComparison) -> Status:

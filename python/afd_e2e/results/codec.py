@@ -4,6 +4,9 @@ One walk over the annotations serves the three, so the reader, the writer and th
 ``str``, ``int``, ``float`` (finite), ``bool``, ``None``, enums, ``list``/``tuple``/``dict[str, ...]``, unions and
 nested dataclasses. A field with a default may be absent; any other absent field, an unknown key, a wrong type or a
 non-finite number is a ``FormatError`` naming its JSON path.
+
+A field whose metadata has ``EXTRAS`` (a function: key -> type) holds sections registered elsewhere (the phase
+registry's): they are written as keys of the record itself, after its fields, and read back by their type.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, TypeVar, Union
 T = TypeVar("T")
 _NONE = type(None)
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", _NONE: "null"}
+EXTRAS = "extras"  # field metadata key: a function returning the registered sections' names and types
 
 
 class FormatError(ValueError):
@@ -37,7 +41,15 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def _fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
     hints = _hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls) if f.init]
+    return [(f, hints[f.name]) for f in dataclasses.fields(cls) if f.init and EXTRAS not in f.metadata]
+
+
+def _extras(cls: type) -> tuple[str | None, dict[str, Any]]:
+    """The field holding registered sections (or None) and their types by key."""
+    for f in dataclasses.fields(cls):
+        if EXTRAS in f.metadata:
+            return f.name, dict(f.metadata[EXTRAS]())
+    return None, {}
 
 
 def _has_default(f: dataclasses.Field) -> bool:
@@ -123,11 +135,14 @@ def _dataclass_from_json(cls: type[T], value: Any, path: str) -> T:
     if not isinstance(value, dict):
         raise FormatError(path, f"expected an object, got {_describe(value)}")
     fields = _fields(cls)
-    known = {f.name for f, _ in fields}
+    extras_field, extras = _extras(cls)
+    known = {f.name for f, _ in fields} | set(extras)
     unknown = sorted(set(value) - known)
     if unknown:
         raise FormatError(_join(path, unknown[0]), f"unknown field (a {cls.__name__} has {', '.join(sorted(known))})")
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
+    if extras_field is not None:
+        kwargs[extras_field] = {k: from_json(tp, value[k], _join(path, k)) for k, tp in extras.items() if k in value}
     for f, tp in fields:
         if f.name in value:
             kwargs[f.name] = from_json(tp, value[f.name], _join(path, f.name))
@@ -139,7 +154,13 @@ def _dataclass_from_json(cls: type[T], value: Any, path: str) -> T:
 def to_json(value: Any) -> Any:
     """A record as plain JSON values: dataclasses as objects in field order, enums as their values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {}
+        for f in dataclasses.fields(value):
+            if EXTRAS in f.metadata:
+                out.update({str(k): to_json(v) for k, v in getattr(value, f.name).items()})
+            else:
+                out[f.name] = to_json(getattr(value, f.name))
+        return out
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (list, tuple)):
@@ -185,10 +206,14 @@ def _enum_schema(tp: type[Enum]) -> dict[str, Any]:
 
 def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     fields = _fields(cls)
+    extras = _extras(cls)[1]
     return {
         "type": "object",
         **_description(cls),
-        "properties": {f.name: _schema(tp, defs) for f, tp in fields},
+        "properties": {
+            **{f.name: _schema(tp, defs) for f, tp in fields},
+            **{name: _schema(tp, defs) for name, tp in extras.items()},
+        },
         "required": [f.name for f, _ in fields if not _has_default(f)],
         "additionalProperties": False,
     }

@@ -11,9 +11,12 @@ forced-routing control, which never enters the verdict.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from afd_e2e.plan.model import RunPlan
+from afd_e2e.results.codec import EXTRAS
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
@@ -297,8 +300,37 @@ class ProfilerResult:
     traces: list[TraceFile] = field(default_factory=list)
 
 
+def _registered_case_sections() -> Mapping[str, Any]:
+    from afd_e2e.phases import registry  # the registry sits above the records; it is read when a file is
+
+    return registry.extra_case_sections()
+
+
+def _registered_comparison_sections() -> Mapping[str, Any]:
+    from afd_e2e.phases import registry
+
+    return registry.extra_comparison_sections()
+
+
+class _Sections:
+    """A record's sections by name: a field of the record, or one a registered phase added (kept in ``extra``)."""
+
+    extra: dict[str, Any]
+
+    def section(self, name: str) -> Any:
+        return getattr(self, name) if name in self.__dataclass_fields__ else self.extra.get(name)  # type: ignore[attr-defined]
+
+    def set_section(self, name: str, value: Any) -> None:
+        if name in self.__dataclass_fields__:  # type: ignore[attr-defined]
+            setattr(self, name, value)
+        elif value is None:
+            self.extra.pop(name, None)
+        else:
+            self.extra[name] = value
+
+
 @dataclass
-class CaseResults:
+class CaseResults(_Sections):
     id: str
     label: str
     kind: str
@@ -315,6 +347,8 @@ class CaseResults:
     replay: ReplayResult | None = None
     serving: ServingResult | None = None
     profiler: ProfilerResult | None = None
+    # sections of phases registered beyond the fields above, each under its own key in results.json
+    extra: dict[str, Any] = field(default_factory=dict, metadata={EXTRAS: _registered_case_sections})
 
 
 # ---- comparisons --------------------------------------------------------------------------------------------------
@@ -396,7 +430,7 @@ class PerformanceComparison:
 
 
 @dataclass
-class Comparison:
+class Comparison(_Sections):
     baseline: str
     candidate: str
     baseline_label: str
@@ -404,6 +438,8 @@ class Comparison:
     parity: ParityComparison | None = None
     performance: PerformanceComparison | None = None
     replay: ParityComparison | None = None  # the parity rule over every paired replay request
+    # measures of phases registered beyond the fields above, each under its own key in results.json
+    extra: dict[str, Any] = field(default_factory=dict, metadata={EXTRAS: _registered_comparison_sections})
 
 
 # ---- the run ------------------------------------------------------------------------------------------------------

@@ -16,15 +16,16 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from afd_e2e.phases import registry
 from afd_e2e.plan.model import CasePlan, RunPlan
 from afd_e2e.profile import Profile
-from afd_e2e.results.model import CaseResults, CheckRecord, ProcessRecord, SmokeResult
+from afd_e2e.results.model import CaseResults, CheckRecord, ProcessRecord
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore
@@ -43,9 +44,7 @@ from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.readiness import StartupTimeout
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.server import CaseServers, LaunchFailed
-from afd_e2e.runner.smoke import smoke_completion
 from afd_e2e.runner.watch import EngineDied
-from afd_e2e.workloads import phases
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
 DEATH_SETTLE_S = 1.0  # a phase that failed because its server just died: time for the watch to name the role
@@ -93,7 +92,6 @@ class PhaseWrites:
     results (under the store's lock) on every flush while the phase is open. Once closed, flushes from the
     phase's thread go nowhere, so an abandoned phase never races the results being saved."""
 
-    SECTIONS = ("smoke", "gsm8k", "parity_outputs", "performance", "replay", "serving", "profiler")
     IN_FLIGHT: ClassVar[dict[Status, tuple[Status, ...]]] = {
         Status.CANCELLED: (Status.RUNNING, Status.FAILED),
         Status.FAILED: (Status.RUNNING, Status.CANCELLED),
@@ -110,9 +108,9 @@ class PhaseWrites:
         with self._store.lock:
             if not self._open:
                 return
-            for name in self.SECTIONS:
-                if (section := getattr(self.sections, name)) is not None:
-                    setattr(self._case, name, copy.deepcopy(section))
+            for name in registry.written_sections():
+                if (section := self.sections.section(name)) is not None:
+                    self._case.set_section(name, copy.deepcopy(section))
                     self._written.add(name)
             self._store.flush()
 
@@ -122,7 +120,7 @@ class PhaseWrites:
         with self._store.lock:
             self._open = False
             for name in sorted(self._written) if stopped_as else ():
-                section = getattr(self._case, name)
+                section = self._case.section(name)
                 if getattr(section, "status", None) in self.IN_FLIGHT[stopped_as]:
                     was = section.failure
                     section.status, section.failure = stopped_as, why + (f" (in flight: {was})" if was else "")
@@ -205,14 +203,6 @@ def _start(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseS
     ctx.progress(f"ready after {ready_s:.1f} s at {case.base_url}")
 
 
-def _phase_budget(profile: Profile, phase: str) -> tuple[str, float]:
-    """The budget a phase runs under: its ``budgets`` key (for the failure message) and seconds."""
-    budgets = profile.budgets
-    if phase == "performance":
-        return "budgets.bench_repetition_s per repetition", budgets.performance_s(profile.bench)
-    return f"budgets.{phase}_s", getattr(budgets, f"{phase}_s")
-
-
 def _run_phases(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
     """Smoke first (nothing else makes sense if it fails); a failed workload phase does not stop the next one."""
     api_log = servers.api_server().log_path
@@ -243,18 +233,15 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
     """One phase in a worker thread, watched: a cancel, a dead role or an overrun budget abandons it at once."""
     writes = PhaseWrites(results, ctx.store)
     stop = threading.Event()  # tells the phase's own work to end (set when the phase is abandoned)
-    budget_key, budget_s = _phase_budget(ctx.profile, phase)
+    descriptor = registry.phase(phase)
+    budget_key, budget_s = descriptor.budget.label, descriptor.budget.seconds(ctx.profile)
     started = time.monotonic()
 
     def within_budget() -> None:
         if time.monotonic() - started > budget_s:
             raise OverBudget(f"{phase} ran past its budget ({budget_key} = {budget_s:g} s)")
 
-    work: Callable[[], PhaseOutcome]
-    if phase == "smoke":
-        work = partial(_smoke, ctx, case, writes)
-    else:
-        work = partial(_workload, ctx, case, writes, stop, f"run_{phase}")
+    work = partial(descriptor.run, _phase_context(ctx, case, writes, stop))
     stopped_as, why = None, ""
     try:
         outcome = call_watched(work, [ctx.flag.check, servers.check, within_budget], stop)
@@ -278,20 +265,8 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
         ctx.store.flush()
 
 
-def _smoke(ctx: RunContext, case: CasePlan, writes: PhaseWrites) -> PhaseOutcome:
-    spec = ctx.profile.smoke
-    smoke: SmokeResult = smoke_completion(
-        case.base_url, case.served_model_name, spec.prompt, spec.max_tokens, ctx.profile.budgets.request_s
-    )
-    writes.sections.smoke = smoke
-    writes.flush()
-    if smoke.status is Status.PASSED:
-        ctx.progress(f"smoke: {smoke.completion!r} ({smoke.completion_tokens} tokens in {smoke.latency_s} s)")
-    return PhaseOutcome(smoke.status, smoke.failure)
-
-
-def _workload(ctx: RunContext, case: CasePlan, writes: PhaseWrites, stop: threading.Event, entry: str) -> PhaseOutcome:
-    phase_ctx = PhaseContext(
+def _phase_context(ctx: RunContext, case: CasePlan, writes: PhaseWrites, stop: threading.Event) -> PhaseContext:
+    return PhaseContext(
         profile=ctx.profile,
         case=case,
         case_results=writes.sections,
@@ -301,7 +276,6 @@ def _workload(ctx: RunContext, case: CasePlan, writes: PhaseWrites, stop: thread
         flush=writes.flush,
         gsm8k_dir=ctx.gsm8k_dir,
     )
-    return getattr(phases, entry)(phase_ctx)
 
 
 def _stop_and_check(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from afd_e2e.phases import registry
 from afd_e2e.results.model import RunResults, RunVerdict
 from afd_e2e.results.status import Status
 
@@ -25,17 +26,13 @@ def decide_verdict(
     for case_id, case in cases.items():
         line = f"{case_id} ({case.label or case.kind}): {case.status}"
         reasons.append(line + (f": {case.failure}" if case.failure else ""))
-        for section, part in (("smoke", case.smoke), ("gsm8k", case.gsm8k), ("performance", case.performance)):
-            if part is not None and part.status is Status.SKIPPED:
+        for section in registry.written_sections():
+            part = case.section(section)
+            if getattr(part, "status", None) is Status.SKIPPED:
                 reasons.append(f"{case_id} {section}: skipped ({part.failure or 'not run'})")
     failed_measures = False
     for comparison_id, comparison in results.comparisons.items():
-        measures = (
-            ("parity", comparison.parity),
-            ("replay", comparison.replay),
-            ("performance", comparison.performance),
-        )
-        for measure, section in measures:
+        for measure, section in ((m.name, comparison.section(m.section.name)) for m in registry.measures()):
             if section is None:
                 continue
             if getattr(section, "control", False):

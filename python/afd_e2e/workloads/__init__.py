@@ -1,2 +1,3 @@
-"""Workloads run against a ready server (correctness: GSM8K and output parity; performance: ``vllm bench serve``)
-and the comparisons between cases. The runner calls ``afd_e2e.workloads.phases`` with a ``PhaseContext``."""
+"""Workloads run against a ready server (smoke, GSM8K and output parity, replay rounds, the serving checks, the
+profiler's traces, ``vllm bench serve``) and the comparisons between cases. The runner calls them through the phase
+registry (``afd_e2e.phases``) with a ``PhaseContext``."""

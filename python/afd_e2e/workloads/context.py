@@ -1,7 +1,5 @@
-"""What the runner hands a workload phase: the contract between ``afd_e2e.runner`` and ``afd_e2e.workloads``.
-
-``afd_e2e.workloads.phases`` provides ``run_correctness(ctx)`` and ``run_performance(ctx)``, each returning the
-phase's ``PhaseOutcome``, and ``compare(profile, results)`` (the results ``comparisons`` section).
+"""What the runner hands a phase: the contract between ``afd_e2e.runner`` and every registered phase's run function
+(``afd_e2e.phases.registry``), which returns the phase's ``PhaseOutcome``.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ class PhaseOutcome:
 class PhaseContext:
     profile: Profile
     case: CasePlan
-    case_results: CaseResults  # the phase writes its sections into it (gsm8k, parity_outputs, performance)
+    case_results: CaseResults  # the phase writes its sections into it (``set_section``), then calls flush
     out_dir: Path  # the run's results folder
     progress: Callable[[str], None]  # prints a progress line (the runner's steady progress printer)
     cancelled: threading.Event  # set on SIGTERM/SIGINT; long phases must stop promptly when set

@@ -1,4 +1,5 @@
-"""The workload phases the runner calls on a ready case, and the comparison of finished cases.
+"""The built-in phases' run and compare functions (registered in ``afd_e2e.phases.builtin``), and the comparison
+of finished cases.
 
 ``ctx`` is a ``afd_e2e.workloads.context.PhaseContext``: profile, case (CasePlan), case_results (this case's
 ``CaseResults``), out_dir, progress (one-line callback), cancelled (threading.Event), flush (persist results.json),
@@ -13,20 +14,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from afd_e2e.phases import registry
+from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.profile import Profile
-from afd_e2e.results.model import CasePerformance, Comparison, RunResults
+from afd_e2e.results.model import (
+    CasePerformance,
+    CaseResults,
+    Comparison,
+    ParityComparison,
+    PerformanceComparison,
+    RunResults,
+)
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance, profiler_traces, replay, serving_checks
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+from afd_e2e.workloads.smoke import smoke_completion
 
 PROGRESS_EVERY_S = 10.0
 
 
 def _publisher(ctx: PhaseContext, key: str) -> Callable[[Any], None]:
     def publish(section: Any) -> None:
-        setattr(ctx.case_results, key, section)
+        ctx.case_results.set_section(key, section)
         ctx.flush()
 
     return publish
@@ -49,6 +60,18 @@ def _outcome(sections: list[PhaseOutcome]) -> PhaseOutcome:
         if failures:
             return PhaseOutcome(status, "; ".join(failures))
     return PhaseOutcome(Status.PASSED)
+
+
+def run_smoke(ctx: PhaseContext) -> PhaseOutcome:
+    """One greedy completion of the profile's smoke prompt: the served model answers at all."""
+    spec = ctx.profile.smoke
+    smoke = smoke_completion(
+        ctx.case.base_url, ctx.case.served_model_name, spec.prompt, spec.max_tokens, ctx.profile.budgets.request_s
+    )
+    _publisher(ctx, "smoke")(smoke)
+    if smoke.status is Status.PASSED:
+        ctx.progress(f"smoke: {smoke.completion!r} ({smoke.completion_tokens} tokens in {smoke.latency_s} s)")
+    return PhaseOutcome(smoke.status, smoke.failure)
 
 
 def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
@@ -180,37 +203,52 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
 
 
 def compare(profile: Profile, results: RunResults) -> dict[str, Comparison]:
-    """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results."""
+    """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results:
+    each registered measure the comparison names, by its phase's compare function."""
     labels = {c.id: c.label for c in results.plan.cases}
     comparisons: dict[str, Comparison] = {}
     for cmp in results.plan.comparisons:
         base, cand = results.case(cmp.baseline), results.case(cmp.candidate)
         entry = Comparison(cmp.baseline, cmp.candidate, labels[cmp.baseline], labels[cmp.candidate])
-        if "parity" in cmp.measures and profile.parity is not None:
-            entry.parity = parity.compare_outputs(
-                profile.parity,
-                cmp.baseline,
-                base.parity_outputs if base else None,
-                cmp.candidate,
-                cand.parity_outputs if cand else None,
-            )
-        if "replay" in cmp.measures and profile.parity is not None:
-            entry.replay = replay.compare_replay(
-                profile.parity,
-                cmp.baseline,
-                base.replay if base else None,
-                cmp.candidate,
-                cand.replay if cand else None,
-            )
-        if "performance" in cmp.measures and profile.bench is not None:
-            entry.performance = performance.compare_performance(
-                cmp.baseline,
-                base.performance if base else None,
-                cmp.candidate,
-                cand.performance if cand else None,
-                threshold_pct=profile.bench.parity_threshold_pct,
-                control=cmp.control,
-                metrics=profile.bench.metrics,
-            )
+        for measure in registry.measures():
+            if measure.name in cmp.measures and measure.needs(profile) is None:
+                entry.set_section(measure.section.name, measure.compare(profile, cmp, base, cand))
         comparisons[cmp.id] = entry
     return comparisons
+
+
+def compare_parity(
+    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None
+) -> ParityComparison:
+    assert profile.parity is not None
+    return parity.compare_outputs(
+        profile.parity,
+        cmp.baseline,
+        base.parity_outputs if base else None,
+        cmp.candidate,
+        cand.parity_outputs if cand else None,
+    )
+
+
+def compare_replay(
+    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None
+) -> ParityComparison:
+    assert profile.parity is not None
+    return replay.compare_replay(
+        profile.parity, cmp.baseline, base.replay if base else None, cmp.candidate, cand.replay if cand else None
+    )
+
+
+def compare_performance(
+    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None
+) -> PerformanceComparison:
+    assert profile.bench is not None
+    return performance.compare_performance(
+        cmp.baseline,
+        base.performance if base else None,
+        cmp.candidate,
+        cand.performance if cand else None,
+        threshold_pct=profile.bench.parity_threshold_pct,
+        control=cmp.control,
+        metrics=profile.bench.metrics,
+    )

@@ -149,7 +149,7 @@ def test_an_executable_that_cannot_start_fails_its_case(tmp_path):
 
 
 def with_budgets(**seconds: float):
-    return dataclasses.replace(PROFILE, budgets=dataclasses.replace(PROFILE.budgets, **seconds))
+    return dataclasses.replace(PROFILE, budgets=PROFILE.budgets.replaced(**seconds))
 
 
 def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):

@@ -1,0 +1,145 @@
+"""The built-in phases, in the order a case runs them, and the case sections no phase writes.
+
+Each descriptor names, once, everything of its phase: the profile sections it reads and what it needs of them, its
+budget, its run and compare functions, its results sections and its renderers. Adding a phase: one module building
+its ``Phase`` (see ``afd_e2e.phases.registry``) and one ``register`` call, here for a phase that ships.
+"""
+
+from __future__ import annotations
+
+from afd_e2e.phases.registry import (
+    Budget,
+    CaseColumn,
+    CaseSection,
+    Measure,
+    Phase,
+    ResultsSection,
+    Workload,
+    register,
+)
+from afd_e2e.profile.model import Profile
+from afd_e2e.report import annotation, features, junit
+from afd_e2e.workloads import phases
+
+
+def _no_parts(results: object, plots: object) -> list:
+    """A phase whose whole annotation is its columns of the per-case table."""
+    return []
+
+
+def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
+    """Every warmup and formal repetition's budget, plus one request for the model card."""
+    repetitions = (profile.bench.warmups + profile.bench.repetitions) if profile.bench else 0
+    return repetitions * per_repetition_s + profile.budgets.request_s
+
+
+def _needs(condition: bool, problem: str, fix: str) -> tuple[str, str] | None:
+    return None if condition else (problem, fix)
+
+
+SMOKE = Phase(
+    name="smoke",
+    doc="one greedy completion of a fixed prompt: the served model answers at all (a failure ends the case)",
+    workloads=(Workload("smoke"),),
+    budget=Budget("smoke_s", 300.0),
+    run=phases.run_smoke,
+    sections=(ResultsSection("smoke"),),
+    junit=junit.smoke_testcases,
+    annotation=_no_parts,
+    columns=(CaseColumn("Smoke", annotation.smoke_cell),),
+)
+
+CORRECTNESS = Phase(
+    name="correctness",
+    doc="GSM8K strict match and greedy parity outputs",
+    workloads=(Workload("gsm8k"), Workload("parity")),
+    needs=lambda p: _needs(
+        p.gsm8k is not None or p.parity is not None, "correctness phase without workloads.gsm8k or parity", "add one"
+    ),
+    budget=Budget("correctness_s", 3600.0),
+    run=phases.run_correctness,
+    sections=(ResultsSection("gsm8k"), ResultsSection("parity_outputs")),
+    junit=junit.correctness_testcases,
+    annotation=annotation.parity_details,
+    columns=(CaseColumn("GSM8K strict match", annotation.gsm8k_cell), CaseColumn("Parity", annotation.parity_cell)),
+    measure=Measure(
+        "parity",
+        ResultsSection("parity"),
+        phases.compare_parity,
+        needs=lambda p: _needs(p.parity is not None, "parity measure without workloads.parity", "add workloads.parity"),
+        junit=junit.parity_testcases,
+    ),
+)
+
+REPLAY = Phase(
+    name="replay",
+    doc="rounds of concurrent requests at the CUDA-graph capture size, token ids recorded",
+    workloads=(Workload("replay"), Workload("parity")),
+    needs=lambda p: _needs(
+        p.replay is not None and p.parity is not None, "replay phase without workloads.replay and parity", "add both"
+    ),
+    budget=Budget("replay_s", 600.0),
+    run=phases.run_replay,
+    sections=(ResultsSection("replay"),),
+    junit=junit.replay_testcases,
+    annotation=features.replay_tables,
+    measure=Measure(
+        "replay",
+        ResultsSection("replay"),
+        phases.compare_replay,
+        needs=lambda p: _needs(p.parity is not None, "replay measure without workloads.parity", "add workloads.parity"),
+        junit=junit.replay_parity_testcases,
+    ),
+)
+
+SERVING = Phase(
+    name="serving",
+    doc="the OpenAI API checks: a completion, its usage, an unknown model refused, concurrent requests",
+    workloads=(Workload("serving"),),
+    needs=lambda p: _needs(p.serving is not None, "serving phase without workloads.serving", "add workloads.serving"),
+    budget=Budget("serving_s", 300.0),
+    run=phases.run_serving,
+    sections=(ResultsSection("serving"),),
+    junit=junit.serving_testcases,
+    annotation=features.serving_tables,
+)
+
+PROFILER = Phase(
+    name="profiler",
+    doc="every AFD role's torch profiler trace, and which of them are uploaded",
+    budget=Budget("profiler_s", 300.0),
+    run=phases.run_profiler,
+    sections=(ResultsSection("profiler"),),
+    junit=junit.profiler_testcases,
+    annotation=features.profiler_tables,
+)
+
+PERFORMANCE = Phase(
+    name="performance",
+    doc="warmups and formal repetitions of `vllm bench serve`",
+    workloads=(Workload("bench"),),
+    needs=lambda p: _needs(p.bench is not None, "performance phase without workloads.bench", "add workloads.bench"),
+    budget=Budget("bench_repetition_s", 3600.0, per="per repetition", total=_performance_budget),
+    run=phases.run_performance,
+    sections=(ResultsSection("performance"),),
+    junit=junit.performance_testcases,
+    annotation=annotation.performance_sections,
+    measure=Measure(
+        "performance",
+        ResultsSection("performance"),
+        phases.compare_performance,
+        needs=lambda p: _needs(p.bench is not None, "performance measure without workloads.bench", "add it"),
+        junit=junit.performance_comparison_testcases,
+    ),
+)
+
+HYGIENE = CaseSection(
+    name="hygiene",
+    doc="the after-the-fact checks of a stopped case: processes, ports, GPU memory, forced kill, leftover files",
+    section=ResultsSection("hygiene"),
+    junit=junit.hygiene_testcases,
+    annotation=annotation.hygiene_section,
+)
+
+for _entry in (SMOKE, CORRECTNESS, REPLAY, SERVING, PROFILER, PERFORMANCE, HYGIENE):
+    register(_entry)

@@ -1,0 +1,68 @@
+"""A throwaway phase, defined and registered from here alone: it proves a phase needs no other file.
+
+``echo`` asks the served API which models it serves and records them in its own results section (a type
+``CaseResults`` does not declare), renders a JUnit testcase and an annotation section of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import requests
+
+from afd_e2e.phases.registry import AnnotationPart, Budget, Phase, ResultsSection
+from afd_e2e.report.junit import SuiteTestcases
+from afd_e2e.results.model import CaseResults, RunResults
+from afd_e2e.results.status import Status
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+
+
+@dataclass
+class EchoResult:
+    """What ``/v1/models`` answered."""
+
+    status: Status
+    failure: str | None = None
+    models: list[str] = field(default_factory=list)
+
+
+def run_echo(ctx: PhaseContext) -> PhaseOutcome:
+    section = EchoResult(Status.FAILED)
+    try:
+        response = requests.get(f"{ctx.case.base_url}/v1/models", timeout=ctx.profile.budgets.request_s)
+        section.models = [model["id"] for model in response.json()["data"]]
+        section.status = Status.PASSED if ctx.case.served_model_name in section.models else Status.FAILED
+        section.failure = None if section.status is Status.PASSED else f"{ctx.case.served_model_name} not served"
+    except (requests.RequestException, ValueError, KeyError) as exc:
+        section.failure = f"/v1/models: {exc}"
+    ctx.case_results.set_section("echo", section)
+    ctx.flush()
+    return PhaseOutcome(section.status, section.failure)
+
+
+def echo_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    if (echo := case.section("echo")) is not None:
+        suite.add("echo models", echo.status, message=echo.failure or ", ".join(echo.models))
+
+
+def echo_annotation(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
+    rows = [
+        f"| {case_id} | {', '.join(echo.models)} |"
+        for case_id, case in results.cases.items()
+        if (echo := case.section("echo")) is not None
+    ]
+    if not rows:
+        return []
+    return [AnnotationPart("### Echo\n\n| Case | Served models |\n| --- | --- |\n" + "\n".join(rows) + "\n", "Echo")]
+
+
+ECHO = Phase(
+    name="echo",
+    doc="asks the server which models it serves",
+    budget=Budget("echo_s", 60.0),
+    run=run_echo,
+    sections=(ResultsSection("echo", EchoResult),),
+    junit=echo_testcases,
+    annotation=echo_annotation,
+)

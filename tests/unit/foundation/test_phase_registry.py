@@ -1,0 +1,124 @@
+"""The phase registry: every part of every phase is there, and a phase registered from one module reaches the
+profile, the results file and its schema with no other file edited."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import yaml
+
+from afd_e2e.errors import UsageError
+from afd_e2e.phases import registry
+from afd_e2e.profile import Profile, load_profile, parse_profile
+from afd_e2e.results.codec import json_schema, to_json
+from afd_e2e.results.model import CaseResults, Comparison, RunResults
+from afd_e2e.results.status import Status
+from afd_e2e.results.store import results_from_json, results_to_json
+from repo_paths import REPO
+from throwaway_phase import ECHO, EchoResult
+
+CASE_FIELDS = {f.name for f in dataclasses.fields(CaseResults)}
+PROFILE_FIELDS = {f.name for f in dataclasses.fields(Profile)}
+
+
+@pytest.mark.parametrize("phase", registry.phases(), ids=lambda p: p.name)
+def test_every_phase_has_every_part(phase):
+    assert phase.name and phase.doc
+    assert phase.budget.key.endswith("_s") and phase.budget.default_s > 0
+    for function in (phase.run, phase.junit, phase.annotation, phase.needs):
+        assert callable(function), function
+    assert phase.sections, "a phase writes at least one results section"
+    for section in phase.sections:
+        assert section.name in CASE_FIELDS or section.type is not None, section
+    for workload in phase.workloads:
+        assert workload.key in PROFILE_FIELDS or workload.read is not None, workload
+    for column in phase.columns:
+        assert column.header and callable(column.cell)
+    if phase.measure is not None:
+        assert callable(phase.measure.compare) and callable(phase.measure.junit) and callable(phase.measure.needs)
+        comparison_fields = {f.name for f in dataclasses.fields(Comparison)}
+        assert phase.measure.section.name in comparison_fields or phase.measure.section.type is not None
+
+
+def test_case_sections_that_are_no_phase_have_a_home_too():
+    (hygiene,) = registry.case_sections()
+    assert hygiene.name == "hygiene" and hygiene.section.name in CASE_FIELDS
+    assert callable(hygiene.junit) and callable(hygiene.annotation)
+
+
+def test_the_profile_reads_phase_names_budgets_and_measures_from_the_registry():
+    profile = load_profile("tiny-cpu")
+    assert set(profile.budgets.phases) == {p.budget.key for p in registry.phases()}
+    assert [m.name for m in registry.measures()] == ["parity", "replay", "performance"]
+    assert registry.phase_names() == ("smoke", "correctness", "replay", "serving", "profiler", "performance")
+    assert registry.written_sections() == (
+        "smoke",
+        "gsm8k",
+        "parity_outputs",
+        "replay",
+        "serving",
+        "profiler",
+        "performance",
+    )
+
+
+def test_a_name_registered_twice_is_refused():
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(dataclasses.replace(ECHO, name="smoke"))
+
+
+def test_a_phase_registered_from_one_module_reaches_profile_results_and_schema():
+    text = (REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text()
+    with_echo = text.replace(
+        "phases: [smoke, correctness, performance]", "phases: [smoke, correctness, performance, echo]", 1
+    )
+    with pytest.raises(UsageError, match="unknown phase 'echo'"):
+        parse_profile(yaml.safe_load(with_echo), "tiny-cpu.yaml")
+    with registry.registered(ECHO):
+        profile = parse_profile(
+            yaml.safe_load(with_echo.replace("request_s: 60", "request_s: 60\n  echo_s: 7")), "x.yaml"
+        )
+        assert profile.cases[0].phases[-1] == "echo" and profile.budgets.echo_s == 7
+        assert registry.case_budget_s(profile, ("echo",)) == profile.budgets.startup_s + 7 + profile.budgets.teardown_s
+        case = CaseResults("cpu-tp1", "native", "native")
+        case.set_section("echo", EchoResult(Status.PASSED, models=["tiny-moe"]))
+        assert to_json(case)["echo"] == {"status": "passed", "failure": None, "models": ["tiny-moe"]}
+        schema = json_schema(RunResults, schema_id="x", title="x")
+        assert schema["$defs"]["CaseResults"]["properties"]["echo"] == {"$ref": "#/$defs/EchoResult"}
+    assert "echo" not in registry.phase_names()
+    assert "echo" not in json_schema(RunResults, schema_id="x", title="x")["$defs"]["CaseResults"]["properties"]
+
+
+def test_a_registered_section_is_read_back_by_its_type_and_unknown_keys_still_refused(results_document):
+    case_id = next(iter(results_document["cases"]))
+    results_document["cases"][case_id]["echo"] = {"status": "passed", "models": ["tiny-moe"]}
+    with pytest.raises(UsageError, match=rf"cases\.{case_id}\.echo: unknown field"):
+        results_from_json(results_document)
+    with registry.registered(ECHO):
+        read = results_from_json(results_document)
+        assert read.cases[case_id].section("echo") == EchoResult(Status.PASSED, models=["tiny-moe"])
+        assert results_to_json(read)["cases"][case_id]["echo"]["models"] == ["tiny-moe"]
+
+
+@pytest.fixture
+def results_document():
+    return json.loads((REPO / "tests/fixtures/results/tiny-cpu/results.json").read_text())
+
+
+def test_a_registered_phase_renders_its_own_junit_testcase_and_annotation_section(results_document):
+    from afd_e2e.report.annotation import render_annotation
+    from afd_e2e.report.junit import build_testcases
+
+    case_id = next(iter(results_document["cases"]))
+    results_document["cases"][case_id]["echo"] = {"status": "failed", "failure": "tiny-moe not served"}
+    with registry.registered(ECHO):
+        results = results_from_json(results_document)
+        echo = [t for t in build_testcases(results) if t.name == "echo models"]
+        body = render_annotation(results).body
+    assert [(t.suite, t.outcome, t.message) for t in echo] == [
+        (f"afd-e2e.tiny-cpu.case.{case_id}", "failure", "tiny-moe not served")
+    ]
+    assert f"### Echo\n\n| Case | Served models |\n| --- | --- |\n| {case_id} |  |\n" in body
+    assert body.index("### Echo") < body.index("### Hygiene")
