@@ -4,6 +4,9 @@ launch, the shared levels, the comparison, and the reports (plot, annotation tab
 One run of three cases: the profile's ``cpu-tp1`` and ``cpu-tp2`` with its ``tp1-vs-tp2`` comparison, and
 ``cpu-tp1-seqs1``, a variant serving one sequence at a time (``--max-num-seqs=1``, the seed's correctness
 setting): a real cause for a lower capacity, which the ``on_worse: fail`` gate must fail.
+
+``AFD_E2E_CAPACITY_FIXTURE=DIR`` keeps that run's results.json in DIR (``tests/fixtures/results/tiny-cpu-capacity``
+is one, re-rendered by ``tests/unit/report/test_report_capacity.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -51,6 +56,9 @@ def swept(tiny_model, tmp_path_factory):
     command += ["--out", str(out), "--port-base", str(PORT_BASE)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500, check=False)
     print(done.stdout[-4000:], done.stderr[-4000:])
+    if keep := os.environ.get("AFD_E2E_CAPACITY_FIXTURE"):
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out / "results.json", Path(keep) / "results.json")
     return SimpleNamespace(out=out, exit_code=done.returncode, results=load_results(out), document=document)
 
 
