@@ -35,8 +35,11 @@ def searched(curve: CaseCapacity, *, grid=None, gpus: int = 0, budget_levels: in
         levels.append(by_level[level])
         observed[level] = observation(by_level[level])
     cut = budget_levels is not None and next_level(plan, observed) is not None
+    failed = [lv for lv in levels if lv.status is Status.FAILED]  # real: some repetitions lost requests
     return dataclasses.replace(
         curve,
+        status=Status.FAILED if failed else Status.PASSED,
+        failure=failed[0].failure if failed else None,
         grid=list(grid),
         search=True,
         gpus=gpus,
@@ -59,7 +62,7 @@ def test_the_same_curve_on_equal_hardware_is_parity(curve):
 def test_unequal_gpu_counts_compare_per_gpu_and_the_gate_fails_a_worse_candidate(curve):
     native, afd = searched(curve, gpus=1), searched(curve, gpus=2)
     result = compare_capacity("native", native, "afd", afd, threshold_pct=5.0, on_worse="fail")
-    assert result.per_gpu and result.unit == "req/s per GPU"
+    assert result.per_gpu and result.unit == "concurrent requests per GPU"
     assert result.candidate_value == pytest.approx(result.baseline_value / 2)
     assert result.delta_pct == pytest.approx(-50.0)
     assert result.verdict is Verdict.WORSE and result.status is Status.FAILED
@@ -89,6 +92,8 @@ def test_a_cut_short_sweep_warns_and_a_missing_or_failed_side_says_which(curve):
     assert any("case b: sweep cut short" in w for w in result.warnings)
     skipped = compare_capacity("a", full, "b", None, threshold_pct=5.0, on_worse="fail")
     assert skipped.status is Status.SKIPPED and skipped.failure == "case b recorded no capacity sweep"
-    broken = dataclasses.replace(full, status=Status.FAILED, failure="level 8 req/s: repetition 1: 3 of 96 failed")
-    failed = compare_capacity("a", full, "b", broken, threshold_pct=5.0, on_worse="warn")
-    assert failed.status is Status.FAILED and "case b: level 8 req/s" in failed.failure
+    low = searched(curve, grid=curve.grid[:3])  # 16, 32, 48: requests failed in a repetition at 32 and at 48
+    assert low.status is Status.FAILED
+    failed = compare_capacity("a", full, "b", low, threshold_pct=5.0, on_worse="warn")
+    assert failed.status is Status.FAILED and failed.failure.startswith("case b: repetition 2: ")
+    assert "of 256 requests failed" in failed.failure

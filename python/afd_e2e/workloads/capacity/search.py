@@ -42,13 +42,18 @@ class SearchPlan:
 
 
 def _bracket(plan: SearchPlan, observed: Mapping[float, Observation]) -> tuple[int | None, int | None]:
-    """Grid indices of the lowest level that missed and of the highest level below it that met the SLO."""
+    """Grid indices of the highest level that met the SLO and of the lowest level above it that missed (either
+    None when there is none). A miss below a level that met is a dip, not the knee: the case was seen to carry
+    more, so the capacity is sought above it."""
     indices = {level: i for i, level in enumerate(plan.grid)}
-    missed = [indices[lv] for lv, obs in observed.items() if lv in indices and not plan.meets(obs)]
-    first_miss = min(missed) if missed else None
     met = [indices[lv] for lv, obs in observed.items() if lv in indices and plan.meets(obs)]
-    below = [i for i in met if first_miss is None or i < first_miss]
-    return (max(below) if below else None), first_miss
+    highest_met = max(met) if met else None
+    missed = [
+        indices[lv]
+        for lv, obs in observed.items()
+        if lv in indices and not plan.meets(obs) and (highest_met is None or indices[lv] > highest_met)
+    ]
+    return highest_met, (min(missed) if missed else None)
 
 
 def _above_far_miss(plan: SearchPlan, observed: Mapping[float, Observation], level: float) -> bool:
