@@ -69,7 +69,7 @@ def test_the_curve_is_dense_real_and_has_a_knee(curve: CaseCapacity) -> None:
     assert failed and all(lv < 64 for lv in failed)  # real: requests failed in a repetition below the knee
     grid = tuple(curve.grid)
     last_met, first_miss = knee(curve, grid)
-    assert 0 < last_met and first_miss < len(grid) - 1, "the SLO puts the knee inside the recorded range"
+    assert last_met > 0 and first_miss < len(grid) - 1, "the SLO puts the knee inside the recorded range"
     dips = [lv.level for lv in curve.levels[:last_met] if not lv.meets_slo]
     assert dips, "the curve dips below the target before its knee"
 
