@@ -224,7 +224,7 @@ def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
         per_gpu = "—"
         if est and est.capacity is not None and section.gpus:
             per_gpu = f"{format_level(est.capacity / section.gpus)} {markdown_text(section.unit)}"
-        detail = section.failure or (est.text if est else "")
+        detail = "; ".join(text for text in (est.text if est else None, section.failure) if text)
         out.append(
             f"| <code>{markdown_text(case_id)}</code> | {icon(section.status)} {section.status} "
             f"| {markdown_text(detail, 240)} | {section.gpus or '—'} | {per_gpu} "
