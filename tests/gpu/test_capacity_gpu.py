@@ -3,7 +3,8 @@ native vs AFD 1A1F on two GPUs (equal hardware: native DP2/EP2; per GPU: native 
 
 Both runs use tiny-gpu-1a1f's own capacity section (its sweep, SLO and budgets), its cases cut to smoke and
 capacity. Skips, with the reason, without the GPUs, a CUDA vLLM, the AFD plugin or ``AFD_GPU_E2E_MODEL``.
-``AFD_E2E_GPU_CAPACITY_OUT`` keeps the results folders (``<dir>/one-gpu``, ``<dir>/two-gpu``) to commit as fixtures.
+``AFD_E2E_GPU_CAPACITY_OUT`` keeps the results folders (``<dir>/tiny-gpu-capacity-1gpu``, ``<dir>/tiny-gpu-capacity-2gpu``) to commit
+as fixtures (``tests/fixtures/results``: keep results.json, annotation.md, plots/ and junit/).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def one_gpu(tmp_path_factory):
     document["devices"] = {"count": 1, "default": [0], "groups": {"attention": [0, 1]}}
     document["cases"] = {"native-dp1": document["cases"]["native-dp1"]}
     document["comparisons"] = {}
-    out = _out(tmp_path_factory, "one-gpu")
+    out = _out(tmp_path_factory, "tiny-gpu-capacity-1gpu")
     _run(document, tmp_path_factory.mktemp("one-gpu-profile"), out, "0")
     return out
 
@@ -86,7 +87,7 @@ def two_gpus(tmp_path_factory):
         pytest.skip(reason)
     document = _capacity_only(yaml.safe_load(PROFILE.read_text(encoding="utf-8")))
     document["name"] = "tiny-gpu-capacity"
-    out = _out(tmp_path_factory, "two-gpu")
+    out = _out(tmp_path_factory, "tiny-gpu-capacity-2gpu")
     _run(document, tmp_path_factory.mktemp("two-gpu-profile"), out, "0,1")
     return out
 
