@@ -34,7 +34,7 @@ def test_the_real_run_renders_one_plot_per_comparison_with_the_sweep_in_the_anno
     assert "### Capacity at SLO" in annotation and "these numbers mean nothing" in annotation
     assert '<img src="artifact://plots/capacity-serving-limit.png"' in annotation
     for case_id in CASES:
-        assert f"{case_id}: every level" in annotation
+        assert f"{case_id}: every level".replace("-", "\\-") in annotation  # Markdown-escaped
 
 
 def test_each_case_and_comparison_is_a_junit_testcase() -> None:
