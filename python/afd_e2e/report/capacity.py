@@ -141,7 +141,7 @@ def plot_groups(results: RunResults) -> dict[str, tuple[str, list[Side]]]:
         if comparison.section("capacity") is None:
             continue
         sides = [
-            Side(case_id, labels.get(case_id, case_id), section)
+            Side(case_id, f"{case_id} ({labels.get(case_id, case_id)})", section)
             for case_id in (comparison.baseline, comparison.candidate)
             if (case := results.case(case_id)) is not None and (section := case.section("capacity")) is not None
         ]
@@ -151,7 +151,10 @@ def plot_groups(results: RunResults) -> dict[str, tuple[str, list[Side]]]:
             groups[comparison_id] = (title, sides)
     for case_id, case in results.cases.items():
         if (section := case.section("capacity")) is not None and case_id not in covered:
-            groups[case_id] = (f"{case_id}: {labels.get(case_id, case_id)}", [Side(case_id, case.label, section)])
+            groups[case_id] = (
+                f"{case_id}: {labels.get(case_id, case_id)}",
+                [Side(case_id, f"{case_id} ({case.label})", section)],
+            )
     return groups
 
 
