@@ -7,6 +7,7 @@ its ``Phase`` (see ``afd_e2e.phases.registry``) and one ``register`` call, here 
 
 from __future__ import annotations
 
+from afd_e2e.phases.capacity import CAPACITY
 from afd_e2e.phases.registry import (
     Budget,
     CaseColumn,
@@ -144,5 +145,5 @@ HYGIENE = CaseSection(
     annotation=annotation.hygiene_section,
 )
 
-for _entry in (SMOKE, CORRECTNESS, REPLAY, SERVING, PROFILER, PERFORMANCE, HYGIENE):
+for _entry in (SMOKE, CORRECTNESS, REPLAY, SERVING, PROFILER, PERFORMANCE, CAPACITY, HYGIENE):
     register(_entry)

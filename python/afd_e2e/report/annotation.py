@@ -64,11 +64,13 @@ def annotation_context(profile: str | None) -> str:
 
 
 def performance_warnings(results: RunResults) -> list[str]:
-    """Warned metrics (worse, ``on_worse: warn``) of every comparison: they turn a passed run's style to warning."""
+    """Every comparison measure's warnings (a worse metric or capacity under ``on_worse: warn``, a sweep cut short):
+    they turn a passed run's style to warning."""
     return [
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
-        for warning in (comparison.performance.warnings if comparison.performance else [])
+        for measure in registry.measures()
+        for warning in getattr(comparison.section(measure.section.name), "warnings", None) or []
     ]
 
 

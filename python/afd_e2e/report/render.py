@@ -11,6 +11,7 @@ from pathlib import Path
 
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES, render_annotation
 from afd_e2e.report.artifacts import list_artifacts
+from afd_e2e.report.capacity import write_capacity_plots
 from afd_e2e.report.junit import write_junit
 from afd_e2e.report.plots import write_plots
 from afd_e2e.results import load_results
@@ -33,6 +34,7 @@ class ReportPaths:
 def render_all(out_dir: Path) -> ReportPaths:
     results = load_results(out_dir)
     plots = write_plots(results, out_dir / "plots")
+    plots.update(write_capacity_plots(results, out_dir / "plots"))
     junit = write_junit(results, out_dir / "junit")
     annotation = render_annotation(
         results,

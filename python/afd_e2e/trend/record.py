@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from afd_e2e.results import RunResults, Status
+from afd_e2e.results.capacity import BRACKETED, CaseCapacity
 from afd_e2e.results.codec import to_json
 from afd_e2e.results.model import CaseResults
 
@@ -28,6 +29,7 @@ BENCH_METRICS = {
     "mean_e2el_ms": ("Mean E2E latency", "ms", False),
 }
 CASE_METRICS = {
+    "capacity_at_slo": ("Capacity at SLO", "load", True),  # in the sweep's own unit (req/s or concurrency)
     "gsm8k_strict_match": ("GSM8K strict match", "share", True),
     "ready_s": ("Ready time", "s", False),
     "teardown_s": ("Teardown", "s", False),
@@ -129,8 +131,9 @@ def identity(results: RunResults) -> Identity:
 
 
 def case_values(case: CaseResults) -> dict[str, float]:
-    """The trend metrics one case recorded: each bench metric's mean over the passed repetitions, GSM8K strict
-    match, ready time and teardown (a metric the case did not reach is absent)."""
+    """The trend metrics one case recorded: each bench metric's mean over the passed repetitions, the capacity at
+    SLO its sweep bracketed, GSM8K strict match, ready time and teardown (a metric the case did not reach is
+    absent)."""
     values = {}
     repetitions = [
         rep for rep in (case.performance.repetitions if case.performance else []) if rep.status is Status.PASSED
@@ -139,6 +142,10 @@ def case_values(case: CaseResults) -> dict[str, float]:
         measured = [rep.metrics[key] for rep in repetitions if key in rep.metrics]
         if measured:
             values[key] = statistics.fmean(measured)
+    capacity: CaseCapacity | None = case.section("capacity")
+    estimate = capacity.estimate if capacity is not None else None
+    if estimate is not None and estimate.outcome == BRACKETED and estimate.capacity is not None:
+        values["capacity_at_slo"] = estimate.capacity  # a one-sided bound (never met or missed) is not a value
     gsm8k = case.gsm8k
     if gsm8k is not None and gsm8k.status in (Status.PASSED, Status.FAILED) and gsm8k.total:
         values["gsm8k_strict_match"] = gsm8k.correct / gsm8k.total

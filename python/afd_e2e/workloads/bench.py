@@ -27,8 +27,9 @@ from afd_e2e.results.status import Status
 
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
 METRIC_PERCENTILES = "50,90,99"
-# Result keys kept per repetition: throughputs, and mean/median/std/percentiles of every latency metric.
-THROUGHPUT_KEYS = ("request_throughput", "output_throughput", "total_token_throughput")
+# Result keys kept per repetition: throughputs (goodput when ``--goodput`` asked for it), and
+# mean/median/std/percentiles of every latency metric.
+THROUGHPUT_KEYS = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
 LATENCY_STATS = ("mean", "median", "std", *(f"p{p}" for p in METRIC_PERCENTILES.split(",")))
 LATENCY_KEYS = tuple(f"{s}_{m}_ms" for m in PERCENTILE_METRICS.split(",") for s in LATENCY_STATS)
 # The bench client's environment on top of the agent's: offline, no telemetry.
@@ -47,8 +48,17 @@ def client_env() -> dict[str, str]:
 
 
 def bench_argv(
-    executable: str, spec: BenchSpec, *, base_url: str, model: str, tokenizer: str, result_dir: Path, result_file: str
+    executable: str,
+    spec: BenchSpec,
+    *,
+    base_url: str,
+    model: str,
+    tokenizer: str,
+    result_dir: Path,
+    result_file: str,
+    extra: Sequence[str] = (),
 ) -> list[str]:
+    """The ``vllm bench serve`` command of one repetition; ``extra``: further flags (the capacity's ``--goodput``)."""
     argv = [executable, "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions"]
     argv += ["--model", model, "--tokenizer", tokenizer, "--dataset-name", spec.dataset]
     argv += ["--random-input-len", str(spec.input_len), "--random-output-len", str(spec.output_len)]
@@ -57,7 +67,7 @@ def bench_argv(
     argv += ["--temperature", f"{spec.temperature:g}", "--ignore-eos"]
     argv += ["--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", METRIC_PERCENTILES]
     argv += ["--save-result", "--result-dir", str(result_dir), "--result-filename", result_file]
-    return argv
+    return argv + list(extra)
 
 
 def _is_number(value: Any) -> bool:

@@ -103,8 +103,9 @@ def test_block_then_run_with_a_choice_of_cases(qwen):
     assert gpu["depends_on"] == [block["key"]]
     (field,) = block["fields"]
     assert field["multiple"] is True
-    assert [o["value"] for o in field["options"]] == ["baseline-eager", "afd-eager-4a4f", "native-eager-dp8"]
-    assert field["default"] == ["baseline-eager", "afd-eager-4a4f", "native-eager-dp8"]
+    seed_cases = ["baseline-eager", "afd-eager-4a4f", "native-eager-dp8", "native-dp8-serving", "afd-4a4f-serving"]
+    assert [o["value"] for o in field["options"]] == seed_cases
+    assert field["default"] == seed_cases
     assert gpu["plugins"][0][DEFAULT_PLUGIN]["cases-meta-data"] == field["key"]
     assert "a person confirms the run" in block["prompt"]
     assert "gpus=8,queue=large-model" in block["prompt"]

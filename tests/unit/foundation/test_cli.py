@@ -17,7 +17,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_plan_text_lists_three_cases_in_launch_order(capsys):
+def test_plan_text_lists_five_cases_in_launch_order(capsys):
     code, out, _ = run(capsys, "plan", "--profile", "qwen3.5-122b-a10b", "--devices", "0,2,4,6,1,3,5,7")
     assert code == 0
     headers = [line for line in out.splitlines() if line.startswith("## case")]
@@ -25,10 +25,12 @@ def test_plan_text_lists_three_cases_in_launch_order(capsys):
         "## case baseline-eager: native DP4/TP1/EP4 — phases smoke, correctness",
         "## case afd-eager-4a4f: AFD 4A4F — phases smoke, correctness, performance",
         "## case native-eager-dp8: native DP8/TP1/EP8 — phases smoke, performance",
+        "## case native-dp8-serving: native DP8/TP1/EP8 — phases smoke, capacity",
+        "## case afd-4a4f-serving: AFD 4A4F — phases smoke, capacity",
     ]
     afd = out.split("## case afd-eager-4a4f")[1].split("## case")[0]
     assert afd.index("# 1. ffn (devices 1,3,5,7)") < afd.index("# 2. attention (devices 0,2,4,6)")
-    assert "3 cases, 3 model loads" in out
+    assert "5 cases, 5 model loads" in out
 
 
 def test_plan_text_commands_are_pasteable(capsys, monkeypatch):
@@ -57,7 +59,13 @@ def test_plan_text_says_how_when_the_executable_is_not_here(capsys, monkeypatch)
 def test_plan_json_matches_text(capsys):
     code, out, _ = run(capsys, "plan", "--profile", "qwen3.5-122b-a10b", "--devices", "0,2,4,6,1,3,5,7", "--json")
     data = json.loads(out)
-    assert code == 0 and [c["id"] for c in data["cases"]] == ["baseline-eager", "afd-eager-4a4f", "native-eager-dp8"]
+    assert code == 0 and [c["id"] for c in data["cases"]] == [
+        "baseline-eager",
+        "afd-eager-4a4f",
+        "native-eager-dp8",
+        "native-dp8-serving",
+        "afd-4a4f-serving",
+    ]
     assert [p["name"] for p in data["cases"][1]["processes"]] == ["ffn", "attention"]
 
 
@@ -68,7 +76,7 @@ def test_bad_devices_flag_is_one_line_error(capsys):
 
 def test_unknown_case_names_the_known_ones(capsys):
     code, _, err = run(capsys, "plan", "--profile", "qwen3.5-122b-a10b", "--case", "afd-8a8f")
-    assert code == 2 and "use one of: baseline-eager, afd-eager-4a4f, native-eager-dp8" in err
+    assert code == 2 and "use one of: baseline-eager, afd-eager-4a4f, native-eager-dp8, native-dp8-serving" in err
 
 
 def test_gates_exit_codes(capsys, monkeypatch, tmp_path):

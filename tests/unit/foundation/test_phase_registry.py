@@ -51,8 +51,16 @@ def test_case_sections_that_are_no_phase_have_a_home_too():
 def test_the_profile_reads_phase_names_budgets_and_measures_from_the_registry():
     profile = load_profile("tiny-cpu")
     assert set(profile.budgets.phases) == {p.budget.key for p in registry.phases()}
-    assert [m.name for m in registry.measures()] == ["parity", "replay", "performance"]
-    assert registry.phase_names() == ("smoke", "correctness", "replay", "serving", "profiler", "performance")
+    assert [m.name for m in registry.measures()] == ["parity", "replay", "performance", "capacity"]
+    assert registry.phase_names() == (
+        "smoke",
+        "correctness",
+        "replay",
+        "serving",
+        "profiler",
+        "performance",
+        "capacity",
+    )
     assert registry.written_sections() == (
         "smoke",
         "gsm8k",
@@ -61,6 +69,7 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_registry():
         "serving",
         "profiler",
         "performance",
+        "capacity",
     )
 
 
@@ -72,7 +81,9 @@ def test_a_name_registered_twice_is_refused():
 def test_a_phase_registered_from_one_module_reaches_profile_results_and_schema():
     text = (REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text()
     with_echo = text.replace(
-        "phases: [smoke, correctness, performance]", "phases: [smoke, correctness, performance, echo]", 1
+        "phases: [smoke, correctness, performance, capacity]",
+        "phases: [smoke, correctness, performance, capacity, echo]",
+        1,
     )
     with pytest.raises(UsageError, match="unknown phase 'echo'"):
         parse_profile(yaml.safe_load(with_echo), "tiny-cpu.yaml")

@@ -52,14 +52,22 @@ def plan():
     return build_plan(load_profile("qwen3.5-122b-a10b"), model_path=MODEL, devices=DEVICES)
 
 
-def test_three_cases_three_loads_in_profile_order():
+def test_five_cases_five_loads_in_profile_order():
     p = plan()
-    assert [c.id for c in p.cases] == ["baseline-eager", "afd-eager-4a4f", "native-eager-dp8"]
-    assert p.model_loads == 3
+    assert [c.id for c in p.cases] == [
+        "baseline-eager",
+        "afd-eager-4a4f",
+        "native-eager-dp8",
+        "native-dp8-serving",
+        "afd-4a4f-serving",
+    ]
+    assert p.model_loads == 5
     assert [c.phases for c in p.cases] == [
         ("smoke", "correctness"),
         ("smoke", "correctness", "performance"),
         ("smoke", "performance"),
+        ("smoke", "capacity"),
+        ("smoke", "capacity"),
     ]
 
 
@@ -123,7 +131,7 @@ def test_device_order_follows_the_gate():
 
 def test_json_form_round_trips():
     data = json.loads(json.dumps(plan().to_dict()))
-    assert data["model_loads"] == 3
+    assert data["model_loads"] == 5
     assert data["cases"][1]["processes"][0]["argv"][-1] == afd_config("ffn")
 
 

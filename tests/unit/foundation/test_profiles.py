@@ -11,6 +11,7 @@ import yaml
 from afd_e2e.errors import UsageError
 from afd_e2e.phases import registry
 from afd_e2e.profile import builtin_profiles, load_profile, parse_profile
+from repo_paths import REPO
 
 
 def seed_document() -> dict:
@@ -26,8 +27,20 @@ def test_shipped_profiles_load():
 
 def test_seed_profile_cases_and_workloads():
     p = load_profile("qwen3.5-122b-a10b")
-    assert [c.id for c in p.cases] == ["baseline-eager", "afd-eager-4a4f", "native-eager-dp8"]
-    assert [c.label for c in p.cases] == ["native DP4/TP1/EP4", "AFD 4A4F", "native DP8/TP1/EP8"]
+    assert [c.id for c in p.cases] == [
+        "baseline-eager",
+        "afd-eager-4a4f",
+        "native-eager-dp8",
+        "native-dp8-serving",
+        "afd-4a4f-serving",
+    ]
+    assert [c.label for c in p.cases] == [
+        "native DP4/TP1/EP4",
+        "AFD 4A4F",
+        "native DP8/TP1/EP8",
+        "native DP8/TP1/EP8",
+        "AFD 4A4F",
+    ]
     assert p.model.checkpoint.num_experts == 256 and p.model.checkpoint.num_experts_per_tok == 8
     assert (p.gsm8k.questions, p.gsm8k.shots, p.gsm8k.min_correct, p.gsm8k.max_tokens) == (7, 8, 7, 512)
     b = p.bench
@@ -35,6 +48,22 @@ def test_seed_profile_cases_and_workloads():
     assert (b.temperature, b.warmups, b.repetitions) == (0.0, 1, 5)
     perf = next(c for c in p.comparisons if "performance" in c.measures)
     assert (perf.baseline, perf.candidate) == ("native-eager-dp8", "afd-eager-4a4f")
+
+
+def test_seed_capacity_sweep_raises_the_serving_limits_around_5_req_s():
+    p = load_profile("qwen3.5-122b-a10b")
+    spec = p.workloads["capacity"]
+    assert spec.variable == "request_rate" and spec.grid()[0] < p.bench.request_rate < spec.grid()[-1]
+    assert (spec.slo.ttft_ms, spec.slo.tpot_ms, spec.slo.attainment) == (2000.0, 100.0, 0.9)
+    capacity = next(c for c in p.comparisons if "capacity" in c.measures)
+    for case_id in (capacity.baseline, capacity.candidate):
+        case = p.case(case_id)
+        assert case.phases == ("smoke", "capacity") and case.extends in ("native-eager-dp8", "afd-eager-4a4f")
+        (edit,) = case.edits
+        assert set(edit.remove_args) == {"--max-num-seqs", "--max-num-batched-tokens"}
+        assert "--max-num-seqs=32" in edit.add_args
+    text = (REPO / "python/afd_e2e/profiles/qwen3.5-122b-a10b.yaml").read_text(encoding="utf-8")
+    assert text.count("UNTESTED ON HARDWARE") >= 2
 
 
 def test_tiny_cpu_is_labelled_smoke_and_has_no_devices():

@@ -36,7 +36,7 @@ def test_a_good_qwen35_checkpoint_passes_with_experts_found_under_text_config(ma
     )
     assert checks["checkpoint weights"].measured == "3 shards, all present"
     assert checks["tokenizer"].measured == "tokenizer.json"
-    assert checks["hub offline"].measured == "HF_HUB_OFFLINE=1 on all 4 children"
+    assert checks["hub offline"].measured == "HF_HUB_OFFLINE=1 on all 7 children"
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,13 @@ FORCED_ROUTING = (
 )
 
 
-def test_seed_workflow_costs_three_model_loads():
+def test_seed_workflow_costs_five_model_loads():
     plan = build_plan(SEED, model_path="/m")
-    assert plan.model_loads == 3 == plan.to_dict()["model_loads"]
+    assert plan.model_loads == 5 == plan.to_dict()["model_loads"]
     both = plan.case("afd-eager-4a4f")
     assert {"correctness", "performance"} <= set(both.phases)  # one launch serves both phases
+    for sweep in ("native-dp8-serving", "afd-4a4f-serving"):
+        assert plan.case(sweep).phases == ("smoke", "capacity")  # every level of the sweep on one launch
 
 
 def test_no_seed_process_inherits_forced_routing():
@@ -35,7 +37,7 @@ def test_no_seed_process_inherits_forced_routing():
 
 def test_forced_routing_control_is_an_extra_labelled_performance_only_case():
     plan = build_plan(SEED, model_path="/m", forced_routing_control=True)
-    assert plan.model_loads == 4
+    assert plan.model_loads == 6
     control = plan.case("afd-eager-4a4f-afd-balanced")
     assert control.control and control.phases == ("performance",)
     assert control.label == "AFD 4A4F, afd_balanced routing (control)"

@@ -1,0 +1,300 @@
+"""What users see of a capacity sweep: the plot per comparison (throughput vs p99 TPOT and p99 TTFT with the SLO
+line and each case's capacity point, attainment vs load with the target), the annotation's tables and the JUnit
+testcases (one per case, one per comparison).
+
+A case that no capacity comparison includes gets a plot of its own. Drawn on matplotlib's Agg canvas (no pyplot).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from afd_e2e.report.escape import markdown_text, one_line
+from afd_e2e.report.status import icon
+from afd_e2e.results.capacity import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity
+from afd_e2e.results.model import RunResults
+from afd_e2e.results.status import Status
+from afd_e2e.workloads.capacity.compare import describe
+from afd_e2e.workloads.capacity.search import format_level
+
+COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
+DPI = 100
+PLOT_KEY = "capacity:"  # the capacity plots' keys among the report's plots (comparison or case id after it)
+NOT_MEANINGFUL = "SMOKE: these numbers mean nothing (a tiny random model on a shared CPU); the sweep proves the path"
+
+
+@dataclass(frozen=True)
+class Side:
+    case_id: str
+    label: str
+    capacity: CaseCapacity
+
+
+def plot_name(key: str) -> str:
+    return "capacity-" + re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".png"
+
+
+def _measured(section: CaseCapacity) -> list[CapacityLevel]:
+    return [lv for lv in section.levels if lv.attainment is not None]
+
+
+def at_capacity(section: CaseCapacity, key: str) -> float | None:
+    """A level metric at the capacity load, interpolated between the two bracketing levels."""
+    est = section.estimate
+    if est is None or est.outcome != BRACKETED or est.capacity is None:
+        return None
+    by_level = {lv.level: lv.metrics for lv in _measured(section)}
+    low, high = by_level.get(est.passed_level or -1, {}), by_level.get(est.failed_level or -1, {})
+    if key not in low or key not in high or est.failed_level == est.passed_level:
+        return None
+    assert est.passed_level is not None and est.failed_level is not None
+    share = (est.capacity - est.passed_level) / (est.failed_level - est.passed_level)
+    return low[key] + share * (high[key] - low[key])
+
+
+def _latency_panel(ax: Any, sides: Sequence[Side], key: str, slo_ms: float, title: str) -> None:
+    for color, side in zip(COLORS, sides, strict=False):
+        levels = _measured(side.capacity)
+        xs = [lv.metrics.get("request_throughput") for lv in levels]
+        ys = [lv.metrics.get(key) for lv in levels]
+        points = [(x, y) for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", color=color, label=one_line(side.label, 40))
+        x, y = at_capacity(side.capacity, "request_throughput"), at_capacity(side.capacity, key)
+        if x is not None and y is not None:
+            ax.scatter([x], [y], marker="*", s=220, color=color, edgecolor="black", zorder=5)
+    ax.axhline(slo_ms, color="red", linestyle="--", linewidth=1.2, label=f"SLO {slo_ms:g} ms")
+    ax.set_xlabel("request throughput (req/s)", fontsize=8)
+    ax.set_ylabel(f"{title} (ms)", fontsize=8)
+    ax.set_title(f"{title} vs throughput", fontsize=9)
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _attainment_panel(ax: Any, sides: Sequence[Side]) -> None:
+    section = sides[0].capacity
+    for color, side in zip(COLORS, sides, strict=False):
+        levels = _measured(side.capacity)
+        ax.plot(
+            [lv.level for lv in levels],
+            [lv.attainment for lv in levels],
+            marker="o",
+            color=color,
+            label=one_line(side.label, 40),
+        )
+        for level in levels:
+            if len(level.attainments) > 1:
+                ax.scatter([level.level] * len(level.attainments), level.attainments, color=color, s=8, alpha=0.5)
+        est = side.capacity.estimate
+        if est is not None and est.capacity is not None:
+            ax.axvline(est.capacity, color=color, linestyle=":", linewidth=1.2)
+            ax.scatter(
+                [est.capacity], [section.slo.attainment], marker="*", s=220, color=color, edgecolor="black", zorder=5
+            )
+    ax.axhline(
+        section.slo.attainment, color="red", linestyle="--", linewidth=1.2, label=f"target {section.slo.attainment:.0%}"
+    )
+    ax.set_xlabel(f"load: {section.variable} ({section.unit})", fontsize=8)
+    ax.set_ylabel("SLO attainment (share of requests)", fontsize=8)
+    ax.set_ylim(-0.03, 1.05)
+    ax.set_title("attainment vs load (stars: capacity at SLO)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def plot_capacity(title: str, sides: Sequence[Side]) -> Figure:
+    """Three panels: p99 TPOT and p99 TTFT against throughput with the SLO lines, attainment against load."""
+    figure = Figure(figsize=(15, 4.6), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    tpot, ttft, attained = figure.subplots(1, 3)
+    slo = sides[0].capacity.slo
+    _latency_panel(tpot, sides, "p99_tpot_ms", slo.tpot_ms, "p99 TPOT")
+    _latency_panel(ttft, sides, "p99_ttft_ms", slo.ttft_ms, "p99 TTFT")
+    _attainment_panel(attained, sides)
+    lines = [one_line(title, 120)]
+    lines += [one_line(f"{side.label}: {side.capacity.estimate.text}", 160) for side in sides if side.capacity.estimate]
+    if not all(side.capacity.meaningful for side in sides):
+        lines.append(NOT_MEANINGFUL)
+    figure.suptitle("\n".join(line.replace("$", r"\$") for line in lines), fontsize=9)
+    return figure
+
+
+def _labels(results: RunResults) -> dict[str, str]:
+    return {case.id: case.label for case in results.plan.cases}
+
+
+def plot_groups(results: RunResults) -> dict[str, tuple[str, list[Side]]]:
+    """Plot key -> (title, sides): one per capacity comparison, one per swept case that none includes."""
+    labels = _labels(results)
+    groups: dict[str, tuple[str, list[Side]]] = {}
+    covered: set[str] = set()
+    for comparison_id, comparison in results.comparisons.items():
+        if comparison.section("capacity") is None:
+            continue
+        sides = [
+            Side(case_id, f"{case_id} ({labels.get(case_id, case_id)})", section)
+            for case_id in (comparison.baseline, comparison.candidate)
+            if (case := results.case(case_id)) is not None and (section := case.section("capacity")) is not None
+        ]
+        if sides:
+            covered.update(side.case_id for side in sides)
+            title = f"{comparison_id}: {comparison.candidate_label} vs {comparison.baseline_label}"
+            groups[comparison_id] = (title, sides)
+    for case_id, case in results.cases.items():
+        if (section := case.section("capacity")) is not None and case_id not in covered:
+            groups[case_id] = (
+                f"{case_id}: {labels.get(case_id, case_id)}",
+                [Side(case_id, f"{case_id} ({case.label})", section)],
+            )
+    return groups
+
+
+def write_capacity_plots(results: RunResults, plots_dir: Path) -> dict[str, Path]:
+    """``plots/capacity-<comparison or case>.png`` (stale ones are the caller's to remove); ``capacity:<comparison
+    or case id>`` -> path."""
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for key, (title, sides) in plot_groups(results).items():
+        path = plots_dir / plot_name(key)
+        plot_capacity(title, sides).savefig(path, format="png", dpi=DPI)
+        written[PLOT_KEY + key] = path
+    return written
+
+
+# ---- annotation ---------------------------------------------------------------------------------------------------
+
+
+def _figure(value: float | None, digits: str = ".0f") -> str:
+    return "—" if value is None else format(value, digits)
+
+
+def _level_rows(section: CaseCapacity) -> list[str]:
+    rows = [
+        "| Load | Status | Req/s | Out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | ITL p50 / p99 (ms) "
+        "| Goodput (req/s) | Attainment | SLO |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for lv in section.levels:
+        m = lv.metrics
+        met = {True: "✅ met", False: "❌ missed", None: "—"}[lv.meets_slo]
+        note = lv.note or lv.failure
+        rows.append(
+            f"| {format_level(lv.level)} | {icon(lv.status)} {lv.status}"
+            + (f": {markdown_text(note, 120)}" if note else "")
+            + f" | {_figure(m.get('request_throughput'), '.2f')} | {_figure(m.get('output_throughput'), '.1f')} "
+            f"| {_figure(m.get('median_ttft_ms'))} / {_figure(m.get('p99_ttft_ms'))} "
+            f"| {_figure(m.get('median_tpot_ms'), '.1f')} / {_figure(m.get('p99_tpot_ms'), '.1f')} "
+            f"| {_figure(m.get('median_itl_ms'), '.1f')} / {_figure(m.get('p99_itl_ms'), '.1f')} "
+            f"| {_figure(m.get('request_goodput'), '.2f')} | {_figure(lv.attainment, '.0%')} | {met} |"
+        )
+    return rows
+
+
+def _image(path: str, text: str) -> str:
+    return f'<img src="artifact://{quote(path, safe="/._-")}" alt="{markdown_text(text)}">'
+
+
+def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
+    """Markdown for the annotation, '' when no case ran a capacity sweep."""
+    swept = {cid: section for cid, case in results.cases.items() if (section := case.section("capacity")) is not None}
+    if not swept:
+        return ""
+    first = next(iter(swept.values()))
+    slo = first.slo
+    out = [
+        "### Capacity at SLO\n",
+        f"A load meets the SLO when at least {slo.attainment:.0%} of its requests have TTFT ≤ {slo.ttft_ms:g} ms and "
+        f"TPOT ≤ {slo.tpot_ms:g} ms (vLLM's goodput). Capacity: the highest {markdown_text(first.variable)} that "
+        "meets it, interpolated between the last level that met it and the first that missed.\n",
+    ]
+    if not all(section.meaningful for section in swept.values()):
+        out.append(f"> **{NOT_MEANINGFUL}.**\n")
+    out += [
+        "| Case | Status | Capacity at SLO | GPUs | Per GPU | Levels run | Sweep time |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for case_id, section in swept.items():
+        est = section.estimate
+        per_gpu = "—"
+        if est and est.capacity is not None and section.gpus:
+            per_gpu = f"{format_level(est.capacity / section.gpus)} {markdown_text(section.unit)}"
+        detail = "; ".join(text for text in (est.text if est else None, section.failure) if text)
+        out.append(
+            f"| <code>{markdown_text(case_id)}</code> | {icon(section.status)} {section.status} "
+            f"| {markdown_text(detail, 240)} | {section.gpus or '—'} | {per_gpu} "
+            f"| {len(_measured(section))} of {len(section.grid)} | {_figure(section.wall_s, '.0f')} s |"
+        )
+    rows = [(cid, cmp) for cid, cmp in results.comparisons.items() if cmp.section("capacity") is not None]
+    if rows:
+        out += ["", "| Comparison | Result | Verdict |", "| --- | --- | --- |"]
+        for comparison_id, comparison in rows:
+            cap = comparison.section("capacity")
+            line = (
+                cap.failure
+                if cap.status is Status.SKIPPED
+                else describe(cap, comparison.baseline_label, comparison.candidate_label)
+            )
+            verdict = f"{icon(capacity_status(cap))} {cap.verdict}" + (" (per GPU)" if cap.per_gpu else "")
+            out.append(f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(line, 600)} | {verdict} |")
+            out += [f"| | ⚠️ {markdown_text(w, 300)} | |" for w in cap.warnings]
+    for key, path in plots.items():
+        if key.startswith(PLOT_KEY):
+            out.append(f"\n{_image(path, f'capacity plot: {key[len(PLOT_KEY) :]}')}")
+    for case_id, section in swept.items():
+        out.append(
+            f"\n<details><summary>{markdown_text(case_id)}: every level</summary>\n\n"
+            + "\n".join(_level_rows(section))
+            + "\n\n</details>"
+        )
+    return "\n".join(out) + "\n"
+
+
+# ---- JUnit --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CapacityTestcase:
+    name: str
+    status: Status
+    message: str
+    stdout: str
+    seconds: float | None = None
+
+
+def capacity_status(cap: CapacityComparison) -> Status:
+    """A comparison's testcase: failed when a side failed or a worse capacity is gated ``fail``; warned when
+    worse under ``warn`` or a sweep was cut short; passed otherwise."""
+    if cap.status in (Status.FAILED, Status.SKIPPED):
+        return cap.status
+    if cap.warnings:
+        return Status.WARNED
+    return Status.PASSED
+
+
+def case_testcase(section: CaseCapacity) -> CapacityTestcase:
+    est = section.estimate
+    text = est.text if est else "no estimate"
+    levels = "\n".join(
+        f"{format_level(lv.level)} {section.unit}: {lv.status}, attainment "
+        f"{_figure(lv.attainment, '.0%')}" + (f" ({lv.failure or lv.note})" if lv.failure or lv.note else "")
+        for lv in section.levels
+    )
+    status = section.status
+    if status is Status.PASSED and est is not None and est.cut_short:
+        status = Status.WARNED
+    return CapacityTestcase("capacity at SLO", status, section.failure or text, f"{text}\n{levels}", section.wall_s)
+
+
+def comparison_testcase(cap: CapacityComparison, baseline_label: str, candidate_label: str) -> CapacityTestcase:
+    line = cap.failure if cap.status is Status.SKIPPED else describe(cap, baseline_label, candidate_label)
+    message = cap.failure or "; ".join([line or "", *cap.warnings])
+    return CapacityTestcase("capacity at SLO", capacity_status(cap), message, line or "")

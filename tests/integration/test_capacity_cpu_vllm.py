@@ -1,0 +1,145 @@
+"""tiny-cpu's capacity sweep on the real CPU vLLM, through ``afd-e2e run``: the registered phase on each case's one
+launch, the shared levels, the comparison, and the reports (plot, annotation table, JUnit testcases).
+
+One run of three cases: the profile's ``cpu-tp1`` and ``cpu-tp2`` with its ``tp1-vs-tp2`` comparison, and
+``cpu-tp1-seqs1``, a variant serving one sequence at a time (``--max-num-seqs=1``, the seed's correctness
+setting): a real cause for a lower capacity, which the ``on_worse: fail`` gate must fail.
+
+``AFD_E2E_CAPACITY_FIXTURE=DIR`` keeps that run's results.json in DIR (``tests/fixtures/results/tiny-cpu-capacity``
+is one, re-rendered by ``tests/unit/report/test_report_capacity.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from afd_e2e.results import load_results
+from afd_e2e.results.status import Status, Verdict
+from repo_paths import REPO
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
+]
+PORT_BASE = 19900  # this module's block: 19900 (cpu-tp1), 19920 (cpu-tp2), 19940 (cpu-tp1-seqs1)
+
+
+@pytest.fixture(scope="module")
+def swept(tiny_model, tmp_path_factory):
+    work = tmp_path_factory.mktemp("capacity-cpu")
+    document = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
+    document["name"] = "tiny-cpu-capacity"
+    for case in document["cases"].values():
+        case["phases"] = ["smoke", "capacity"]
+    document["cases"]["cpu-tp1-seqs1"] = {"extends": "cpu-tp1", "add_args": ["--max-num-seqs=1"]}
+    document["workloads"]["capacity"]["on_worse"] = "fail"
+    del document["workloads"]["gsm8k"]  # no correctness phase here: no GSM8K needed
+    document["comparisons"] = {
+        "tp1-vs-tp2": {**document["comparisons"]["tp1-vs-tp2"], "measures": ["capacity"]},
+        "serving-limit": {"baseline": "cpu-tp1", "candidate": "cpu-tp1-seqs1", "measures": ["capacity"]},
+    }
+    profile = work / "tiny-cpu-capacity.yaml"
+    profile.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    out = work / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "afd_e2e", "run", "--profile", str(profile), "--model", str(tiny_model)]
+    command += ["--out", str(out), "--port-base", str(PORT_BASE)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500, check=False)
+    print(done.stdout[-4000:], done.stderr[-4000:])
+    if keep := os.environ.get("AFD_E2E_CAPACITY_FIXTURE"):
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out / "results.json", Path(keep) / "results.json")
+    return SimpleNamespace(out=out, exit_code=done.returncode, results=load_results(out), document=document)
+
+
+def test_each_case_swept_on_its_one_launch(swept):
+    for case_id in ("cpu-tp1", "cpu-tp2", "cpu-tp1-seqs1"):
+        case = swept.results.case(case_id)
+        section = case.section("capacity")
+        assert section is not None and section.status is Status.PASSED, (case_id, section and section.failure)
+        assert len(case.processes) == 1  # one launch, every level on it
+        assert section.search and len(section.grid) == 3 and section.estimate is not None
+        assert not section.meaningful and section.gpus == 0
+        for level in section.levels:
+            assert level.attainment is not None and level.repetitions
+            assert all("--goodput" in rep.argv for rep in level.repetitions)
+            assert {"request_throughput", "p99_ttft_ms", "p99_tpot_ms", "median_itl_ms", "request_goodput"} <= set(
+                level.metrics
+            )
+        print(case_id, section.estimate.text)
+
+
+def test_compared_cases_run_the_levels_their_partner_ran(swept):
+    levels = {
+        case_id: [lv.level for lv in swept.results.case(case_id).section("capacity").levels]
+        for case_id in ("cpu-tp1", "cpu-tp2")
+    }
+    tp2 = swept.results.case("cpu-tp2").section("capacity")
+    far = min((lv.level for lv in tp2.levels if lv.far_miss), default=float("inf"))
+    # tp2 ran after tp1: tp1's levels first, but none above a level tp2 missed by far
+    assert {lv for lv in levels["cpu-tp1"] if lv <= far} <= set(levels["cpu-tp2"])
+    comparison = swept.results.comparisons["tp1-vs-tp2"].section("capacity")
+    assert comparison is not None and comparison.common_levels
+    assert set(comparison.common_levels) <= set(levels["cpu-tp1"]) & set(levels["cpu-tp2"])
+    assert not comparison.per_gpu  # the CPU has no per-GPU figure
+
+
+def test_one_sequence_at_a_time_carries_less_and_the_gate_fails_it(swept):
+    comparison = swept.results.comparisons["serving-limit"].section("capacity")
+    print(comparison)
+    assert comparison.verdict is Verdict.WORSE, comparison
+    assert comparison.status is Status.FAILED and "worse" in comparison.failure
+    assert swept.exit_code == 1
+    assert any("serving-limit" in reason for reason in swept.results.verdict.reasons)
+
+
+def test_the_plot_annotation_and_junit_show_the_sweep(swept):
+    plot = swept.out / "plots" / "capacity-tp1-vs-tp2.png"
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 20_000
+    assert (swept.out / "plots" / "capacity-serving-limit.png").exists()
+    annotation = (swept.out / "annotation.md").read_text(encoding="utf-8")
+    assert "### Capacity at SLO" in annotation and "these numbers mean nothing" in annotation
+    assert "capacity-tp1-vs-tp2.png" in annotation
+    junit = "".join(path.read_text(encoding="utf-8") for path in (swept.out / "junit").glob("*.xml"))
+    for suite in ("case.cpu-tp1", "case.cpu-tp2", "comparison.tp1-vs-tp2", "comparison.serving-limit"):
+        assert f'classname="afd-e2e.tiny-cpu-capacity.{suite}" name="capacity at SLO"' in junit, suite
+    print(json.dumps([str(p.relative_to(swept.out)) for p in sorted(swept.out.rglob("*.png"))]))
+
+
+@pytest.fixture(scope="module")
+def cut_short(tiny_model, tmp_path_factory):
+    """cpu-tp1 alone with a sweep budget that ends during its levels."""
+    work = tmp_path_factory.mktemp("capacity-cut")
+    document = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
+    document["name"] = "tiny-cpu-capacity-cut"
+    document["cases"] = {"cpu-tp1": {**document["cases"]["cpu-tp1"], "phases": ["smoke", "capacity"]}}
+    document["comparisons"] = {}
+    del document["workloads"]["gsm8k"]
+    document["budgets"]["capacity_s"] = 30
+    profile = work / "cut.yaml"
+    profile.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    out = work / "out"
+    command = [sys.executable, "-m", "afd_e2e", "run", "--profile", str(profile), "--model", str(tiny_model)]
+    command += ["--out", str(out), "--port-base", str(PORT_BASE + 60)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return load_results(out)
+
+
+def test_a_sweep_whose_budget_runs_out_reports_its_best_bracket_marked_cut_short(cut_short):
+    case = cut_short.case("cpu-tp1")
+    section = case.section("capacity")
+    print(section.estimate, [(lv.level, lv.status, lv.note) for lv in section.levels])
+    assert section.estimate.cut_short and "cut short: budgets.capacity_s ran out" in section.estimate.text
+    assert section.status is Status.PASSED and case.status is Status.PASSED  # what it measured stands
+    assert len([lv for lv in section.levels if lv.attainment is not None]) < len(section.grid)

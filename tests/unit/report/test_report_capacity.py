@@ -1,0 +1,79 @@
+"""A real CPU capacity run in the reports (``tests/fixtures/results/tiny-cpu-capacity``, kept from
+``tests/integration/test_capacity_cpu_vllm.py``): the plot per comparison, the annotation's table, a JUnit testcase
+per case and per comparison, the trend's capacity per case; and what a cut-short or worse sweep turns into."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+from matplotlib.image import imread
+
+from afd_e2e.report import render_all
+from afd_e2e.report.capacity import capacity_section, case_testcase, plot_groups
+from afd_e2e.report.junit import build_testcases
+from afd_e2e.results.capacity import BRACKETED
+from afd_e2e.results.status import Status, Verdict
+from afd_e2e.trend.record import case_values
+from results_docs import RESULTS_FIXTURES, load_fixture, typed
+
+FIXTURE = "tiny-cpu-capacity"
+CASES = ("cpu-tp1", "cpu-tp2", "cpu-tp1-seqs1")
+
+
+def test_the_real_run_renders_one_plot_per_comparison_with_the_sweep_in_the_annotation(tmp_path: Path) -> None:
+    shutil.copy(RESULTS_FIXTURES / FIXTURE / "results.json", tmp_path / "results.json")
+    paths = render_all(tmp_path)
+    for comparison in ("tp1-vs-tp2", "serving-limit"):
+        png = tmp_path / "plots" / f"capacity-{comparison}.png"
+        assert png in paths.plots
+        height, width, _ = imread(png).shape
+        assert width == 1500 and 450 <= height <= 470  # three panels side by side: p99 TPOT, p99 TTFT, attainment
+    annotation = paths.annotation.read_text(encoding="utf-8")
+    assert "### Capacity at SLO" in annotation and "these numbers mean nothing" in annotation
+    assert '<img src="artifact://plots/capacity-serving-limit.png"' in annotation
+    for case_id in CASES:
+        assert f"{case_id}: every level".replace("-", "\\-") in annotation  # Markdown-escaped
+
+
+def test_each_case_and_comparison_is_a_junit_testcase() -> None:
+    results = typed(load_fixture(FIXTURE))
+    tests = {(t.suite.rsplit(".", 1)[-1], t.name): t for t in build_testcases(results)}
+    for suite in (*CASES, "tp1-vs-tp2", "serving-limit"):
+        assert (suite, "capacity at SLO") in tests, suite
+    limit = tests[("serving-limit", "capacity at SLO")]
+    assert limit.outcome == "failure" and "capacity at SLO worse" in limit.message  # on_worse: fail
+
+
+def test_the_gate_verdicts_and_shared_levels_are_what_the_run_recorded() -> None:
+    results = typed(load_fixture(FIXTURE))
+    limit = results.comparisons["serving-limit"].section("capacity")
+    assert limit.verdict is Verdict.WORSE and limit.status is Status.FAILED
+    assert results.status is Status.FAILED and any("serving-limit" in r for r in results.verdict.reasons)
+    tp1 = results.case("cpu-tp1").section("capacity")
+    tp2 = results.case("cpu-tp2").section("capacity")
+    far = min((lv.level for lv in tp2.levels if lv.far_miss), default=float("inf"))
+    assert {lv.level for lv in tp1.levels if lv.level <= far} <= {lv.level for lv in tp2.levels}
+
+
+def test_the_trend_follows_capacity_when_a_sweep_bracketed_it() -> None:
+    results = typed(load_fixture(FIXTURE))
+    for case_id in CASES:
+        section = results.case(case_id).section("capacity")
+        values = case_values(results.case(case_id))
+        if section.estimate.outcome == BRACKETED:
+            assert values["capacity_at_slo"] == section.estimate.capacity
+        else:
+            assert "capacity_at_slo" not in values  # a one-sided bound is not a value to trend
+
+
+def test_a_cut_short_sweep_warns_in_junit_and_says_so_in_the_annotation() -> None:
+    results = typed(load_fixture(FIXTURE))
+    case = results.case("cpu-tp1")
+    section = case.section("capacity")
+    estimate = dataclasses.replace(section.estimate, cut_short=True, text=section.estimate.text + " (cut short)")
+    case.set_section("capacity", dataclasses.replace(section, estimate=estimate))
+    assert case_testcase(case.section("capacity")).status is Status.WARNED
+    assert r"\(cut short\)" in capacity_section(results, {})  # Markdown-escaped
+    assert set(plot_groups(results)) == {"tp1-vs-tp2", "serving-limit"}
