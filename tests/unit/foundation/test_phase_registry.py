@@ -96,7 +96,7 @@ def test_a_phase_registered_from_one_module_reaches_profile_results_and_schema()
     with registry.registered(ECHO):
         profile = parse_profile(document, "x.yaml")
         assert profile.cases[0].phases[-1] == "echo" and profile.budgets.echo_s == 7
-        assert profile.workloads == {"echo": EchoSpec("/v1/models?x=1")}
+        assert profile.workloads["echo"] == EchoSpec("/v1/models?x=1")
         assert registry.case_budget_s(profile, ("echo",)) == profile.budgets.startup_s + 7 + profile.budgets.teardown_s
         case = CaseResults("cpu-tp1", "native", "native")
         case.set_section("echo", EchoResult(Status.PASSED, models=["tiny-moe"]))
