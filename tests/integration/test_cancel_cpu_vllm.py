@@ -27,7 +27,15 @@ pytestmark = pytest.mark.integration
 PORT_BASE = 19660  # this module's block: one case at a time on 19660
 PROFILE = load_profile("tiny-cpu")
 # When to cancel after entering the phase: startup well into loading, workloads with requests or a bench in flight.
-CANCEL_AFTER_S = {"startup": 3.0, "smoke": 0.0, "correctness": 1.0, "performance": 3.0, "teardown": 0.0}
+CANCEL_AFTER_S = {
+    "startup": 3.0,
+    "smoke": 0.0,
+    "correctness": 1.0,
+    "performance": 3.0,
+    "capacity": 3.0,
+    "teardown": 0.0,
+}
+WORKLOAD_PHASES = tuple(phase for phase in CANCEL_AFTER_S if phase not in ("startup", "teardown"))
 
 
 class CancelDuring(Progress):
@@ -64,13 +72,13 @@ def test_a_cancel_during_each_phase_is_recorded_as_cancelled_everywhere(tiny_mod
     data = results_to_json(execute_run(PROFILE, plan, tmp_path, gsm8k_dir=GSM8K_DIR, progress=progress, flag=flag))
 
     assert phase in progress.entered
-    assert plan.cases[0].phases == ("smoke", "correctness", "performance")  # every phase is reached in turn
+    assert plan.cases[0].phases == WORKLOAD_PHASES  # every phase of the case is cancelled in turn
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved == json.loads(json.dumps(data))
     assert saved["status"] == "cancelled" and saved["verdict"]["status"] == "cancelled"
     case = saved["cases"]["cpu-tp1"]
     assert case["status"] == ("passed" if phase == "teardown" else "cancelled"), case["failure"]
-    for section in ("smoke", "gsm8k", "performance"):
+    for section in ("smoke", "gsm8k", "performance", "capacity"):
         part = case.get(section) or {}
         assert part.get("status") not in ("failed", "crashed", "running"), (section, part.get("failure"))
     hygiene = {c["check"]: c for c in case["hygiene"]}
