@@ -46,8 +46,9 @@ def _measured(section: CaseCapacity) -> list[CapacityLevel]:
     return [lv for lv in section.levels if lv.attainment is not None]
 
 
-def at_capacity(section: CaseCapacity, key: str) -> float | None:
-    """A level metric at the capacity load, interpolated between the two bracketing levels."""
+def at_capacity(section: CaseCapacity, key: str, *, log_scale: bool = False) -> float | None:
+    """A level metric at the capacity load, interpolated between the two bracketing levels: geometrically for a
+    metric drawn on a log axis, so that the marked point lies on the segment the plot draws between them."""
     est = section.estimate
     if est is None or est.outcome != BRACKETED or est.capacity is None:
         return None
@@ -57,6 +58,8 @@ def at_capacity(section: CaseCapacity, key: str) -> float | None:
         return None
     assert est.passed_level is not None and est.failed_level is not None
     share = (est.capacity - est.passed_level) / (est.failed_level - est.passed_level)
+    if log_scale and low[key] > 0 and high[key] > 0:
+        return low[key] * (high[key] / low[key]) ** share
     return low[key] + share * (high[key] - low[key])
 
 
@@ -68,7 +71,7 @@ def _latency_panel(ax: Any, sides: Sequence[Side], key: str, slo_ms: float, titl
         points = [(x, y) for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
         if points:
             ax.plot(*zip(*points, strict=True), marker="o", color=color, label=one_line(side.label, 40))
-        x, y = at_capacity(side.capacity, "request_throughput"), at_capacity(side.capacity, key)
+        x, y = at_capacity(side.capacity, "request_throughput"), at_capacity(side.capacity, key, log_scale=True)
         if x is not None and y is not None:
             ax.scatter([x], [y], marker="*", s=220, color=color, edgecolor="black", zorder=5)
     ax.axhline(slo_ms, color="red", linestyle="--", linewidth=1.2, label=f"SLO {slo_ms:g} ms")

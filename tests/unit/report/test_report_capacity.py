@@ -5,13 +5,14 @@ per case and per comparison, the trend's capacity per case; and what a cut-short
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 from pathlib import Path
 
 from matplotlib.image import imread
 
 from afd_e2e.report import render_all
-from afd_e2e.report.capacity import capacity_section, case_testcase, plot_groups
+from afd_e2e.report.capacity import at_capacity, capacity_section, case_testcase, plot_groups
 from afd_e2e.report.junit import build_testcases
 from afd_e2e.results.capacity import BRACKETED
 from afd_e2e.results.status import Status, Verdict
@@ -77,3 +78,21 @@ def test_a_cut_short_sweep_warns_in_junit_and_says_so_in_the_annotation() -> Non
     assert case_testcase(case.section("capacity")).status is Status.WARNED
     assert r"\(cut short\)" in capacity_section(results, {})  # Markdown-escaped
     assert set(plot_groups(results)) == {"tp1-vs-tp2", "serving-limit"}
+
+
+def test_the_capacity_point_lies_on_the_drawn_segment_of_a_log_latency_axis() -> None:
+    """The plot joins levels with straight segments on a log axis, so the marked point is interpolated in log space."""
+    for case_id in CASES:
+        section = typed(load_fixture(FIXTURE)).case(case_id).section("capacity")
+        est = section.estimate
+        if est.outcome != BRACKETED or est.passed_level == est.failed_level:
+            continue
+        by_level = {lv.level: lv.metrics for lv in section.levels}
+        low, high = by_level[est.passed_level]["p99_tpot_ms"], by_level[est.failed_level]["p99_tpot_ms"]
+        share = (est.capacity - est.passed_level) / (est.failed_level - est.passed_level)
+        marked = at_capacity(section, "p99_tpot_ms", log_scale=True)
+        assert math.isclose(math.log(marked), math.log(low) + share * (math.log(high) - math.log(low)))
+        assert min(low, high) <= marked <= max(low, high)
+        break
+    else:
+        raise AssertionError("the fixture has no bracketed case")
