@@ -10,7 +10,7 @@
 AFD_E2E_OPTION_PREFIX=BUILDKITE_PLUGIN_AFD_E2E_
 # plugin.yml's configuration properties, in env var form (a test keeps the two lists equal).
 AFD_E2E_OPTIONS=(PROFILE CASES CASES_META_DATA DEVICES MODEL GSM8K_DIR OUT_DIR PORT_BASE VENV CLEANUP_TIMEOUT REPORT_TIMEOUT
-  CANCEL_GRACE_PERIOD PUBLISH TEST_ENGINE_TOKEN_ENV)
+  CANCEL_GRACE_PERIOD PUBLISH FOLLOW TEST_ENGINE_TOKEN_ENV)
 # After a cancel: what the agent needs, of its grace period, to end the job once pre-exit is done.
 AFD_E2E_CANCEL_RESERVE_MS=1000
 
@@ -110,9 +110,15 @@ out_dir() {
   plugin_option OUT_DIR afd-e2e-out
 }
 
-# run_dir: where the current profile's run writes: out-dir, or its own folder below it when there are several.
+# run_dir: where the current profile's run writes: out-dir, or its own folder below it when there are several; a
+# follower job's records go to their own folder below out-dir, named as afd-e2e join names it (its artifacts' path,
+# unique in the build).
 run_dir() {
-  if several_profiles; then
+  local follow
+  follow="$(plugin_option FOLLOW)"
+  if [[ -n "$follow" ]]; then
+    printf '%s/follower-%s-%s' "$(out_dir)" "${AFD_E2E_LEADER_JOB:-}" "${follow//\//-}"
+  elif several_profiles; then
     printf '%s/%s' "$(out_dir)" "$(profile_slug "$AFD_E2E_PROFILE")"
   else
     out_dir
@@ -200,6 +206,31 @@ check_gates() {
       annotate error gates "$(where) cannot start: \`afd-e2e gates\` exited ${status}.$(fenced "$output")"
       return "$status"
       ;;
+  esac
+}
+
+# check_leader: a follower job (the follow option, set by its leader's upload) first asks afd-e2e join whether its
+# leader (AFD_E2E_LEADER_JOB) still waits for it. A leader that has ended leaves nothing to join: the skip flag is
+# exported for this job, so the later hooks do nothing and the job passes at once, holding no agent for a leader that
+# is gone. Returns afd-e2e join's status otherwise (2: bad input).
+check_leader() {
+  local follow output status=0
+  follow="$(plugin_option FOLLOW)"
+  [[ -n "$follow" ]] || return 0
+  [[ -n "${AFD_E2E_LEADER_JOB:-}" ]] ||
+    die "option follow=$follow without AFD_E2E_LEADER_JOB; fix: follower steps come from their leader's upload, not by hand"
+  echo "--- :handshake: afd-e2e join ${follow} (leader job ${AFD_E2E_LEADER_JOB})"
+  output="$(afd-e2e join --leader-job "$AFD_E2E_LEADER_JOB" 2>&1)" || status=$?
+  printf '%s\n' "$output"
+  case "$status" in
+    0) ;;
+    3) # afd-e2e's exit status for "not run" (README: exit statuses)
+      AFD_E2E_SKIPPED="follower ${follow}: ${output#afd-e2e join: }"
+      AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
+      AFD_E2E_CLOSED="$(profiles)"$'\n'
+      export AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB AFD_E2E_CLOSED
+      ;;
+    *) return "$status" ;;
   esac
 }
 
@@ -309,6 +340,10 @@ run_profiles() {
     fi
     [[ $chosen -eq 0 ]] || return "$chosen"
 
+    if [[ -n "$(plugin_option FOLLOW)" ]]; then
+      run_follower
+      return
+    fi
     args=(run "${AFD_E2E_TARGET[@]}" --out "$(run_dir)")
     [[ -z "$(plugin_option PORT_BASE)" ]] || args+=(--port-base "$(plugin_option PORT_BASE)")
     [[ -z "$(plugin_option GSM8K_DIR)" ]] || args+=(--gsm8k-dir "$(plugin_option GSM8K_DIR)")
@@ -323,6 +358,19 @@ run_profiles() {
     [[ ! -e "$(cancel_mark)" ]] || break
   done
   return "$verdict"
+}
+
+# run_follower: a follower job hosts its process of the leader's case (afd-e2e join --follow) until the leader ends
+# it. A leader that ended since the environment hook asked leaves nothing to join: the job passes.
+run_follower() {
+  local status=0
+  local -a args=(join --leader-job "$AFD_E2E_LEADER_JOB" --follow "$(plugin_option FOLLOW)" "${AFD_E2E_TARGET[@]}"
+    --out "$(run_dir)")
+  [[ -z "$(plugin_option PORT_BASE)" ]] || args+=(--port-base "$(plugin_option PORT_BASE)")
+  echo "--- :handshake: afd-e2e ${args[*]}"
+  run_noting_cancel afd-e2e "${args[@]}" || status=$?
+  [[ $status -ne 3 ]] || status=0 # afd-e2e's "not run": nothing to join (README: exit statuses)
+  return "$status"
 }
 
 # clean_up_runs DEADLINE_MS KILL_AFTER: afd-e2e cleanup of each open profile's run_dir, bounded by cleanup-timeout,
@@ -363,7 +411,8 @@ report_runs() {
       echo "afd-e2e: no time left in the cancel grace period for the report; render it later with afd-e2e report ${out}"
     else
       args=(report "$out")
-      [[ "$(plugin_option PUBLISH true)" == false ]] || args+=(--publish)
+      # A follower's records reach the build through its leader's merged report, never an annotation of their own.
+      [[ "$(plugin_option PUBLISH true)" == false || -n "$(plugin_option FOLLOW)" ]] || args+=(--publish)
       [[ -z "$(plugin_option TEST_ENGINE_TOKEN_ENV)" ]] || args+=(--test-engine-token-env "$(plugin_option TEST_ENGINE_TOKEN_ENV)")
       echo "--- :memo: afd-e2e ${args[*]}"
       bounded "$limit_ms" "$kill_after" afd-e2e "${args[@]}" || warn "the report was not fully published"

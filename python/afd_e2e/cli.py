@@ -23,6 +23,7 @@ COMMANDS = (
     "cleanup",
     "schema",
     "pipeline",
+    "join",
     "agent-tags",
     "tiny-model",
 )

@@ -7,6 +7,7 @@ EXIT_PASSED = 0  # the verdict passed (run), the agent fits (preflight), the gat
 EXIT_FAILED = 1  # the verdict failed (run), the agent does not fit (preflight)
 EXIT_BAD_INPUT = 2  # a UsageError: the one line names the problem and the fix
 EXIT_GATES_CLOSED = 3  # not run: the profile's opt-in gates are closed (run, gates)
+EXIT_NOT_RUN = EXIT_GATES_CLOSED  # not run: a follower's leader has ended, nothing to join (join)
 
 
 class UsageError(Exception):

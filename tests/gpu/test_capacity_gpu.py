@@ -19,7 +19,7 @@ import yaml
 
 from afd_e2e.results import load_results
 from afd_e2e.results.status import Status
-from two_gpu_agent import REPO, why_not_two_gpu_afd
+from gpu_agent import REPO, why_not_gpus, why_not_two_gpu_afd
 
 pytestmark = pytest.mark.gpu
 
@@ -27,15 +27,8 @@ PROFILE = REPO / "python/afd_e2e/profiles/tiny-gpu-1a1f.yaml"
 
 
 def _why_not_one_gpu() -> str | None:
-    from afd_e2e.gpu.memory import read_device_memory
-    from afd_e2e.gpu.nvml import NvmlUnavailable
-
-    try:
-        read_device_memory([0])
-    except NvmlUnavailable as exc:
-        return f"no NVIDIA GPU here: {exc}"
-    except Exception as exc:
-        return f"needs an NVIDIA GPU: {exc}"
+    if reason := why_not_gpus(1):
+        return reason
     if not os.environ.get("AFD_GPU_E2E_MODEL"):
         return "AFD_GPU_E2E_MODEL is not set"
     return None
@@ -97,7 +90,7 @@ def _swept(out: Path, case_id: str):
     assert section is not None, f"{case_id} recorded no capacity sweep"
     print(case_id, section.estimate.text if section.estimate else section.failure)
     assert section.status is Status.PASSED, section.failure
-    assert 3 <= len(section.grid) <= 4 and section.levels
+    assert len(section.grid) >= 3 and section.levels  # the profile's grid; the search measures part of it
     assert all(lv.attainment is not None for lv in section.levels if lv.status is Status.PASSED)
     return section
 

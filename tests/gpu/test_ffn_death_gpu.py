@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -24,14 +23,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from afd_e2e.gpu.memory import read_device_memory
-from afd_e2e.gpu.nvml import NvmlUnavailable
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
+from gpu_agent import why_not_gpus, why_not_kit
 
 pytestmark = pytest.mark.gpu
 
@@ -40,18 +38,7 @@ DETECTION_LIMIT_S = 5.0
 
 
 def _why_not() -> str | None:
-    try:
-        if len(read_device_memory([0, 1])) < 2:
-            return "needs 2 NVIDIA GPUs"
-    except NvmlUnavailable as exc:
-        return f"no NVIDIA GPU here: {exc}"
-    except Exception as exc:  # NVML answers, but there is no second device
-        return f"needs 2 NVIDIA GPUs: {exc}"
-    if shutil.which("vllm") is None:
-        return "no vllm executable on PATH (source /tmp/vl/env.sh)"
-    if not Path(MODEL, "config.json").is_file():
-        return f"no checkpoint at {MODEL} (set AFD_GPU_E2E_MODEL)"
-    return None
+    return why_not_gpus(2) or why_not_kit(MODEL)
 
 
 REASON = _why_not()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from two_gpu_agent import afd_e2e, why_not_two_gpu_afd
+from gpu_agent import afd_e2e, why_not_two_gpu_afd
 
 pytestmark = pytest.mark.gpu
 
@@ -60,12 +60,13 @@ def test_afd_case_runs_both_roles_ffn_first(results):
     assert names == ["ffn", "attention"]
 
 
-def test_native_and_afd_outputs_agree_by_logprob_closeness(results):
+def test_native_and_afd_outputs_agree_by_logprob_closeness(results, run_dir):
     parity = results["comparisons"]["correctness"]["parity"]
     assert parity["status"] == "passed" and parity["different"] == 0, parity
     assert parity["mode"] == "logprobs" and parity["identical"] + parity["close"] == parity["total"] == 4
     for case_id in ("native-dp1", "afd-1a1f"):
-        for output in results["cases"][case_id]["parity_outputs"]:
+        records = (run_dir / results["cases"][case_id]["parity_records"]).read_text().splitlines()
+        for output in map(json.loads, records):
             assert len(output["top_logprobs"]) == len(output["token_ids"]) > 0, (case_id, output["prompt"])
 
 

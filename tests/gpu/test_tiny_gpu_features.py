@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from two_gpu_agent import afd_e2e, why_not_two_gpu_afd
+from gpu_agent import afd_e2e, why_not_two_gpu_afd
 
 pytestmark = pytest.mark.gpu
 

@@ -3,7 +3,9 @@ launch, the shared levels, the comparison, and the reports (plot, annotation tab
 
 One run of three cases: the profile's ``cpu-tp1`` and ``cpu-tp2`` with its ``tp1-vs-tp2`` comparison, and
 ``cpu-tp1-seqs1``, a variant serving one sequence at a time (``--max-num-seqs=1``, the seed's correctness
-setting): a real cause for a lower capacity, which the ``on_worse: fail`` gate must fail.
+setting): a real cause for a lower capacity, which the ``on_worse: fail`` gate must fail. The sweep is over
+``max_concurrency`` (the profile's own sweep, over ``request_rate``, runs in the cut-short test and the embedded
+default).
 
 ``AFD_E2E_CAPACITY_FIXTURE=DIR`` keeps that run's results.json in DIR (``tests/fixtures/results/tiny-cpu-capacity``
 is one, re-rendered by ``tests/unit/report/test_report_capacity.py``).
@@ -42,7 +44,19 @@ def swept(tiny_model, tmp_path_factory):
     for case in document["cases"].values():
         case["phases"] = ["smoke", "capacity"]
     document["cases"]["cpu-tp1-seqs1"] = {"extends": "cpu-tp1", "add_args": ["--max-num-seqs=1"]}
-    document["workloads"]["capacity"]["on_worse"] = "fail"
+    # A concurrency sweep (the profile sweeps the rate) of 64-token answers: at 16 in flight a request of
+    # cpu-tp1-seqs1 waits for the 15 served before it, over 1.5 s on any CPU (1 s at 15 ms a token) against a 500 ms
+    # TTFT target, while cpu-tp1 batches them within the 200 ms TPOT target. A rate sweep of 16-token answers was
+    # machine-dependent: a fast CI machine served 64 req/s one at a time with 94% attainment, nothing to fail.
+    document["workloads"]["bench"]["output_len"] = 64
+    document["workloads"]["capacity"].update(
+        variable="max_concurrency",
+        search={"start": 1, "upper": 16, "levels": 3},
+        slo={"ttft_ms": 500, "tpot_ms": 200},
+        request_rate=float("inf"),
+        on_worse="fail",
+    )
+    del document["workloads"]["capacity"]["max_concurrency"]
     del document["workloads"]["gsm8k"]  # no correctness phase here: no GSM8K needed
     document["comparisons"] = {
         "tp1-vs-tp2": {**document["comparisons"]["tp1-vs-tp2"], "measures": ["capacity"]},
@@ -118,7 +132,10 @@ def test_the_plot_annotation_and_junit_show_the_sweep(swept):
 
 @pytest.fixture(scope="module")
 def cut_short(tiny_model, tmp_path_factory):
-    """cpu-tp1 alone with a sweep budget that ends during its levels."""
+    """cpu-tp1 alone with a sweep budget that ends during its levels, whatever the machine's speed: three repetitions
+    a level make the first level alone take at least 24 s (32 prompts at 4 req/s each) and the search needs a second
+    level (34 req/s, three repetitions of at least 1 s of sending plus the tail), so 30 s cannot hold the sweep (with
+    one repetition a level, a fast machine finished it in 26.7 s: 4 passed, 34 failed, nothing to cut)."""
     work = tmp_path_factory.mktemp("capacity-cut")
     document = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
     document["name"] = "tiny-cpu-capacity-cut"
@@ -126,6 +143,7 @@ def cut_short(tiny_model, tmp_path_factory):
     document["comparisons"] = {}
     del document["workloads"]["gsm8k"]
     document["budgets"]["capacity_s"] = 30
+    document["workloads"]["capacity"]["repetitions"] = 3
     profile = work / "cut.yaml"
     profile.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     out = work / "out"

@@ -22,6 +22,7 @@ from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from repo_paths import GSM8K_DIR
+from stall_support import engine_core_of
 
 pytestmark = pytest.mark.integration
 
@@ -46,21 +47,6 @@ class PhaseClock(Progress):
 def one_case_plan(model: Path, port_base: int, phases: tuple[str, ...]):
     plan = build_plan(PROFILE, model_path=str(model), case_ids=["cpu-tp1"], port_base=port_base)
     return dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=phases),))
-
-
-def engine_core_of(api_pid: int) -> psutil.Process | None:
-    """The API server's ``VLLM::EngineCore`` child, once it has set its title."""
-    try:
-        children = psutil.Process(api_pid).children(recursive=True)
-    except psutil.Error:
-        return None
-    for child in children:
-        try:
-            if "EngineCore" in " ".join(child.cmdline()):
-                return child
-        except psutil.Error:
-            continue
-    return None
 
 
 class EngineKiller:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.util
+import os
 import threading
 from types import SimpleNamespace
 
@@ -19,6 +20,8 @@ from afd_e2e.profile import ReplaySpec, ServingSpec, load_profile
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
+from afd_e2e.runner.child_env import client_environment
+from afd_e2e.runner.markers import marker_env
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.workloads import replay
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
@@ -56,6 +59,8 @@ def measured(tmp_path_factory):
             cancelled=threading.Event(),
             flush=lambda: None,
             gsm8k_dir=None,
+            client_env=lambda name: client_environment(os.environ, markers=marker_env("features", plan_case.id, name)),
+            take_forensics=lambda _trigger, _reason: None,  # no case servers here to dump
         )
 
     right, wrong = ctx(case), ctx(dataclasses.replace(case, served_model_name="tiny-cpu-renamed"))
@@ -63,7 +68,9 @@ def measured(tmp_path_factory):
         up.launch()
         up.wait_ready(CancelFlag())
         outcomes = {"serving": run_serving(right), "replay": run_replay(right), "wrong name": run_serving(wrong)}
-    return SimpleNamespace(right=right.case_results, wrong=wrong.case_results, outcomes=outcomes, lines=lines)
+    return SimpleNamespace(
+        out=work / "out", right=right.case_results, wrong=wrong.case_results, outcomes=outcomes, lines=lines
+    )
 
 
 def test_serving_checks_pass_on_the_real_engine(measured):
@@ -86,14 +93,19 @@ def test_serving_checks_fail_for_a_served_name_mismatch(measured):
 def test_replay_rounds_are_answered_and_compared_by_the_parity_rule(measured):
     section = measured.right.replay
     assert measured.outcomes["replay"].status is Status.PASSED
-    assert (section.rounds, section.batch, section.answered, len(section.requests)) == (2, 4, 8, 8)
-    same = replay.compare_replay(PROFILE.parity, "a", section, "b", section)
-    assert same.status is Status.PASSED and same.identical == same.total == 8
-    diverged = copy.deepcopy(section)
-    changed = diverged.requests[5].output
+    assert (section.rounds, section.batch, section.answered, section.records) == (2, 4, 8, "replay/cpu-tp1.jsonl")
+    assert section.requests == []  # in the side file, not in results.json
+    requests = replay.read_requests(measured.out, section)
+    assert [(r.round, r.index) for r in requests] == [(n, i) for n in (1, 2) for i in range(4)]
+    assert all(r.output.top_logprobs and r.output.token_ids for r in requests)
+    same = replay.compare_replay(PROFILE.parity, "a", requests, "b", requests)
+    assert same.status is Status.PASSED and same.identical == same.total == 8 and same.prompts == []
+    diverged = copy.deepcopy(requests)
+    changed = diverged[5].output
     changed.token_ids = [*changed.token_ids[:2], -1]
     exact = dataclasses.replace(PROFILE.parity, mode="exact")
-    assert replay.compare_replay(exact, "a", section, "b", section).status is Status.PASSED
-    worse = replay.compare_replay(exact, "a", section, "b", diverged)
+    assert replay.compare_replay(exact, "a", requests, "b", requests).status is Status.PASSED
+    worse = replay.compare_replay(exact, "a", requests, "b", diverged)
     assert worse.status is Status.FAILED and worse.identical == 7 and worse.different == 1
-    assert next(p for p in worse.prompts if not p.identical).first_diff_token == 2
+    [listed] = worse.prompts  # only the request that is not identical is listed
+    assert listed.first_diff_token == 2

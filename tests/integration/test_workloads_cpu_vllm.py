@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +24,8 @@ from afd_e2e.results.model import SCHEMA, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.case import new_case_results
+from afd_e2e.runner.child_env import client_environment
+from afd_e2e.runner.markers import marker_env
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
@@ -46,6 +49,9 @@ def _ctx(case, out_dir: Path, lines: list[str]) -> SimpleNamespace:
         progress=lines.append,
         cancelled=threading.Event(),
         flush=lambda: None,
+        client_env=lambda name: client_environment(os.environ, markers=marker_env("workloads", case.id, name)),
+        take_forensics=lambda _trigger, _reason: None,  # no case servers here to dump
+        diagnose=lambda: "",  # no watchdog here: a budget timeout says only what the workload saw
     )
 
 
@@ -119,7 +125,9 @@ def test_builtin_verdicts_identical_to_lm_eval_on_the_same_server(measured):
 
 def test_parity_outputs_measured_on_each_case(measured):
     for case_id in ("cpu-tp1", "cpu-tp2"):
-        outputs = measured.results[case_id]["parity_outputs"]
+        assert measured.results[case_id]["parity_records"] == f"parity/{case_id}.jsonl"
+        records = (measured.out / f"parity/{case_id}.jsonl").read_text(encoding="utf-8").splitlines()
+        outputs = [json.loads(line) for line in records]
         assert [o["prompt"] for o in outputs] == list(PROFILE.parity.prompts)
         assert all(o["error"] is None and o["token_ids"] and isinstance(o["text"], str) for o in outputs)
 
@@ -133,7 +141,7 @@ def test_bench_repetitions_pass_and_aggregate_into_a_comparison(measured):
         for rep in performance["repetitions"]:
             assert rep["completed"] == PROFILE.bench.num_prompts and (measured.out / rep["path"]).is_file()
         assert (measured.out / f"bench/{case_id}/warmup-1.json").is_file()
-    comparisons = to_json(compare(PROFILE, measured.run))
+    comparisons = to_json(compare(PROFILE, measured.run, measured.out))
     comparison = comparisons["tp1-vs-tp2"]
     assert (comparison["baseline_label"], comparison["candidate_label"]) == ("native DP1/TP1", "native DP1/TP2")
     parity = comparison["parity"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from afd_e2e.commands.common import refuse_a_file
 from afd_e2e.errors import UsageError
 
 
@@ -26,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.within is not None and args.within <= 0:
         raise UsageError(f"--within={args.within:g} is not positive", "give the seconds left, e.g. --within 8")
+    refuse_a_file(args.out, "--out", "pass --out the results folder of the run to clean up (default afd-e2e-out)")
     checks = clean_up(args.out, args.within)
     for check in checks:
         print(f"cleanup {check.check}: {check.status} - {check.detail}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
+from afd_e2e.errors import UsageError
 from afd_e2e.plan import RunPlan, build_plan
 from afd_e2e.plan.gates import plan_devices, requested_model
 from afd_e2e.profile import Profile, load_profile
@@ -46,3 +48,9 @@ def plan_from_args(args: argparse.Namespace) -> tuple[Profile, RunPlan]:
         forced_routing_control=args.forced_routing_control,
     )
     return profile, plan
+
+
+def refuse_a_file(path: Path, name: str, fix: str) -> None:
+    """A folder argument that names a file: one line saying so, with the fix that fits (not a permissions hint)."""
+    if path.is_file():
+        raise UsageError(f"{name} {path} is a file, not a folder", fix)

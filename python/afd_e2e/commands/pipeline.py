@@ -90,8 +90,9 @@ def run(args: argparse.Namespace) -> int:
         decision = decide(
             env, profile, lookup, allowed_teams=tuple(args.allowed_teams), devices_on_agent=reference in in_sets
         )
-        print(f"afd-e2e pipeline: {profile.name}: {decision.action} ({decision.build})", file=sys.stderr)
-        for line in decision.reasons + decision.warnings:
+        details = decision.reasons + decision.warnings
+        print(f"afd-e2e pipeline: {profile.name}: {decision.headline()}{':' if details else ''}", file=sys.stderr)
+        for line in details:
             print(f"  - {line}", file=sys.stderr)
         decisions[reference] = ProfileDecision(reference, profile, decision)
     settings = GpuStepSettings(plugin=args.plugin, timeout_in_minutes=args.timeout_in_minutes, priority=args.priority)

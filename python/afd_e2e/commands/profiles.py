@@ -18,7 +18,10 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         profile = load_profile(name)
         smoke = " [SMOKE]" if profile.smoke_only else ""
-        print(f"{profile.name}{smoke}: {profile.description}")
+        description = profile.description
+        if profile.smoke_only:  # the tag says it once: "tiny-cpu [SMOKE]: tiny random-weight MoE ..."
+            description = description.removeprefix("SMOKE:").removeprefix("SMOKE").strip()
+        print(f"{profile.name}{smoke}: {description}")
         if args.profile:
             print(f"  platform {profile.platform}, {profile.device_count} GPUs, gates: {profile.gates.backend}")
             for case in profile.cases:

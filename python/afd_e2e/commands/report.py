@@ -15,6 +15,7 @@ import re
 import sys
 from pathlib import Path
 
+from afd_e2e.commands.common import refuse_a_file
 from afd_e2e.errors import UsageError
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -39,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_a_file(args.dir, "DIR", "pass the results folder that holds results.json (the --out of `afd-e2e run`)")
     name = args.test_engine_token_env
     if name and not args.publish:
         raise UsageError("--test-engine-token-env only applies when publishing", "add --publish")

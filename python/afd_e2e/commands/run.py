@@ -11,15 +11,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from afd_e2e.commands.common import add_profile_args
-from afd_e2e.errors import EXIT_FAILED, EXIT_GATES_CLOSED, EXIT_PASSED
+from afd_e2e.errors import EXIT_FAILED, EXIT_GATES_CLOSED, EXIT_PASSED, UsageError
 from afd_e2e.plan import RunPlan
 from afd_e2e.profile import Profile, load_profile
 from afd_e2e.results.model import PreflightRecord
 from afd_e2e.runner.admission import RunRequest, admit
+
+if TYPE_CHECKING:
+    from afd_e2e.multi_agent.leader import Leader
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +41,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run even where another process holds a planned GPU (recorded in the results and the annotation)",
     )
+    parser.add_argument(
+        "--keep-on-stall",
+        action="store_true",
+        help="debugging: leave a stalled case's processes up (pids and attach commands printed), end the run there; "
+        "refused in CI",
+    )
     parser.set_defaults(func=run)
+
+
+CI_MARKERS = ("CI", "BUILDKITE")
+
+
+def refuse_keep_in_ci(keep_on_stall: bool, env: os._Environ[str] | dict[str, str]) -> None:
+    """``--keep-on-stall`` leaves processes holding the agent's GPUs: never on a CI agent."""
+    found = [name for name in CI_MARKERS if env.get(name, "").lower() not in ("", "0", "false")]
+    if keep_on_stall and found:
+        raise UsageError(
+            f"--keep-on-stall is for debugging by hand: {found[0]} is set, this looks like CI",
+            "drop --keep-on-stall (CI always tears a stalled case down)",
+        )
 
 
 def take_preflight(profile: Profile, plan: RunPlan, model_path: str) -> PreflightRecord:
@@ -45,10 +69,31 @@ def take_preflight(profile: Profile, plan: RunPlan, model_path: str) -> Prefligh
     return record_preflight(profile, plan, model_path=model_path)
 
 
+def leader_side(profile: Profile, plan: RunPlan, progress: Callable[[str], None], profile_ref: str) -> Leader | None:
+    """The leader's part when a case of the plan places roles on other agents (admission saw the job id)."""
+    from afd_e2e.multi_agent.leader import Leader
+
+    if not any(case.remote_processes for case in plan.cases):
+        return None
+    return Leader(
+        os.environ["BUILDKITE_JOB_ID"],
+        os.environ,
+        interface=profile.engine.interface,
+        model_path=plan.model_path,
+        profile=profile,
+        profile_ref=profile_ref,
+        rendezvous_s=profile.budgets.rendezvous_s,
+        teardown_s=profile.budgets.teardown_s,
+        progress=progress,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from afd_e2e.results.status import Status
+    from afd_e2e.runner.progress import Progress
     from afd_e2e.runner.run import execute_run
 
+    refuse_keep_in_ci(args.keep_on_stall, os.environ)
     profile = load_profile(args.profile)
     request = RunRequest(
         out=args.out,
@@ -71,7 +116,16 @@ def run(args: argparse.Namespace) -> int:
     assert admission.plan is not None
     for note in admission.notes:
         print(f"afd-e2e run: {note}", file=sys.stderr)
-    results = execute_run(profile, admission, args.out, gsm8k_dir=args.gsm8k_dir)
+    progress = Progress()
+    results = execute_run(
+        profile,
+        admission,
+        args.out,
+        gsm8k_dir=args.gsm8k_dir,
+        progress=progress,
+        keep_on_stall=args.keep_on_stall,
+        side=leader_side(profile, admission.plan, progress, args.profile),
+    )
     print(f"results: {(args.out / 'results.json').resolve()} ({results.status})")
     for note in admission.notes:
         print(f"afd-e2e run: {note}", file=sys.stderr)  # again beside the verdict, where readers look

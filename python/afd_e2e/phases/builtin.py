@@ -19,7 +19,8 @@ from afd_e2e.phases.registry import (
     register,
 )
 from afd_e2e.profile.model import Profile
-from afd_e2e.report import annotation, features, junit
+from afd_e2e.report import annotation, features, forensics, junit, telemetry
+from afd_e2e.results.model import TelemetrySummary
 from afd_e2e.workloads import phases
 
 
@@ -61,7 +62,7 @@ CORRECTNESS = Phase(
     budget=Budget("correctness_s", 3600.0),
     run=phases.run_correctness,
     check_inputs=phases.check_correctness_inputs,
-    sections=(ResultsSection("gsm8k"), ResultsSection("parity_outputs")),
+    sections=(ResultsSection("gsm8k"), ResultsSection("parity_records")),
     junit=junit.correctness_testcases,
     annotation=annotation.parity_details,
     columns=(CaseColumn("GSM8K strict match", annotation.gsm8k_cell), CaseColumn("Parity", annotation.parity_cell)),
@@ -112,6 +113,7 @@ PROFILER = Phase(
     doc="every AFD role's torch profiler trace, and which of them are uploaded",
     budget=Budget("profiler_s", 300.0),
     run=phases.run_profiler,
+    stall_watched=False,  # stop_profile holds its request open while the traces are written
     sections=(ResultsSection("profiler"),),
     junit=junit.profiler_testcases,
     annotation=features.profiler_tables,
@@ -145,5 +147,20 @@ HYGIENE = CaseSection(
     annotation=annotation.hygiene_section,
 )
 
-for _entry in (SMOKE, CORRECTNESS, REPLAY, SERVING, PROFILER, PERFORMANCE, CAPACITY, HYGIENE):
+FORENSICS = CaseSection(
+    name="forensics",
+    doc="the state and stacks of every process of a case, taken when it died, stalled or ran out of time",
+    section=ResultsSection("forensics"),
+    annotation=forensics.forensics_section,
+)
+
+TELEMETRY = CaseSection(
+    name="telemetry",
+    doc="the 1 Hz timeline of every role's engine metrics, processes and GPUs; the progress watchdog's stalls",
+    section=ResultsSection("telemetry", TelemetrySummary),
+    budget=Budget("stall_s", 30.0),
+    annotation=telemetry.telemetry_section,
+)
+
+for _entry in (SMOKE, CORRECTNESS, REPLAY, SERVING, PROFILER, PERFORMANCE, CAPACITY, HYGIENE, FORENSICS, TELEMETRY):
     register(_entry)

@@ -94,11 +94,12 @@ class CaseColumn:
 @dataclass(frozen=True)
 class Measure:
     """What a comparison of two cases that both ran the phase measures: ``comparisons[].measures`` names it, and
-    ``compare`` fills the comparison's ``section``. ``needs``: what the profile lacks for it and the fix, or None."""
+    ``compare`` fills the comparison's ``section`` (the results folder last: side files the cases wrote there, such as
+    ``replay/<case>.jsonl``). ``needs``: what the profile lacks for it and the fix, or None."""
 
     name: str
     section: ResultsSection
-    compare: Callable[[Profile, ComparisonPlan, CaseResults | None, CaseResults | None], Any]
+    compare: Callable[[Profile, ComparisonPlan, CaseResults | None, CaseResults | None, Path], Any]
     needs: Callable[[Profile], tuple[str, str] | None] = lambda profile: None
     junit: Callable[[SuiteTestcases, Comparison, Any], None] | None = None
 
@@ -121,16 +122,20 @@ class Phase:
     measure: Measure | None = None
     check_inputs: Callable[[Profile, Path | None], None] | None = None  # before any model loads: a UsageError
     ends_case: bool = False  # a failure ends its case: no later phase makes sense (smoke)
+    # the progress watchdog judges stalls while it runs (budgets.stall_s); False for a phase that may hold a request
+    # open with no token moving by design (profiler: stop_profile writes the traces)
+    stall_watched: bool = True
     doc: str = ""
 
 
 @dataclass(frozen=True)
 class CaseSection:
-    """A case results section that no phase writes (hygiene; telemetry and forensics to come): its own home for
-    its type and renderers."""
+    """A case results section that no phase writes (hygiene, telemetry): its own home for its type, its
+    renderers and, where it has one, the budget it judges by (telemetry: ``budgets.stall_s``)."""
 
     name: str
     section: ResultsSection
+    budget: Budget | None = None
     junit: Callable[[SuiteTestcases, CaseResults], None] | None = None
     annotation: Callable[[RunResults, Mapping[str, str]], list[AnnotationPart]] | None = None
     doc: str = ""
@@ -213,9 +218,15 @@ def measure_phase(measure: str) -> Phase:
     return next(p for p in phases() if p.measure is not None and p.measure.name == measure)
 
 
+def stall_watched_phases() -> frozenset[str]:
+    """The phases during which requests in flight with no token moving is a stall."""
+    return frozenset(p.name for p in phases() if p.stall_watched)
+
+
 def budget_keys() -> dict[str, float]:
-    """Every phase's budget key and its default seconds."""
-    return {p.budget.key: p.budget.default_s for p in phases()}
+    """Every phase's and case section's budget key and its default seconds."""
+    sections = {c.budget.key: c.budget.default_s for c in case_sections() if c.budget is not None}
+    return {**{p.budget.key: p.budget.default_s for p in phases()}, **sections}
 
 
 def written_sections() -> tuple[str, ...]:

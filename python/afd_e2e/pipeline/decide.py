@@ -6,7 +6,9 @@ Rules, in order (each outcome names its reasons, so nothing is dropped silently)
    since the checkpoint lives on the GPU agent; its environment hook checks the directory.
 2. a pull request from a fork with no ``allowed_teams`` configured: **explain**; untrusted code reaches a GPU agent
    only through a block that only trusted teams may unblock.
-3. no connected agent has the profile's tags: **explain** (a job for a missing agent would wait in the queue).
+3. no connected agent has the profile's tags, or the tags of a pool a case places a process on (its followers'):
+   **explain** (a job for a missing agent would wait in the queue, a leader for a missing follower until its
+   rendezvous budget runs out).
    The check failed (no token, API down, 401): the run is still offered, but behind a block, with a warning: a
    person confirms instead of a job waiting for an agent that may not exist, and a broken token is not hidden by
    silently dropping every run.
@@ -25,6 +27,14 @@ from afd_e2e.plan.gates import BACKEND_ENV, CLOSED, INVALID, LARGE_MODEL_ENV, ev
 from afd_e2e.profile import Profile
 
 RUN, BLOCK, EXPLAIN = "run", "block", "explain"
+EMITTED = {RUN: "GPU step runs unattended", BLOCK: "GPU step behind a block step", EXPLAIN: "no GPU step"}
+GATES_CLOSED = "its opt-in gates are closed"
+OPEN_GATES = (
+    "to open them, set the variables named here in the environment of `afd-e2e pipeline` "
+    "(in Buildkite, the bootstrap step's env)"
+)
+FORK_WITHOUT_TEAMS = "no team may unblock a fork's run"
+NO_AGENT = "a GPU job would wait in the queue for an agent that is not there"
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,19 @@ class Decision:
     warnings: tuple[str, ...] = ()
     allowed_teams: tuple[str, ...] = ()
     gate_env: Mapping[str, str] = field(default_factory=dict)  # the opt-in the GPU step runs under
+    cause: str = ""  # why no GPU step (explain only), in words: the reasons are its details
+    remedy: str = ""  # what opens the way, where the reasons alone do not say where to act
+
+    @property
+    def why(self) -> str:
+        """The cause and its remedy: ``its opt-in gates are closed; to open them, set in ...``."""
+        return "; ".join(part for part in (self.cause, self.remedy) if part)
+
+    def headline(self) -> str:
+        """What is emitted and why, e.g. ``no GPU step (build outside Buildkite): its opt-in gates are closed; ...``:
+        "explain" alone left the reader to guess whether the build's origin or the gates kept the run out."""
+        emitted = f"{EMITTED[self.action]} ({self.build})"
+        return f"{emitted}: {self.why}" if self.why else emitted
 
 
 @dataclass(frozen=True)
@@ -64,7 +87,7 @@ def decide(
         raise gates.usage_error(f"profile {profile.name}")
     build = env.describe()
     if gates.status == CLOSED:
-        return Decision(EXPLAIN, build, gates.reasons)
+        return Decision(EXPLAIN, build, gates.reasons, cause=GATES_CLOSED, remedy=OPEN_GATES)
 
     if env.is_fork and not allowed_teams:
         return Decision(
@@ -74,14 +97,21 @@ def decide(
                 "a fork's code reaches a GPU agent only after a trusted team unblocks it, and no team is configured; "
                 "fix: pass --allowed-teams to afd-e2e pipeline",
             ),
+            cause=FORK_WITHOUT_TEAMS,
         )
 
     found = agents(profile.agent_tags)
     if found.status == NONE:
-        return Decision(EXPLAIN, build, (found.detail,))
-    warnings = (found.detail,) if found.status == UNKNOWN else ()
+        return Decision(EXPLAIN, build, (found.detail,), cause=NO_AGENT)
+    followers = [(where, agents(tags)) for where, tags in follower_pools(profile).items()]
+    missing = [f"{check.detail} (the follower pool of {where})" for where, check in followers if check.status == NONE]
+    if missing:
+        return Decision(EXPLAIN, build, tuple(missing), cause=NO_AGENT)
+    warnings = tuple(
+        dict.fromkeys(check.detail for check in (found, *(c for _, c in followers)) if check.status == UNKNOWN)
+    )
     forwarded = [
-        name for name in _gate_variables(profile) if not (devices_on_agent and name == profile.gates.devices_env)
+        name for name in gate_variables(profile) if not (devices_on_agent and name == profile.gates.devices_env)
     ]
     gate_env = {name: env.variables[name] for name in forwarded if name in env.variables}
 
@@ -94,7 +124,17 @@ def decide(
     return Decision(BLOCK, build, tuple(reasons), warnings, allowed_teams, gate_env)
 
 
-def _gate_variables(profile: Profile) -> list[str]:
+def follower_pools(profile: Profile) -> dict[str, Mapping[str, str]]:
+    """Each agent pool a case places a process on, named by where it is used (``case cpu-tp1-remote: server``)."""
+    pools: dict[str, Mapping[str, str]] = {}
+    for case in profile.cases:
+        for role, placement in case.placement.items():
+            pools[f"case {case.id}: {role}"] = placement.agents
+    return pools
+
+
+def gate_variables(profile: Profile) -> list[str]:
+    """The variables that open the profile's gates, as the GPU step carries them."""
     gates = profile.gates
     names = [BACKEND_ENV, gates.model_env]
     if gates.large_model:

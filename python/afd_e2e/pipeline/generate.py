@@ -9,13 +9,13 @@ only the GPU step targets the profile's agent tags.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from afd_e2e import __version__
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, Decision, ProfileDecision
+from afd_e2e.pipeline.followers import PLUGIN_ENV, leader_concurrency_group, tags_text
 from afd_e2e.pipeline.pools import Pool, select_pools
 from afd_e2e.pipeline.steps import (
     BlockStep,
@@ -24,6 +24,7 @@ from afd_e2e.pipeline.steps import (
     Pipeline,
     SelectField,
     SelectOption,
+    step_slug,
     step_timeout_minutes,
 )
 from afd_e2e.profile import Profile
@@ -77,7 +78,8 @@ def profile_group(item: ProfileDecision, settings: GpuStepSettings) -> GroupStep
     slug = step_slug(profile.name)
     steps: list[CommandStep | BlockStep] = []
     if decision.action == EXPLAIN:
-        body = f"**afd-e2e {profile.name}** is not run in this {decision.build}:\n\n{_bullets(decision.reasons)}"
+        why = f"**afd-e2e {profile.name}** is not run ({decision.build}): {decision.why}"
+        body = f"{why}:\n\n{_bullets(decision.reasons)}"
         steps.append(annotation_step(slug, "info", f":information_source: afd-e2e {profile.name}: not run", body))
     else:
         if decision.warnings:
@@ -99,8 +101,15 @@ def set_group(name: str, items: Sequence[ProfileDecision], settings: GpuStepSett
     build = items[0].decision.build if items else ""
     steps: list[CommandStep | BlockStep] = []
     if selection.explained:
-        lines = [f"**{i.profile.name}**: {'; '.join(i.decision.reasons)}" for i in selection.explained]
-        body = f"**afd-e2e {name}**: profiles not run in this {build}:\n\n{_bullets(lines)}"
+        lines = [
+            f"**{i.profile.name}**: {i.decision.cause}: {'; '.join(i.decision.reasons)}" for i in selection.explained
+        ]
+        remedies = "".join(  # once for the set, not on each profile's line
+            f"\n\nWhere gates are closed: {remedy}."
+            for remedy in dict.fromkeys(i.decision.remedy for i in selection.explained)
+            if remedy
+        )
+        body = f"**afd-e2e {name}**: profiles not run ({build}):\n\n{_bullets(lines)}{remedies}"
         label = f":information_source: afd-e2e {name}: {len(selection.explained)} profile(s) not run"
         steps.append(annotation_step(slug, "info", label, body))
     warnings = tuple(dict.fromkeys(w for pool in selection.pools for w in pool.warnings))
@@ -154,9 +163,11 @@ def pool_step(slug: str, pool: Pool, settings: GpuStepSettings, block: BlockStep
     env: dict[str, str] = {}
     for member in pool.members:
         env |= member.decision.gate_env
+    if any(m.profile.multi_agent for m in pool.members):
+        env[PLUGIN_ENV] = settings.plugin
     results = OUT_DIR if len(references) == 1 else f"{OUT_DIR}/*"
     return CommandStep(
-        label=f"afd-e2e {', '.join(m.profile.name for m in pool.members)}",
+        label=f"afd-e2e {', '.join(m.profile.name for m in pool.members)}" + (" (leader)" if PLUGIN_ENV in env else ""),
         key=f"afd-e2e-{slug}-{step_slug(pool.tags_text)}-{pool.action}",
         depends_on=(block.key,) if block else (),
         agents=dict(pool.agent_tags),
@@ -165,7 +176,7 @@ def pool_step(slug: str, pool: Pool, settings: GpuStepSettings, block: BlockStep
         timeout_in_minutes=settings.timeout_in_minutes or step_timeout_minutes(m.profile for m in pool.members),
         priority=settings.priority,
         concurrency=1,
-        concurrency_group=f"afd-e2e/{pool.tags_text}",
+        concurrency_group=leader_concurrency_group(m.profile for m in pool.members),
         retry_on_agent_lost=True,
         artifact_paths=(f"{results}/results.json", f"{results}/logs/**/*"),
     )
@@ -188,7 +199,7 @@ def annotation_step(slug: str, style: str, label: str, body: str) -> CommandStep
 
 
 def approval_step(slug: str, profile: Profile, decision: Decision) -> BlockStep:
-    tags = _tags(profile)
+    tags = tags_text(profile.agent_tags)
     return BlockStep(
         block=f"Run afd-e2e {profile.name}?",
         key=f"afd-e2e-{slug}-approve",
@@ -209,37 +220,36 @@ def approval_step(slug: str, profile: Profile, decision: Decision) -> BlockStep:
 
 
 def gpu_step(slug: str, item: ProfileDecision, settings: GpuStepSettings, block: BlockStep | None) -> CommandStep:
-    """The plugin's job on the profile's agents: one job per agent pool at a time, retried only on agent loss."""
+    """The plugin's job on the profile's agents: one job per agent pool set at a time, retried only on agent loss.
+
+    A profile that places a process on another agent pool makes this job the cases' leader: it runs the workloads,
+    hosts its own roles and uploads the followers at run time (followers.py), with the plugin reference in its env.
+    """
+    profile = item.profile
     config: dict[str, str] = {"profile": item.reference}
     if block:
         config["cases-meta-data"] = cases_meta_data_key(slug)
+    env = dict(item.decision.gate_env)
+    if profile.multi_agent:
+        env[PLUGIN_ENV] = settings.plugin
     return CommandStep(
-        label=f"afd-e2e {item.profile.name}",
+        label=f"afd-e2e {profile.name}" + (" (leader)" if profile.multi_agent else ""),
         key=f"afd-e2e-{slug}-run",
         depends_on=(block.key,) if block else (),
-        agents=dict(item.profile.agent_tags),
-        env=dict(item.decision.gate_env),
+        agents=dict(profile.agent_tags),
+        env=env,
         plugins={settings.plugin: config},
-        timeout_in_minutes=settings.timeout_in_minutes or step_timeout_minutes([item.profile]),
+        timeout_in_minutes=settings.timeout_in_minutes or step_timeout_minutes([profile]),
         priority=settings.priority,
         concurrency=1,
-        concurrency_group=f"afd-e2e/{_tags(item.profile)}",
+        concurrency_group=leader_concurrency_group([profile]),
         retry_on_agent_lost=True,
         artifact_paths=(f"{OUT_DIR}/results.json", f"{OUT_DIR}/logs/**/*"),
     )
 
 
-def step_slug(name: str) -> str:
-    """A profile name as it may appear in step keys and meta-data keys (letters, digits, ``-``, ``_``)."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:60] or "profile"
-
-
 def cases_meta_data_key(slug: str) -> str:
     return f"afd-e2e-cases-{slug}"
-
-
-def _tags(profile: Profile) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(profile.agent_tags.items())) or "queue=default"
 
 
 def _bullets(lines: Sequence[str]) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, ProfileDecision
+from afd_e2e.pipeline.followers import tags_text
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Pool:
 
     @property
     def tags_text(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.agent_tags) or "queue=default"
+        return tags_text(dict(self.agent_tags))
 
     @property
     def warnings(self) -> tuple[str, ...]:

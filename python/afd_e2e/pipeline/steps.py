@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +28,19 @@ STEP_OVERHEAD_MINUTES = 10
 
 
 def step_timeout_minutes(profiles: Iterable[Profile]) -> int:
-    """``timeout_in_minutes`` from the profiles' budgets: every case's start-up, phases and teardown, plus margin."""
-    seconds = sum(registry.case_budget_s(p, case.phases) for p in profiles for case in p.cases)
+    """``timeout_in_minutes`` from the profiles' budgets: every case's start-up, phases and teardown (and its
+    rendezvous, for a case with followers), plus margin."""
+    seconds = sum(
+        registry.case_budget_s(p, case.phases) + (p.budgets.rendezvous_s if case.multi_agent else 0)
+        for p in profiles
+        for case in p.cases
+    )
     return math.ceil(seconds * STEP_MARGIN / 60) + STEP_OVERHEAD_MINUTES
+
+
+def step_slug(name: str) -> str:
+    """A profile name as it may appear in step keys and meta-data keys (letters, digits, ``-``, ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:60] or "profile"
 
 
 @dataclass(frozen=True)
@@ -102,12 +113,15 @@ class CommandStep:
     priority: int | None = None
     concurrency: int | None = None
     concurrency_group: str | None = None
+    concurrency_method: str | None = None  # "ordered" (Buildkite's default) or "eager"
     retry_on_agent_lost: bool = False
     artifact_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) != (self.concurrency_group is None):
             raise ValueError(f"step {self.key}: concurrency and concurrency_group go together")
+        if self.concurrency_method is not None and self.concurrency is None:
+            raise ValueError(f"step {self.key}: concurrency_method needs concurrency and concurrency_group")
 
     def to_dict(self) -> dict[str, Any]:
         return _compact(
@@ -122,6 +136,7 @@ class CommandStep:
                 "priority": self.priority,
                 "concurrency": self.concurrency,
                 "concurrency_group": self.concurrency_group,
+                "concurrency_method": self.concurrency_method,
                 "retry": {"automatic": [dict(AGENT_LOST_RETRY)]} if self.retry_on_agent_lost else None,
                 "artifact_paths": list(self.artifact_paths),
             }

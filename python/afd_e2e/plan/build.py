@@ -3,52 +3,155 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from afd_e2e.errors import UsageError
-from afd_e2e.plan.model import CasePlan, ComparisonPlan, ProcessPlan, RunPlan
+from afd_e2e.plan.addresses import LEADER, LISTEN_HOST, placeholder, rendezvous_key, rendezvous_variable
+from afd_e2e.plan.model import CasePlan, ComparisonPlan, ProcessPlacement, ProcessPlan, RunPlan
 from afd_e2e.plan.routing_control import control_label, routing_controls
-from afd_e2e.plan.serve_argv import child_env, profiler_dir_env, removed_env, serve_argv
-from afd_e2e.profile import CaseSpec, Profile
+from afd_e2e.plan.serve_argv import (
+    DpSpan,
+    child_env,
+    flight_recorder_dump_env,
+    profiler_dir_env,
+    removed_env,
+    serve_argv,
+)
+from afd_e2e.profile import CaseSpec, PlacementSpec, Profile
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One process to plan: a role, or one agent's share of a role spanning agents."""
+
+    role_name: str
+    node: int
+    placement: PlacementSpec | None
+
+    @property
+    def name(self) -> str:
+        return self.role_name if self.node == 0 else f"{self.role_name}-node{self.node}"
+
+    @property
+    def agent(self) -> str:
+        """Each placed process is a follower job of its own; everything else shares the leader's agent."""
+        return LEADER if self.placement is None else self.name
+
+
+def _slots(case: CaseSpec) -> list[_Slot]:
+    """Launch order: FFN before Attention (the synchronous P2P connector waits for FFN), node 0 first."""
+    slots = []
+    for role_name in case.roles():
+        placement = case.placement.get(role_name)
+        slots += [_Slot(role_name, node, placement) for node in range(placement.nodes if placement else 1)]
+    return slots
 
 
 def _case_processes(
     profile: Profile, case: CaseSpec, devices: tuple[int, ...], model_path: str, block: int
-) -> tuple[ProcessPlan, ...]:
-    """Processes in launch order: FFN before Attention (the synchronous P2P connector waits for FFN)."""
+) -> tuple[tuple[ProcessPlan, ...], dict[str, str]]:
+    """The case's processes in launch order, and the rendezvous addresses they need (placeholder -> meta-data key)."""
     processes = []
     roles = case.roles()
+    slots = _slots(case)
     connector_ports: tuple[int, ...] = ()
+    next_port = block + 2
     if case.kind == "afd":
         assert case.ffn
-        rendezvous = block + 2
-        connector_ports = tuple(range(rendezvous, rendezvous + case.ffn.ranks + 1))
-    for role_name, role in roles.items():
-        role_devices: tuple[int, ...] = ()
-        if role.devices is not None:
+        connector_ports = tuple(range(block + 2, block + 2 + case.ffn.ranks + 1))
+        next_port = connector_ports[-1] + 1
+    rpc_ports = {}
+    for role_name, placement in case.placement.items():
+        if placement.nodes > 1:
+            rpc_ports[role_name], next_port = next_port, next_port + 1
+    rendezvous: dict[str, str] = {}
+
+    def listen(slot: _Slot) -> str:
+        if slot.placement is not None:
+            return slot.placement.listen or placeholder(LISTEN_HOST)
+        return placeholder(LISTEN_HOST) if case.multi_agent else profile.engine.host
+
+    def address(target: _Slot, seen_from: _Slot) -> str:
+        """Where ``seen_from``'s process reaches ``target``'s: its listen address on the same agent, else the
+        rendezvous address ``target``'s agent publishes."""
+        if target.agent == seen_from.agent:
+            return listen(target)
+        variable = rendezvous_variable(target.name)
+        rendezvous[variable] = rendezvous_key(case.id, target.name)
+        return placeholder(variable)
+
+    for slot in slots:
+        role = roles[slot.role_name]
+        placement = slot.placement
+        if placement is not None:
+            role_devices = placement.devices
+        elif role.devices is not None:
             start, end = profile.device_groups[role.devices]
             role_devices = devices[start:end]
-        api_port = block + 1 if role_name == "ffn" else block
+        else:
+            role_devices = ()
+        api_port = block + 1 if slot.role_name == "ffn" else block
+        span = None
+        if placement is not None and placement.nodes > 1:
+            first = _Slot(slot.role_name, 0, placement)
+            span = DpSpan(slot.node, placement.nodes, address(first, slot), rpc_ports[slot.role_name])
+        owner = _Slot("ffn", 0, case.placement.get("ffn"))  # the FFN's rank 0 owns the AFD rendezvous
+        connector_host = address(owner, slot) if case.kind == "afd" and case.multi_agent else None
         argv = serve_argv(
-            profile, case, role_name, model_path, api_port, connector_ports[0] if connector_ports else None
+            profile,
+            case,
+            slot.role_name,
+            model_path,
+            api_port,
+            connector_ports[0] if connector_ports else None,
+            listen_host=listen(slot),
+            connector_host=connector_host,
+            span=span,
         )
-        env = child_env(profile, case, role_name, role_devices)
+        interface = (placement.interface if placement else profile.engine.interface) if case.multi_agent else None
+        env = child_env(profile, case, slot.role_name, role_devices, interface)
         unset = [name for name in profile.engine.env_strip if name not in env]
-        unset += [name for name in removed_env(case, role_name) if name not in env and name not in unset]
+        unset += [name for name in removed_env(case, slot.role_name) if name not in env and name not in unset]
+        own_ports = connector_ports if slot.role_name == "ffn" and slot.node == 0 else ()
+        if span is not None and slot.node == 0:
+            own_ports = (*own_ports, span.rpc_port)
         processes.append(
             ProcessPlan(
-                name=role_name,
-                role="native" if case.kind == "native" else role_name,
+                name=slot.name,
+                role="native" if case.kind == "native" else slot.role_name,
                 argv=tuple(argv),
                 env_set=env,
                 env_unset=tuple(unset),
-                out_dir_env=profiler_dir_env(case, role_name),
+                out_dir_env={
+                    **profiler_dir_env(case, slot.role_name),
+                    **flight_recorder_dump_env(case, slot.role_name),
+                },
                 devices=role_devices,
                 api_port=api_port,
-                connector_ports=connector_ports if role_name == "ffn" else (),
-                serves_api=role_name != "ffn",
+                connector_ports=own_ports,
+                serves_api=slot.role_name != "ffn" and slot.node == 0,
+                placement=None
+                if placement is None
+                else ProcessPlacement(
+                    agent_tags=dict(placement.agents),
+                    interface=placement.interface,
+                    listen_host=listen(slot),
+                    node=slot.node,
+                    nodes=placement.nodes,
+                ),
             )
         )
-    return tuple(processes)
+    return tuple(processes), rendezvous
+
+
+def _api_host(case: CaseSpec, api: ProcessPlan, rendezvous: dict[str, str]) -> str:
+    """Where the leader's workloads reach the API: on the leader, its listen address; elsewhere, the API
+    process's rendezvous address."""
+    if api.placement is None:
+        return placeholder(LISTEN_HOST)
+    variable = rendezvous_variable(api.name)
+    rendezvous[variable] = rendezvous_key(case.id, api.name)
+    return placeholder(variable)
 
 
 def build_plan(
@@ -78,7 +181,7 @@ def build_plan(
     cases = []
     for index, case in enumerate([*selected, *(case for case, _ in controls)]):
         block = base + index * stride
-        processes = _case_processes(profile, case, devices, model_path, block)
+        processes, rendezvous = _case_processes(profile, case, devices, model_path, block)
         highest = max(p for proc in processes for p in proc.ports)
         if highest > 65535:
             raise UsageError(
@@ -91,7 +194,10 @@ def build_plan(
                 "raise engine.port_stride or lower the port base",
             )
         api = next(p for p in processes if p.serves_api)
-        base_url = f"http://{profile.engine.host}:{api.api_port}"
+        api_host = profile.engine.host
+        if case.multi_agent:  # the workloads run on the leader's agent
+            api_host = _api_host(case, api, rendezvous)
+        base_url = f"http://{api_host}:{api.api_port}"
         cases.append(
             CasePlan(
                 id=case.id,
@@ -106,6 +212,7 @@ def build_plan(
                 startup_timeout_s=profile.budgets.startup_s,
                 teardown_grace_s=profile.budgets.teardown_s,
                 control=case.id in control_ids,
+                rendezvous=rendezvous,
             )
         )
     selected_ids = {c.id for c in selected}

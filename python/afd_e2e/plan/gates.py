@@ -132,9 +132,12 @@ def evaluate_gates(
         resolved_model = path
     elif not Path(path).is_dir():
         what = "a file" if Path(path).exists() else "missing"
-        invalid.append(
-            UsageError(f"{gates.model_env}={path} is {what}, not a directory", "point it at the checkpoint folder")
-        )
+        if model_path:  # name what the user typed
+            invalid.append(UsageError(f"--model {path} is {what}, not a directory", "pass --model a checkpoint folder"))
+        else:
+            invalid.append(
+                UsageError(f"{gates.model_env}={path} is {what}, not a directory", "point it at the checkpoint folder")
+            )
     else:
         resolved_model = str(Path(path).resolve())
 

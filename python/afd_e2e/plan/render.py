@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
-from afd_e2e.plan.model import RunPlan
+from afd_e2e.plan.addresses import LISTEN_HOST, meta_data_key, placeholders
+from afd_e2e.plan.model import CasePlan, ProcessPlan, RunPlan
 
 
 def _quote(arg: str) -> str:
-    """Quote for a shell, leaving an unset-model placeholder like ``${AFD_GPU_E2E_MODEL}`` expandable."""
-    if arg.startswith("${") and arg.endswith("}"):
+    """Quote for a shell, leaving an unset-model placeholder like ``${AFD_GPU_E2E_MODEL}`` and the address
+    placeholders (plan/addresses.py, also inside the AFD config's JSON) expandable."""
+    if arg.startswith("${") and arg.endswith("}") and "$" not in arg[1:]:
         return f'"{arg}"'
+    if placeholders(arg):
+        return '"' + re.sub(r'(["\\`]|\$(?!\{AFD_E2E_))', r"\\\1", arg) + '"'
     return shlex.quote(arg)
+
+
+def _where(process: ProcessPlan) -> str:
+    """Which agent runs the process: the leader's (the job that runs the workloads) or a follower job's pool."""
+    placement = process.placement
+    if placement is None:
+        return "on the leader's agent"
+    node = f", node {placement.node + 1} of {placement.nodes}" if placement.nodes > 1 else ""
+    return f"in a follower job on an agent with {placement.pool} (interface {placement.interface}{node})"
+
+
+def _addresses(case: CasePlan) -> list[str]:
+    if not case.rendezvous and not any(LISTEN_HOST in a for p in case.processes for a in p.argv):
+        return []
+    lines = [f"# roles on several agents: ${{{LISTEN_HOST}}} is each agent's own interface address (it listens there)"]
+    lines += [
+        f"# ${{{variable}}}: the address published in build meta-data {meta_data_key('<leader job>', key)}"
+        for variable, key in sorted(case.rendezvous.items())
+    ]
+    return lines
 
 
 def _uses_out_dir(plan: RunPlan) -> bool:
@@ -30,9 +55,11 @@ def render_text(plan: RunPlan) -> str:
         if case.description:
             lines.append(f"# {case.description}")
         lines.append(f"# ready when GET {case.ready_url} answers 200; ports {', '.join(map(str, case.ports))}")
+        lines += _addresses(case)
         for order, process in enumerate(case.processes, 1):
             devices = ",".join(map(str, process.devices)) or "cpu"
-            lines.append(f"# {order}. {process.name} (devices {devices})")
+            where = f", {_where(process)}" if case.remote_processes else ""
+            lines.append(f"# {order}. {process.name} (devices {devices}{where})")
             unset = " ".join(f"-u {shlex.quote(v)}" for v in process.env_unset)
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(process.env_set.items()))
             env += "".join(f' {k}="$OUT"/{shlex.quote(v)}' for k, v in sorted(process.out_dir_env.items()))

@@ -9,6 +9,7 @@ plugin's runner writes them, and the case's edits (its parent's first) remove an
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from afd_e2e.profile import CaseSpec, GraphSpec, Profile, ProfilerSpec, RoleSpec
 
@@ -36,8 +37,26 @@ GRAPH_FLAGS = (
 DBO_FLAGS = ("--enable-dbo", "--dbo-decode-token-threshold", "--dbo-prefill-token-threshold")
 
 
-def topology_args(role: RoleSpec) -> list[str]:
-    args = ["--data-parallel-size", str(role.dp), "--tensor-parallel-size", str(role.tp)]
+@dataclass(frozen=True)
+class DpSpan:
+    """One agent's share of a role whose DP ranks span ``nodes`` agents (vLLM's multi-node data parallel): node 0
+    serves the API and hosts the DP coordinator at ``address``:``rpc_port``; the others run ``--headless``."""
+
+    node: int
+    nodes: int
+    address: str  # node 0's address as this node reaches it
+    rpc_port: int
+
+
+def topology_args(role: RoleSpec, span: DpSpan | None = None) -> list[str]:
+    args = ["--data-parallel-size", str(role.dp)]
+    if span is not None:
+        local = role.dp // span.nodes
+        args += ["--data-parallel-size-local", str(local), "--data-parallel-start-rank", str(span.node * local)]
+        args += ["--data-parallel-address", span.address, "--data-parallel-rpc-port", str(span.rpc_port)]
+        if span.node > 0:
+            args.append("--headless")
+    args += ["--tensor-parallel-size", str(role.tp)]
     if role.ep:
         args.append("--enable-expert-parallel")
     return args
@@ -106,6 +125,24 @@ def profiler_dir_env(case: CaseSpec, role_name: str) -> dict[str, str]:
     return {f"{PROFILER_PREFIX[role_name]}_DIR": f"traces/{case.id}/{role_name}"}
 
 
+def flight_recorder_env(case: CaseSpec) -> dict[str, str]:
+    """PyTorch's NCCL flight recorder: record the last collectives and dump them when one times out."""
+    if case.nccl_flight_recorder is None:
+        return {}
+    return {
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": str(case.nccl_flight_recorder.buffer_size),
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+    }
+
+
+def flight_recorder_dump_env(case: CaseSpec, role_name: str) -> dict[str, str]:
+    """Where the recorder dumps (PyTorch appends the rank): ``forensics/<case>/nccl/<role>-rank``, relative to the
+    run's results folder, so the dumps are uploaded with the case's forensics."""
+    if case.nccl_flight_recorder is None:
+        return {}
+    return {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": f"forensics/{case.id}/nccl/{role_name}-rank"}
+
+
 def serve_argv(
     profile: Profile,
     case: CaseSpec,
@@ -113,18 +150,25 @@ def serve_argv(
     model_path: str,
     api_port: int,
     connector_port: int | None,
+    *,
+    listen_host: str | None = None,
+    connector_host: str | None = None,
+    span: DpSpan | None = None,
 ) -> list[str]:
-    """Full argv for one role of a case."""
+    """Full argv for one role of a case (one agent's share of it with ``span``). The API listens on
+    ``listen_host`` and the AFD connector's rendezvous is at ``connector_host`` (both ``engine.host`` unless the
+    case's roles run on several agents: plan/addresses.py)."""
     engine = profile.engine
     role = case.roles()[role_name]
     served = profile.model.served_name if role_name != "ffn" else f"{profile.model.served_name}-ffn"
     argv = [engine.executable, "serve", model_path, "--served-model-name", served]
-    argv += ["--host", engine.host, "--port", str(api_port)]
+    argv += ["--host", listen_host or engine.host, "--port", str(api_port)]
     argv += list(engine.serve_args)
-    argv += topology_args(role)
+    argv += topology_args(role, span)
     if case.kind == "afd":
         assert connector_port is not None
-        argv += ["--additional-config", afd_config(role_name, case, engine.host, connector_port)]
+        host = connector_host or engine.host
+        argv += ["--additional-config", afd_config(role_name, case, host, connector_port)]
     args = argv[3:]
     if case.graph is not None:
         for flag in GRAPH_FLAGS:
@@ -146,11 +190,17 @@ def serve_argv(
     return argv[:3] + args
 
 
-def child_env(profile: Profile, case: CaseSpec, role_name: str, devices: tuple[int, ...]) -> dict[str, str]:
+def child_env(
+    profile: Profile, case: CaseSpec, role_name: str, devices: tuple[int, ...], interface: str | None = None
+) -> dict[str, str]:
     """Variables set on a child (on top of the agent's environment minus ``engine.env_strip``); a variable an
-    edit removes is neither set nor inherited (``ProcessPlan.env_unset``)."""
+    edit removes is neither set nor inherited (``ProcessPlan.env_unset``). With ``interface`` (a case whose roles
+    run on several agents: that agent pool's), NCCL and Gloo talk over that interface only."""
     env = dict(OFFLINE_ENV)
     env.update(profile.engine.env_set)
+    if interface is not None:
+        env["NCCL_SOCKET_IFNAME"] = interface
+        env["GLOO_SOCKET_IFNAME"] = interface
     if case.kind == "afd":
         env.update(AFD_ENV)
     if profile.platform == "cuda":
@@ -159,6 +209,7 @@ def child_env(profile: Profile, case: CaseSpec, role_name: str, devices: tuple[i
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
     if case.profiler is not None and role_name in PROFILER_PREFIX:
         env.update(profiler_env(role_name, case.profiler))
+    env.update(flight_recorder_env(case))
     for edit in case.edits:
         if edit.applies_to(role_name):
             for name in edit.env_remove:

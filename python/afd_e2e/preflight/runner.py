@@ -18,6 +18,7 @@ from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.ports import check_ports, plan_ports
 from afd_e2e.preflight.software import InstalledSoftware, check_software, control_env, read_installed
+from afd_e2e.preflight.stack_dumps import check_stack_dumps
 from afd_e2e.profile import Profile
 from afd_e2e.results.model import PreflightCheck, PreflightRecord
 from afd_e2e.results.status import Status
@@ -55,6 +56,7 @@ def run_preflight(
     model_path: str | None,
     read_hardware: Callable[[], MachineReadings] = read_machine,
     installed: InstalledSoftware | None = None,
+    stack_dumps: Callable[[], list[PreflightCheck]] = check_stack_dumps,
 ) -> PreflightReport:
     inventory, why_none = read_inventory(profile, read_hardware)
     installed = installed or read_installed(profile.engine.executable, routing_env=control_env(plan))
@@ -63,6 +65,7 @@ def run_preflight(
         *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
         *check_checkpoint(profile.model.checkpoint, model_path, profile.gates.model_env, plan),
         *check_software(profile, plan, installed),
+        *stack_dumps(),
     ]
     return PreflightReport(
         profile=profile.name,

@@ -39,6 +39,7 @@ class InstalledSoftware:
     routing_strategies: tuple[str, ...] | None  # None: not asked (no control planned) or vLLM could not say
     problem: str | None  # why vllm_python could not be asked, or why it could not list routing strategies
     nvidia_ml_py: str | None  # version in afd_e2e_python, or "present" when pynvml is there without metadata
+    afd_plugin_version: str | None = None  # the version of the distribution the entry point comes from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +87,7 @@ def read_installed(executable: str, *, routing_env: Mapping[str, str] | None = N
             "vllm": engine.vllm,
             "torch": engine.torch,
             "afd_plugin": engine.general_plugins.get(PLUGIN_NAME),
+            "afd_plugin_version": engine.plugin_versions.get(PLUGIN_NAME),
             "routing_strategies": engine.routing_strategies,
             "problem": engine.routing_error,
         }
@@ -148,3 +150,39 @@ def _nvml(profile: Profile, version: str | None) -> PreflightCheck:
     if version is None:
         return failed(NVML, "not installed", "installed", "pip install nvidia-ml-py")
     return passed(NVML, version, "installed")
+
+
+SOFTWARE_FIELDS = frozenset(InstalledSoftware.__dataclass_fields__)
+
+
+def describe_software(found: Mapping[str, str | None]) -> str:
+    """A preflight's software record (results.json's ``preflight.software``) as one sentence. Only what was looked for
+    and missing reads as missing: no routing strategies means none were asked for, no problem means none occurred
+    (listing each field as ``name value`` said ``routing_strategies not found, problem not found``)."""
+    vllm, torch, python, executable = (found.get(k) for k in ("vllm", "torch", "vllm_python", "vllm_executable"))
+    problem = found.get("problem")
+    if vllm:
+        engine = f"vLLM {vllm}" + (f" with torch {torch}" if torch else "") + (f" in {python}" if python else "")
+        engine += f" (the Python of {executable})" if executable else ""
+    elif python:
+        engine = f"vLLM not installed in {python} (the Python of {executable})"
+    elif executable:
+        engine = f"vLLM could not be asked through {executable}"
+    else:
+        engine = "no vllm executable found" if "vllm_executable" in found else "vLLM not recorded"
+    parts = [f"{engine}: {problem}" if problem and not vllm else engine]
+    if problem and vllm:
+        parts.append(f"its routing strategies unknown: {problem}")
+    if vllm and "afd_plugin" in found:
+        plugin, version = found["afd_plugin"], found.get("afd_plugin_version")
+        parts.append(
+            f"AFD plugin {plugin}" + (f" {version}" if version else "") if plugin else "no AFD plugin installed"
+        )
+    if found.get("routing_strategies"):
+        parts.append(f"MoE routing strategies {found['routing_strategies']}")
+    if "nvidia_ml_py" in found:
+        parts.append(f"nvidia-ml-py {found['nvidia_ml_py']}" if found["nvidia_ml_py"] else "no nvidia-ml-py")
+    if found.get("afd_e2e_python"):
+        parts.append(f"afd-e2e runs in {found['afd_e2e_python']}")
+    parts += [f"{name} {value}" for name, value in found.items() if name not in SOFTWARE_FIELDS and value]
+    return "; ".join(parts) + "."

@@ -74,6 +74,13 @@ class EngineSpec:
     env_set: Mapping[str, str]
     env_strip: tuple[str, ...]
     ready_path: str
+    # The leader agent pool's network interface: where its processes listen, and NCCL_SOCKET_IFNAME /
+    # GLOO_SOCKET_IFNAME, in a case with a role placed on another agent (``CaseSpec.placement``).
+    interface: str | None = None
+    # A start-up where every role is alive but none logs a line or uses CPU for budgets.stall_s (a connector
+    # rendezvous that never completes): "fail" ends the case with the diagnosis, "wait" reports it and waits on
+    # until budgets.startup_s.
+    on_startup_stall: str = "wait"
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,25 @@ class RoleSpec:
     @property
     def ranks(self) -> int:
         return self.dp * self.tp
+
+
+@dataclass(frozen=True)
+class PlacementSpec:
+    """Where one role of a case runs when not on the leader's agent: an agent pool found by its Buildkite tags.
+
+    ``nodes`` > 1: the role's DP ranks span that many agents of the pool (vLLM's multi-node data parallel:
+    ``--data-parallel-size-local``, ``--data-parallel-start-rank``, ``--headless`` on all but the first).
+    """
+
+    agents: Mapping[str, str]  # the pool's agent tags (``queue``, ``gpus``, ...)
+    interface: str  # that pool's network interface: NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME, and where it listens
+    listen: str | None = None  # a literal listen address; None: the interface's own address, found on the agent
+    devices: tuple[int, ...] = ()  # device ids on each agent of the pool (cuda); none on the CPU
+    nodes: int = 1
+
+    @property
+    def tags_text(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.agents.items()))
 
 
 @dataclass(frozen=True)
@@ -137,6 +163,14 @@ class ProfilerSpec:
 
 
 @dataclass(frozen=True)
+class FlightRecorderSpec:
+    """PyTorch's NCCL flight recorder: the last ``buffer_size`` collectives of every rank, dumped when a collective
+    times out, into the case's forensics folder (``forensics/<case>/nccl/<role>-rank<N>``)."""
+
+    buffer_size: int
+
+
+@dataclass(frozen=True)
 class CaseSpec:
     id: str
     kind: str  # "native" | "afd"
@@ -150,7 +184,14 @@ class CaseSpec:
     graph: GraphSpec | None = None
     dbo: DboSpec | None = None
     profiler: ProfilerSpec | None = None
+    nccl_flight_recorder: FlightRecorderSpec | None = None
     extends: str | None = None  # the case this one is a variant of (already folded into the fields above)
+    placement: Mapping[str, PlacementSpec] = field(default_factory=dict)  # role -> another agent pool
+
+    @property
+    def multi_agent(self) -> bool:
+        """Some role runs on another agent than the leader's: the case needs a rendezvous through the build."""
+        return bool(self.placement)
 
     @property
     def label(self) -> str:
@@ -176,6 +217,8 @@ class CaseSpec:
             out.append("DBO")
         if self.profiler:
             out.append("profiler")
+        if self.nccl_flight_recorder:
+            out.append("NCCL flight recorder")
         return tuple(out)
 
     def roles(self) -> dict[str, RoleSpec]:
@@ -290,6 +333,9 @@ class BudgetSpec:
     teardown_s: float  # SIGTERM to the whole tree gone, then SIGKILL
     request_s: float  # one smoke, GSM8K or parity request
     phases: Mapping[str, float] = field(default_factory=dict)  # a phase's budget key -> seconds
+    # A case whose roles run on several agents: from the leader uploading its followers to every follower ready.
+    # A follower that gets no agent within it ends the leader's case; it then finds nothing to join.
+    rendezvous_s: float = 600.0
 
     def seconds(self, key: str) -> float:
         """A phase's budget; a phase registered after the profile was read gets its default."""
@@ -309,11 +355,11 @@ class BudgetSpec:
 
     def keys(self) -> tuple[str, ...]:
         """Every budget a profile may state."""
-        return ("startup_s", "teardown_s", "request_s", *self.phases)
+        return ("startup_s", "teardown_s", "request_s", "rendezvous_s", *self.phases)
 
     def replaced(self, **seconds: float) -> BudgetSpec:
         """A copy with some budgets changed, phase budgets included (``smoke_s=1``)."""
-        own = {k: v for k, v in seconds.items() if k in ("startup_s", "teardown_s", "request_s")}
+        own = {k: v for k, v in seconds.items() if k in ("startup_s", "teardown_s", "request_s", "rendezvous_s")}
         phases = {**self.phases, **{k: v for k, v in seconds.items() if k not in own}}
         return replace(self, **own, phases=phases)
 
@@ -367,6 +413,11 @@ class Profile:
     serving: ServingSpec | None = None
     trend: TrendSpec = TrendSpec()
     workloads: Mapping[str, Any] = field(default_factory=dict)  # ``workloads.<key>`` of registered phases
+
+    @property
+    def multi_agent(self) -> bool:
+        """Some case places a role on another agent: the GPU step is a leader that uploads follower steps."""
+        return any(case.multi_agent for case in self.cases)
 
     def case(self, case_id: str) -> CaseSpec:
         for case in self.cases:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from afd_e2e.errors import UsageError
@@ -28,6 +29,11 @@ class Reader:
     def get(self, name: str, kind: type | tuple[type, ...], default: Any = ..., *, fix: str = "") -> Any:
         self.seen.add(name)
         if name not in self.data:
+            misspelt = _closest(name, (str(k) for k in self.data if k not in self.seen))
+            if default is ... and misspelt is not None:
+                self.fail(
+                    self.key(name), f"missing; {self.key(misspelt)} is not a known key", f"rename {misspelt} to {name}"
+                )
             if default is ...:
                 self.fail(self.key(name), "missing", fix or f"add {name}")
             return default
@@ -77,8 +83,22 @@ class Reader:
         unknown = sorted(set(self.data) - self.seen)
         if unknown:
             where = self.path or "top level"
+            key = str(unknown[0])
+            closest = _closest(key, self.seen)
+            if closest is not None:
+                self.fail(
+                    self.key(key),
+                    f"unknown key at {where}; the closest known key is {closest}",
+                    f"rename it to {closest}",
+                )
             allowed = ", ".join(sorted(self.seen))
-            self.fail(self.key(str(unknown[0])), f"unknown key at {where}", f"remove it or use one of: {allowed}")
+            self.fail(self.key(key), f"unknown key at {where}", f"remove it or use one of: {allowed}")
+
+
+def _closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate a typo of ``name`` most likely meant (difflib's closest match), or None."""
+    matches = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.75)
+    return matches[0] if matches else None
 
 
 def _kind_names(kinds: tuple[type, ...]) -> str:

@@ -17,8 +17,11 @@ def check_cross_fields(p: Profile) -> None:
 
     case_ids = {c.id for c in p.cases}
     for case in p.cases:
+        _check_placement(p, case, fail)
         for role_name, role in case.roles().items():
             key = f"cases.{case.id}.{'topology' if role_name == 'server' else role_name}"
+            if role_name in case.placement:
+                continue  # on another agent pool: checked by _check_placement
             if p.platform == "cpu":
                 if role.devices is not None:
                     fail(f"{key}.devices", "a cpu profile has no devices", "remove devices")
@@ -40,7 +43,7 @@ def check_cross_fields(p: Profile) -> None:
                     f"DP{role.dp} x TP{role.tp} = {role.ranks} ranks but group {role.devices!r} has {end - start} devices",
                     "make the group size equal dp * tp",
                 )
-        if case.kind == "afd":
+        if case.kind == "afd" and not case.placement:
             a, f = p.device_groups.get(case.attention.devices or ""), p.device_groups.get(case.ffn.devices or "")
             if a and f and max(a[0], f[0]) < min(a[1], f[1]):
                 fail(f"cases.{case.id}", "attention and ffn device groups overlap", "give the roles disjoint groups")
@@ -79,10 +82,46 @@ def check_cross_fields(p: Profile) -> None:
                 fail(f"comparisons.{cmp.id}", *missing)
 
 
+def _check_placement(p: Profile, case: CaseSpec, fail: Callable[[str, str, str], None]) -> None:
+    """A role on another agent pool: its devices are that agent's, its DP ranks may span several agents of it."""
+    if case.placement and not p.engine.interface:
+        fail(
+            "engine.interface",
+            f"case {case.id} places a role on another agent, and the leader's network interface is not named",
+            "set engine.interface (e.g. eth0; lo for two agents on one host): its processes listen there",
+        )
+    for role_name, placement in case.placement.items():
+        role = case.roles()[role_name]
+        key = f"cases.{case.id}.placement.{role_name}"
+        group_key = f"cases.{case.id}.{'topology' if role_name == 'server' else role_name}.devices"
+        if role.devices is not None:
+            fail(group_key, "a placed role's devices are on its own agent", f"remove it and set {key}.devices")
+        if placement.listen in ("0.0.0.0", "::"):
+            fail(f"{key}.listen", "listens on every interface", f"remove listen (the address of {placement.interface})")
+        if placement.nodes > 1 and p.platform == "cpu":
+            fail(f"{key}.nodes", "a role spanning agents needs vLLM's data parallel; the CPU backend has none", "use 1")
+        if role.dp % placement.nodes:
+            fail(f"{key}.nodes", f"DP{role.dp} does not split over {placement.nodes} agents", "make dp a multiple")
+        if p.platform == "cpu":
+            if placement.devices:
+                fail(f"{key}.devices", "a cpu profile has no devices", "remove devices")
+            continue
+        per_agent = role.ranks // placement.nodes
+        if len(placement.devices) != per_agent:
+            fail(
+                f"{key}.devices",
+                f"lists {len(placement.devices)} devices, each agent runs {per_agent} ranks (DP{role.dp} x TP{role.tp}"
+                f" over {placement.nodes} agent(s))",
+                f"list {per_agent} device ids of that agent",
+            )
+
+
 def _check_features(p: Profile, case: CaseSpec, fail: Callable[[str, str, str], None]) -> None:
-    """CUDA graphs, DBO and the profiler: where each can run, and that the phases can see them."""
+    """CUDA graphs, DBO, the profiler and the NCCL flight recorder: where each can run, and that the phases can see
+    them."""
     key = f"cases.{case.id}"
-    for name, option in (("graph", case.graph), ("dbo", case.dbo), ("profiler", case.profiler)):
+    options = (("graph", case.graph), ("dbo", case.dbo), ("profiler", case.profiler))
+    for name, option in (*options, ("nccl_flight_recorder", case.nccl_flight_recorder)):
         if option is not None and p.platform != "cuda":
             fail(f"{key}.{name}", f"{name} needs platform cuda", f"remove {name} or use a cuda profile")
     if case.profiler is not None and case.kind != "afd":

@@ -23,6 +23,7 @@ from afd_e2e.profile.model import (
     ComparisonSpec,
     DboSpec,
     EngineSpec,
+    FlightRecorderSpec,
     GateSpec,
     GraphSpec,
     Gsm8kSpec,
@@ -30,6 +31,7 @@ from afd_e2e.profile.model import (
     MetricGate,
     ModelSpec,
     ParitySpec,
+    PlacementSpec,
     Profile,
     ProfilerSpec,
     ReplaySpec,
@@ -98,6 +100,12 @@ def _read_dbo(r: Reader) -> DboSpec:
     return spec
 
 
+def _read_flight_recorder(r: Reader) -> FlightRecorderSpec:
+    spec = FlightRecorderSpec(buffer_size=r.positive_int("buffer_size", 2000))
+    r.done()
+    return spec
+
+
 def _read_profiler(r: Reader) -> ProfilerSpec:
     # Defaults: the AFD plugin's own profiler test schedule (a trace after two steps), a 100 MiB upload cap.
     spec = ProfilerSpec(
@@ -111,6 +119,37 @@ def _read_profiler(r: Reader) -> ProfilerSpec:
     )
     r.done()
     return spec
+
+
+def _read_placement(r: Reader, role_names: tuple[str, ...]) -> dict[str, PlacementSpec]:
+    """``placement: {<role>: {agents: {queue: ..., gpus: "8"}, interface: eth0, ...}}``: roles on other agent pools."""
+    placement = {}
+    for role_name in r.data:
+        if role_name not in role_names:
+            r.fail(
+                r.key(str(role_name)), f"no role {role_name!r} in this case", f"place one of: {', '.join(role_names)}"
+            )
+        p = r.child(str(role_name))
+        if "agents" not in p.data:
+            p.fail(p.key("agents"), "missing", 'name the pool\'s agent tags, e.g. agents: {queue: gpu-8, gpus: "8"}')
+        agents = p.str_map("agents")
+        if not agents:
+            p.fail(p.key("agents"), "names no agent tags", 'name the pool\'s tags, e.g. {queue: gpu-8, gpus: "8"}')
+        devices = p.get("devices", list, [])
+        if any(not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in devices) or len(set(devices)) != len(
+            devices
+        ):
+            p.fail(p.key("devices"), f"must be unique device ids on that agent, got {devices!r}", "write e.g. [0, 1]")
+        placement[str(role_name)] = PlacementSpec(
+            agents=agents,
+            interface=p.get("interface", str, fix="name the pool's network interface, e.g. interface: eth0"),
+            listen=p.get("listen", str, None),
+            devices=tuple(devices),
+            nodes=p.positive_int("nodes", 1),
+        )
+        p.done()
+    r.done()
+    return placement
 
 
 def _option(r: Reader, name: str, read: Any, inherited: Any) -> Any:
@@ -224,11 +263,20 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
         graph=_option(r, "graph", _read_graph, parent.graph if parent else None),
         dbo=_option(r, "dbo", _read_dbo, parent.dbo if parent else None),
         profiler=_option(r, "profiler", _read_profiler, parent.profiler if parent else None),
+        nccl_flight_recorder=_option(
+            r, "nccl_flight_recorder", _read_flight_recorder, parent.nccl_flight_recorder if parent else None
+        ),
         extends=parent.id if parent else None,
+        placement=_option(
+            r, "placement", lambda p: _read_placement(p, role_names), parent.placement if parent else None
+        )
+        or {},
     )
     r.done()
     return case
 
+
+STARTUP_STALL_CHOICES = ("fail", "wait")
 
 # Keys that became budgets (``budgets:``), refused with the fix so an old profile fails with one clear line.
 MOVED_TO_BUDGETS = {
@@ -256,6 +304,7 @@ def _read_budgets(r: Reader) -> BudgetSpec:
         startup_s=seconds("startup_s", 1800.0),
         teardown_s=seconds("teardown_s", 20.0),
         request_s=seconds("request_s", 600.0),
+        rendezvous_s=seconds("rendezvous_s", BudgetSpec.rendezvous_s),
         phases={key: seconds(key, default) for key, default in registry.budget_keys().items()},
     )
     r.done()
@@ -414,7 +463,15 @@ def parse_profile(data: Any, source: str) -> Profile:
         env_set=env.str_map("set", {}),
         env_strip=env.str_list("strip", []),
         ready_path=e.get("ready_path", str, "/v1/models"),
+        interface=e.get("interface", str, None),
+        on_startup_stall=e.get("on_startup_stall", str, "wait"),
     )
+    if engine.on_startup_stall not in STARTUP_STALL_CHOICES:
+        e.fail(
+            e.key("on_startup_stall"),
+            f"must be one of {', '.join(STARTUP_STALL_CHOICES)}, got {engine.on_startup_stall!r}",
+            "set on_startup_stall to fail or wait",
+        )
     env.done()
     e.done()
 

@@ -20,6 +20,7 @@ from afd_e2e import __version__
 from afd_e2e.phases import registry
 from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.plan.model import CasePlan
+from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, preformatted
 from afd_e2e.report.status import icon
@@ -197,8 +198,11 @@ def _preflight(results: RunResults) -> str:
     seconds = f" in {preflight.seconds:.2f} s" if preflight.seconds is not None else ""
     lines = [f"**Preflight** {_status_cell(preflight.status)}: {tally or 'no checks'}{seconds}"]
     notable = [check for check in preflight.checks if check.status is not Status.PASSED]
-    if notable:
-        lines += ["", "| Check | Status | Measured | Wanted | Fix |", "| --- | --- | --- | --- | --- |"]
+    if notable:  # the table lists these only: say so, and name the passed ones, so the tally and the table agree
+        passed = [markdown_text(c.name) for c in preflight.checks if c.status is Status.PASSED]
+        caption = f"Checks not passed ({len(notable)} of {len(preflight.checks)}"
+        caption += f"; passed: {', '.join(passed)}):" if passed else "):"
+        lines += ["", caption, "", "| Check | Status | Measured | Wanted | Fix |", "| --- | --- | --- | --- | --- |"]
         lines += [
             f"| {markdown_text(c.name)} | {_status_cell(c.status)} "
             f"| {markdown_text(c.measured, 120)} | {markdown_text(c.wanted, 120)} "
@@ -219,10 +223,7 @@ def _preflight(results: RunResults) -> str:
             "</details>",
         ]
     if preflight.software:
-        found = ", ".join(
-            f"{markdown_text(k)} {markdown_text(v or 'not found')}" for k, v in preflight.software.items()
-        )
-        lines += ["", f"Software found: {found}"]
+        lines += ["", f"Software: {markdown_text(describe_software(preflight.software))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -457,9 +458,9 @@ def _hygiene(results: RunResults) -> str:
     checks = [*HYGIENE_CHECKS, *sorted(seen - set(HYGIENE_CHECKS))]
     titles = [markdown_text(_HYGIENE_TITLES.get(name, name.replace("_", " ").capitalize())) for name in checks]
     rows = ["### Hygiene", "", f"| Case | {' | '.join(titles)} |", "| --- |" + " --- |" * len(checks)]
-    for case_id in _case_order(results):
+    for case_id, agent in ((c, a) for c in _case_order(results) for a in _hygiene_agents(results.case(c))):
         case = results.case(case_id)
-        by_check = {c.check: c for c in case.hygiene} if case else {}
+        by_check = {c.check: c for c in case.hygiene if c.agent == agent} if case else {}
         cells = []
         for name in checks:
             check = by_check.get(name)
@@ -468,8 +469,14 @@ def _hygiene(results: RunResults) -> str:
                 continue
             detail = "" if check.status is Status.PASSED else f" {markdown_text(check.detail, 100)}"
             cells.append(f"{icon(check.status)}{detail}")
-        rows.append(f"| {_label(case_id, case or _planned(results, case_id))} | {' | '.join(cells)} |")
+        where = f" on agent {markdown_text(agent)}" if agent else ""
+        rows.append(f"| {_label(case_id, case or _planned(results, case_id))}{where} | {' | '.join(cells)} |")
     return "\n".join(rows) + "\n"
+
+
+def _hygiene_agents(case: CaseResults | None) -> list[str]:
+    """One hygiene row per agent that checked the case: the leader's ('') first, then each follower's."""
+    return ["", *dict.fromkeys(c.agent for c in case.hygiene if c.agent)] if case else [""]
 
 
 def _gpus(gpus: Sequence[GpuInfo]) -> str:
@@ -559,8 +566,9 @@ def _failures(results: RunResults) -> str:
         for process in case.processes:
             if process.exit_code not in (0, None) or process.forced_kill:
                 forced = ", forced kill" if process.forced_kill else ""
+                agent = f" on agent {markdown_text(process.agent)}" if process.agent else ""
                 lines.append(
-                    f"- process {markdown_text(process.name)} (pid {markdown_text(process.pid)}): "
+                    f"- process {markdown_text(process.name)}{agent} (pid {markdown_text(process.pid)}): "
                     f"exit code {markdown_text(process.exit_code)}{forced}"
                 )
         if case.log_tail:

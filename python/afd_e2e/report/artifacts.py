@@ -20,8 +20,11 @@ ARTIFACT_GLOBS = (
     "trend/*",
     "logs/**/*",
     "gsm8k/*.jsonl",
+    "parity/*.jsonl",
+    "replay/*.jsonl",
     "bench/**/*.json",
     "bench/**/*.log",
+    "forensics/**/*",
 )
 
 

@@ -248,7 +248,8 @@ def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
 
 def hygiene_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
     for check in case.hygiene:
-        suite.add(f"hygiene {check.check}", check.status, message=check.detail)
+        where = f" on agent {check.agent}" if check.agent else ""
+        suite.add(f"hygiene {check.check}{where}", check.status, message=check.detail)
 
 
 def _repetition_line(rep: Repetition) -> str:

@@ -14,6 +14,7 @@ from afd_e2e.report.artifacts import list_artifacts
 from afd_e2e.report.capacity import write_capacity_plots
 from afd_e2e.report.junit import write_junit
 from afd_e2e.report.plots import write_plots
+from afd_e2e.report.telemetry import write_telemetry_plots
 from afd_e2e.results import load_results
 from afd_e2e.trend.attach import attach as attach_trend
 
@@ -35,6 +36,7 @@ def render_all(out_dir: Path) -> ReportPaths:
     results = load_results(out_dir)
     plots = write_plots(results, out_dir / "plots")
     plots.update(write_capacity_plots(results, out_dir / "plots"))
+    plots.update(write_telemetry_plots(results, out_dir, out_dir / "plots"))
     junit = write_junit(results, out_dir / "junit")
     annotation = render_annotation(
         results,

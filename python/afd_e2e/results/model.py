@@ -158,6 +158,7 @@ class ProcessRecord:
     exit_code: int | None = None
     forced_kill: bool = False
     log: str = ""  # logs/<case>/<name>.log
+    agent: str = ""  # the agent it ran on (BUILDKITE_AGENT_NAME, else the host's name); '' in older results
 
 
 @dataclass
@@ -240,6 +241,7 @@ class CheckRecord:
     check: str  # processes, ports, gpu_memory, forced_kill, leftover_files, runner, completion, usage, ...
     status: Status
     detail: str
+    agent: str = ""  # where it was checked, when not on the leader's agent (a follower's hygiene, merged)
 
 
 @dataclass
@@ -253,14 +255,19 @@ class ReplayRequest:
 
 @dataclass
 class ReplayResult:
-    """Rounds of ``batch`` concurrent requests (the parity prompts, cycled): what a captured graph replays."""
+    """Rounds of ``batch`` concurrent requests (the parity prompts, cycled): what a captured graph replays.
+
+    Every request (its output with token ids and top-k logprobs: about 2.5 KB each) is in the side file ``records``,
+    ``replay/<case>.jsonl``, one ``ReplayRequest`` a line; results written before the side file hold them inline in
+    ``requests`` (``workloads.replay.read_requests`` reads either)."""
 
     status: Status
     failure: str | None
     rounds: int
     batch: int
     answered: int = 0
-    requests: list[ReplayRequest] = field(default_factory=list)
+    requests: list[ReplayRequest] = field(default_factory=list)  # only in results written before ``records``
+    records: str | None = None  # replay/<case>.jsonl
 
 
 @dataclass
@@ -294,6 +301,79 @@ class ProfilerResult:
     upload_limit_mib: float
     roles: list[RoleTrace] = field(default_factory=list)
     traces: list[TraceFile] = field(default_factory=list)
+
+
+@dataclass
+class ProcessDump:
+    """One process of a case when forensics were taken: its OS state and, when py-spy could read it, its stacks in
+    ``path``. ``busy_frames``: the innermost frames of its busy thread (the active one, else the main thread),
+    innermost first; ``failure``: why it could not be dumped (ptrace not permitted, gone, a zombie, ...)."""
+
+    pid: int
+    role: str  # the plan name of the server it belongs to: server, attention, ffn
+    name: str  # its process title: the API server, EngineCore_DP0, VLLM::Worker_TP0, ...
+    status: str  # psutil's: running, sleeping, disk-sleep, stopped, zombie, ...
+    cpu_s: float
+    threads: int
+    path: str | None = None  # forensics/<case>/<role>-<pid>.txt: state, threads, CPU time and the stacks
+    mode: str | None = None  # how py-spy read it: native, python, nonblocking (a stopped process)
+    failure: str | None = None
+    busy_thread: str | None = None  # "Thread 123 (active): MainThread"
+    busy_frames: list[str] = field(default_factory=list)
+    seconds: float | None = None  # how long its dump took
+
+
+@dataclass
+class CaseForensics:
+    """Every live process of a case dumped at one moment: on a death, a stall, a budget timeout or at start-up."""
+
+    trigger: str  # death | stall | timeout | startup
+    reason: str  # the case's failure line that caused it
+    taken_at: str  # ISO 8601 UTC
+    seconds: float  # the whole capture, every dump concurrently
+    processes: list[ProcessDump] = field(default_factory=list)
+    nccl_traces: list[str] = field(default_factory=list)  # forensics/<case>/nccl/...: PyTorch's flight recorder
+
+
+@dataclass
+class StallRecord:
+    """What the progress watchdog found (``telemetry/watchdog.py``): ``kind`` stall (requests in flight, no token
+    moving) or startup (no role logging or using CPU); ``culprit`` the process whose state explains it."""
+
+    kind: str  # stall | startup
+    phase: str
+    in_flight: int  # client connections open to the API port when it was found
+    quiet_s: float
+    culprit: str  # "ffn EngineCore_DP0 pid 12 is stopped"
+    at_s: float  # seconds after the case's launch
+    message: str
+    kept: bool = False  # --keep-on-stall left the case's processes up
+
+
+@dataclass
+class RoleTelemetry:
+    """One role of a case over its performance phase: its GPUs' mean utilisation, its engine's peak KV-cache usage
+    and preemptions (None where not measured: no GPU, no /metrics, no performance phase)."""
+
+    role: str  # the plan name: server, attention, ffn
+    devices: list[int] = field(default_factory=list)
+    mean_gpu_util_pct: float | None = None
+    peak_kv_cache_usage: float | None = None  # 0..1, over the whole case
+    preemptions: float | None = None  # over the whole case
+
+
+@dataclass
+class TelemetrySummary:
+    """A case's telemetry timeline: the samples in ``path`` (``telemetry/<case>.jsonl.gz``, one JSON line each,
+    about 1 Hz), what they sum up to per role, the sampler's own CPU cost and what the watchdog found."""
+
+    path: str | None
+    samples: int
+    interval_s: float
+    stall_s: float  # budgets.stall_s
+    sampler_cpu_s: float
+    roles: list[RoleTelemetry] = field(default_factory=list)
+    stalls: list[StallRecord] = field(default_factory=list)
 
 
 def _registered_case_sections() -> Mapping[str, Any]:
@@ -337,12 +417,14 @@ class CaseResults(_Sections):
     log_tail: str | None = None  # the end of the failing process's log, at most LOG_TAIL_CHARS (whole: logs/<case>/)
     smoke: SmokeResult | None = None
     gsm8k: Gsm8kResult | None = None
-    parity_outputs: list[ParityOutput] | None = None
+    parity_outputs: list[ParityOutput] | None = None  # only in results written before ``parity_records``
+    parity_records: str | None = None  # parity/<case>.jsonl: each parity prompt's ParityOutput, one a line
     performance: CasePerformance | None = None
     hygiene: list[CheckRecord] = field(default_factory=list)
     replay: ReplayResult | None = None
     serving: ServingResult | None = None
     profiler: ProfilerResult | None = None
+    forensics: list[CaseForensics] = field(default_factory=list)  # stacks of every process, on a failure
     # sections of phases registered beyond the fields above, each under its own key in results.json
     extra: dict[str, Any] = field(default_factory=dict, metadata={EXTRAS: _registered_case_sections})
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -24,7 +24,9 @@ from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.phases import registry
 from afd_e2e.plan import RunPlan, build_plan
+from afd_e2e.plan.addresses import placeholders
 from afd_e2e.plan.gates import BACKEND_ENV, CLOSED, INVALID, evaluate_gates, requested_devices
+from afd_e2e.plan.model import CasePlan
 from afd_e2e.plan.routing_control import strategy_refusal
 from afd_e2e.preflight.checkpoint import check_checkpoint
 from afd_e2e.preflight.checks import FAIL, PreflightCheck
@@ -34,7 +36,7 @@ from afd_e2e.results.model import PreflightRecord
 from afd_e2e.results.status import Status
 from afd_e2e.runner.busy_gpus import busy_gpus, refuse_busy_gpus
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.system.ports import busy_ports
+from afd_e2e.system.ports import ANY_HOST, busy_ports
 
 MAX_PORT = 65535
 KERNEL_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
@@ -102,7 +104,53 @@ def admit(
     read_hardware: Callable[[], MachineReadings] = read_machine,
 ) -> Admission:
     """Every check a run must pass before anything is launched (see the module's docstring); ``preflight`` takes
-    the preflight of the plan and model folder."""
+    the preflight of the plan and model folder. A refused run leaves no out folder behind that this check made."""
+    made = _first_missing(Path(os.path.abspath(request.out)))
+    admission = _admit(profile, env, request, preflight=preflight, read_hardware=read_hardware)
+    if made is not None and admission.refusals:
+        _remove_empty(Path(os.path.abspath(request.out)), made)
+    return admission
+
+
+def _placed_on_other_agents(plan: RunPlan, env: Mapping[str, str]) -> list[UsageError]:
+    """Cases with a role placed on another agent meet their followers through this build's meta-data: they run
+    only inside a Buildkite job (the leader's job id is the prefix of every key they share)."""
+    placed = [c.id for c in plan.cases if c.remote_processes]
+    if not placed or env.get("BUILDKITE_JOB_ID"):
+        return []
+    return [
+        UsageError(
+            f"case {', '.join(placed)} places roles on other agents (placement): it meets them through build "
+            "meta-data, and BUILDKITE_JOB_ID is not set (not inside a Buildkite job)",
+            "run it from the plugin's leader step, or run the profile's single-agent cases with --case",
+        )
+    ]
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what creating it would make), or None."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    return missing[-1] if missing else None
+
+
+def _remove_empty(path: Path, top: Path) -> None:
+    """Remove ``path`` and its parents up to ``top`` while they are empty folders."""
+    for folder in (path, *path.parents):
+        if not folder.is_dir() or any(folder.iterdir()):
+            return
+        folder.rmdir()
+        if folder == top:
+            return
+
+
+def _admit(
+    profile: Profile,
+    env: Mapping[str, str],
+    request: RunRequest,
+    *,
+    preflight: Callable[[RunPlan, str], PreflightRecord] | None,
+    read_hardware: Callable[[], MachineReadings],
+) -> Admission:
     refusals = _refused(
         lambda: requested_devices(profile, env, request.devices), lambda: check_port_base(request.port_base)
     )
@@ -113,6 +161,8 @@ def admit(
     )
     if decision.status == INVALID:
         return Admission(refusals=(decision.usage_error(f"profile {profile.name}"),))
+    if decision.status == CLOSED and profile.platform == "cpu":  # asking for a CPU profile is its opt-in
+        return Admission(refusals=(missing_model(profile),))
     if decision.status == CLOSED:
         return Admission(closed=decision.reasons)
     assert decision.model_path is not None
@@ -127,6 +177,7 @@ def admit(
         )
     except UsageError as exc:
         return Admission(refusals=(exc,))
+    refusals += _placed_on_other_agents(plan, env)
     checkpoint = check_checkpoint(profile.model.checkpoint, plan.model_path, profile.gates.model_env, plan)
     failed = [c for c in checkpoint if c.status == FAIL]
     refusals += [UsageError(f"{c.name}: {c.measured}", c.fix) for c in failed[:1]]  # the family's first failure
@@ -156,9 +207,11 @@ def admit_plan(
     allow_busy_gpus: bool = False,
     preflight: Callable[[], PreflightRecord] | None = None,
     read_hardware: Callable[[], MachineReadings] = read_machine,
+    hosted: Callable[[CasePlan], Collection[str]] | None = None,
 ) -> Admission:
     """A built plan's own checks: each planned phase's inputs; then the preflight, whose misfit is recorded (the
-    run writes it as its verdict); then the plan's ports and executables, idle GPUs."""
+    run writes it as its verdict); then the ports and executables of the processes this agent hosts (``hosted``;
+    default: those not placed on another agent), idle GPUs."""
     refusals = _input_refusals(profile, plan, gsm8k_dir)
     if refusals:
         return Admission(plan, plan.model_path, refusals=tuple(refusals))
@@ -168,7 +221,7 @@ def admit_plan(
     executables: dict[str, str] = {}
 
     def can_start() -> None:
-        executables.update(check_can_start(plan))
+        executables.update(check_can_start(plan, hosted))
 
     busy = busy_gpus(profile, plan, read_hardware)
     refusals += _refused(can_start, lambda: refuse_busy_gpus(busy, allow_busy_gpus))
@@ -206,11 +259,23 @@ def without_unrunnable_control(profile: Profile, plan: RunPlan) -> tuple[RunPlan
     return plan.without_controls(), f"forced-routing control skipped: {refusal}"
 
 
-def check_can_start(plan: RunPlan) -> dict[str, str]:
-    """Every port of the plan free, every executable found. Returns argv[0] -> path."""
+def missing_model(profile: Profile) -> UsageError:
+    """A CPU profile asked for with no model folder: the flag to pass, and how to build the tiny model."""
+    return UsageError(
+        f"profile {profile.name} needs a model folder: --model was not given and {profile.gates.model_env} is not set",
+        "pass --model DIR; to build the tiny model: afd-e2e tiny-model --out .tiny-model, then --model .tiny-model",
+    )
+
+
+def check_can_start(plan: RunPlan, hosted: Callable[[CasePlan], Collection[str]] | None = None) -> dict[str, str]:
+    """Every port of the processes this agent hosts free (on every interface where the address is another
+    agent's to fill in), every executable found. Returns argv[0] -> path."""
     ports_by_host: dict[str, list[int]] = {}
     for case in plan.cases:
-        ports_by_host.setdefault(urlsplit(case.base_url).hostname or "127.0.0.1", []).extend(case.ports)
+        here = hosted(case) if hosted is not None else {p.name for p in case.leader_processes}
+        host = urlsplit(case.base_url).hostname or "127.0.0.1"
+        ports = [port for p in case.processes if p.name in here for port in p.ports]
+        ports_by_host.setdefault(ANY_HOST if placeholders(case.base_url) else host, []).extend(ports)
     for host, ports in ports_by_host.items():
         busy = busy_ports(ports, host)
         if busy:

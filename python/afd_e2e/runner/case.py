@@ -3,6 +3,15 @@
 Whatever happens in between (a role dying, a phase over its budget, a failed phase, a cancel, a bug in the harness)
 the case is torn down, checked and recorded; nothing escapes as an exception. Every role is watched from launch to
 teardown (``watch.py``), so a death ends whatever phase runs within seconds, naming the role and its root cause.
+Every case is also sampled about once a second (``afd_e2e.telemetry``): a stall (requests in flight, no token
+moving for ``budgets.stall_s``) ends the phase within ``stall_s`` + 2 s naming the process whose state explains it,
+a budget timeout gets the same diagnosis, and both take forensics (every process's stack) before the teardown.
+With ``keep_on_stall`` a stalled case's processes are left up for a debugger instead.
+
+A case placed on several agents runs here on each of them with its ``AgentSide`` (``afd_e2e.multi_agent``): the
+leader meets its followers before it launches its own processes and watches theirs with its own; a follower
+launches the one process it hosts and watches it until the leader ends the case. Both take the same teardown,
+hygiene and records; the leader merges its followers' records into its own.
 
 A phase runs in a worker thread and writes its results sections through a ``PhaseWrites``: once the phase is over
 (finished or abandoned) its thread can no longer write, so an abandoned phase never races the results being saved.
@@ -16,20 +25,26 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
+from urllib.parse import urlsplit
 
+from afd_e2e.forensics import Trigger, capture_case
+from afd_e2e.multi_agent.agent import agent_name
+from afd_e2e.multi_agent.board import RendezvousFailed
+from afd_e2e.multi_agent.lifecycle import LeaderLost
 from afd_e2e.phases import registry
 from afd_e2e.plan.model import CasePlan, RunPlan
 from afd_e2e.profile import Profile
-from afd_e2e.results.model import CaseResults, CheckRecord, ProcessRecord
+from afd_e2e.results.model import CaseResults, CheckRecord, PreflightCheck, ProcessRecord
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore
 from afd_e2e.runner.cancellation import CANCEL_GRACE_S, CancelFlag, Cancelled, call_watched
+from afd_e2e.runner.child_env import client_environment
 from afd_e2e.runner.hygiene import (
     GpuSnapshot,
     check_forced_kill,
@@ -39,15 +54,47 @@ from afd_e2e.runner.hygiene import (
     read_gpu_memory,
 )
 from afd_e2e.runner.layout import RunLayout
+from afd_e2e.runner.markers import marker_env
 from afd_e2e.runner.processes import ServerProcess, log_tail
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.readiness import StartupTimeout
 from afd_e2e.runner.record import RunRecord
-from afd_e2e.runner.server import CaseServers, LaunchFailed
+from afd_e2e.runner.server import CaseServers, LaunchFailed, Stalled
 from afd_e2e.runner.watch import EngineDied
+from afd_e2e.system.ports import shut_own_connections
+from afd_e2e.telemetry.sampler import TelemetrySettings
+from afd_e2e.telemetry.summary import stall_record, summarize, telemetry_path
+from afd_e2e.telemetry.watchdog import Stall
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
 DEATH_SETTLE_S = 1.0  # a phase that failed because its server just died: time for the watch to name the role
+
+
+class AgentSide(Protocol):
+    """This agent's part in a case placed on several agents (``multi_agent.leader``, ``multi_agent.follower``)."""
+
+    waits_ready: bool  # the leader waits for the API; a follower only launches
+    runs_phases: bool  # the leader runs the phases; a follower watches until the leader ends the case
+
+    def hosted(self, case: CasePlan) -> frozenset[str]: ...
+
+    def join(
+        self, servers: CaseServers, flag: CancelFlag, record_checks: Callable[[Sequence[PreflightCheck]], None]
+    ) -> None: ...
+
+    def launched(self, servers: CaseServers) -> None: ...
+
+    def follow(self, servers: CaseServers, flag: CancelFlag) -> None: ...
+
+    def mark(self, phase: str) -> None: ...
+
+    def failed(self, results: CaseResults, trigger: str | None) -> None: ...
+
+    def case_over(self, results: CaseResults) -> None: ...
+
+    def collect(self, case: CasePlan, results: CaseResults, out_dir: Path) -> None: ...
+
+    def run_over(self, status: Status) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -65,12 +112,21 @@ class RunContext:
     executables: Mapping[str, str]  # plan argv[0] -> resolved executable
     base_env: Mapping[str, str]
     gsm8k_dir: Path | None
+    keep_on_stall: bool = False  # leave a stalled case's processes up (debugging; refused in CI)
+    side: AgentSide | None = None  # this agent's part in the cases placed on several agents
+
+    def side_of(self, case: CasePlan) -> AgentSide | None:
+        return self.side if case.remote_processes else None
 
 
 class CaseFailure(Exception):
-    def __init__(self, message: str, log_tail: str | None = None) -> None:
+    """A case's failure; ``forensics``: what to take the stacks of its processes for before the teardown (a death, a
+    budget timeout, a stall), None when the processes explain nothing (a wrong answer, a launch that failed)."""
+
+    def __init__(self, message: str, log_tail: str | None = None, forensics: Trigger | None = None) -> None:
         super().__init__(message)
         self.log_tail = log_tail
+        self.forensics = forensics
 
 
 class OverBudget(Exception):
@@ -132,7 +188,9 @@ def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
     started = time.monotonic()
     results = ctx.store.results.cases[case.id] = new_case_results(case)
     ctx.store.flush()
-    gpu_before = read_gpu_memory(case.devices)
+    side = ctx.side_of(case)
+    hosted = side.hosted(case) if side is not None else None
+    gpu_before = read_gpu_memory(d for p in case.processes if hosted is None or p.name in hosted for d in p.devices)
     with CaseServers(
         case,
         ctx.layout.log_dir(case.id),
@@ -143,22 +201,49 @@ def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
         executables=ctx.executables,
         on_launch=partial(_launched, ctx, case, results),
         out_dir=ctx.layout.out_dir,
+        telemetry=TelemetrySettings(
+            stall_s=ctx.profile.budgets.stall_s,
+            workload_phases=registry.stall_watched_phases(),
+            path=telemetry_path(ctx.layout.out_dir, case.id),
+            at_server=side is not None and not side.runs_phases,
+        ),
+        hosted=hosted,
     ) as servers:
+        if ctx.profile.engine.on_startup_stall == "wait":
+            servers.on_startup_stall = partial(_startup_stall_reported, ctx, case, results, servers)
         try:
-            _start(ctx, case, results, servers)
-            _run_phases(ctx, case, results, servers)
+            _start(ctx, case, results, servers, side)
+            if side is not None and not side.runs_phases:
+                _follow(ctx, results, servers, side)
+            else:
+                _run_phases(ctx, servers.case, results, servers, side)
         except CaseFailure as exc:
             _fail(results, Status.FAILED, str(exc), exc.log_tail)
+            ctx.store.flush()  # the failure is on record when detected, not only after the teardown
+            if side is not None:  # the other agents learn of it at once
+                side.failed(results, str(exc.forensics) if exc.forensics is not None else None)
+            if exc.forensics is not None:
+                _take_forensics(ctx, case, results, servers, exc.forensics, str(exc))
         except Cancelled as exc:
             _fail(results, Status.CANCELLED, str(exc) or "cancelled")
+            if side is not None:
+                side.failed(results, None)
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             _fail(results, Status.CRASHED, f"harness error: {type(exc).__name__}: {exc}")
         try:
-            _stop_and_check(ctx, case, results, servers, gpu_before)
+            if side is not None:
+                side.case_over(results)
+            if servers.kept:
+                _kept(ctx, results, servers)
+            else:
+                _stop_and_check(ctx, servers.local, results, servers, gpu_before)
+            if side is not None:
+                side.collect(case, results, ctx.layout.out_dir)
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             _fail(results, Status.CRASHED, f"harness error while stopping: {type(exc).__name__}: {exc}")
+        _summarize_telemetry(ctx, case, results, servers)
     results.timings.wall_s = round(time.monotonic() - started, 3)
     ctx.store.flush()
     ctx.progress(f"case {results.status}" + (f": {results.failure}" if results.failure else ""))
@@ -176,37 +261,94 @@ def _launched(
             argv=redact_argv(server.argv),
             env=redact_env(env),
             log=ctx.layout.relative(server.log_path),
+            agent=agent_name(ctx.base_env),
         )
     )
     ctx.store.flush()
     ctx.progress(f"launched {server.name} (pid {server.pid}): {shlex.join(server.argv)}")
 
 
+def _take_forensics(
+    ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers, trigger: Trigger, reason: str
+) -> None:
+    """The stacks and state of every process of the case still alive (bounded in time), recorded before teardown;
+    nothing where this agent hosts none (a follower takes its own)."""
+    if not servers.servers:
+        return
+    ctx.progress(f"forensics ({trigger}): dumping the stacks of every process of the case")
+    taken = capture_case(servers, trigger=trigger, reason=reason, out_dir=ctx.layout.out_dir)
+    with ctx.store.lock:  # also called from a phase's thread (a bench repetition that timed out)
+        results.forensics.append(taken)
+        ctx.store.flush()
+    dumped = sum(1 for p in taken.processes if p.mode)
+    ctx.progress(f"forensics: {dumped} of {len(taken.processes)} processes dumped in {taken.seconds:.2f} s")
+
+
 def _died(servers: CaseServers, exc: EngineDied, phase: str) -> CaseFailure:
     """The case's failure for a dead role: the role, the phase, the sign and the root cause, its log's tail."""
-    return CaseFailure(exc.death.describe(phase), log_tail(servers.log_path(exc.death.role)))
+    return CaseFailure(exc.death.describe(phase), log_tail(servers.log_path(exc.death.role)), Trigger.DEATH)
 
 
-def _start(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
-    ctx.progress.enter(case.id, "startup", [servers.log_path(p.name) for p in case.processes])
+def _record_agent_checks(ctx: RunContext, checks: Sequence[PreflightCheck]) -> None:
+    """Checks only a case's rendezvous can make (the same software on every agent) join the run's preflight, so
+    they reach JUnit and the annotation as every agent check does; a failed one fails the preflight."""
+    with ctx.store.lock:
+        preflight = ctx.store.results.preflight
+        if preflight is None:
+            return
+        preflight.checks.extend(checks)
+        if any(check.status is Status.FAILED for check in checks):
+            preflight.status = Status.FAILED
+        ctx.store.flush()
+
+
+def _start(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers, side: AgentSide | None) -> None:
+    ctx.progress.enter(case.id, "startup", [servers.log_path(p.name) for p in servers.local.processes])
     try:
+        if side is not None:
+            side.join(servers, ctx.flag, partial(_record_agent_checks, ctx))
         servers.launch(ctx.flag)
+        if side is not None:
+            side.launched(servers)
+            if not side.waits_ready:
+                return
         ready_s = servers.wait_ready(ctx.flag)
+    except RendezvousFailed as exc:
+        raise CaseFailure(str(exc)) from exc
     except LaunchFailed as exc:
         raise CaseFailure(str(exc)) from exc
     except EngineDied as exc:
         raise _died(servers, exc, "start-up") from exc
     except StartupTimeout as exc:
-        raise CaseFailure(str(exc), log_tail(servers.api_server().log_path)) from exc
+        raise CaseFailure(str(exc), servers.api_log_tail(), Trigger.TIMEOUT) from exc
+    except Stalled as exc:
+        ctx.progress(exc.stall.message)
+        raise CaseFailure(exc.stall.message, servers.api_log_tail(), Trigger.STARTUP) from exc
     results.timings.launch_to_ready_s = round(ready_s, 3)
     ctx.store.flush()
-    ctx.progress(f"ready after {ready_s:.1f} s at {case.base_url}")
+    ctx.progress(f"ready after {ready_s:.1f} s at {servers.case.base_url}")
 
 
-def _run_phases(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
+def _follow(ctx: RunContext, results: CaseResults, servers: CaseServers, side: AgentSide) -> None:
+    """A follower: its process watched until the leader ends the case (a death or a stall fails it here)."""
+    ctx.progress.enter(results.id, "follow", [s.log_path for s in servers.servers])
+    try:
+        side.follow(servers, ctx.flag)
+    except EngineDied as exc:
+        raise _died(servers, exc, "the leader's case") from exc
+    except Stalled as exc:
+        ctx.progress(exc.stall.message)
+        raise CaseFailure(exc.stall.message, servers.api_log_tail(), Trigger.STALL) from exc
+    except LeaderLost as exc:
+        raise CaseFailure(str(exc)) from exc
+    results.status = Status.PASSED
+
+
+def _run_phases(
+    ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers, side: AgentSide | None = None
+) -> None:
     """In plan order; a failed phase ends the case only where its descriptor says so (smoke: nothing else makes
     sense if it fails); a failed workload phase does not stop the next one."""
-    api_log = servers.api_server().log_path
     failures = []
     for phase in case.phases:
         ctx.flag.check()
@@ -215,18 +357,21 @@ def _run_phases(ctx: RunContext, case: CasePlan, results: CaseResults, servers: 
         except EngineDied as exc:
             raise _died(servers, exc, phase) from exc
         ctx.progress.enter(case.id, phase, [s.log_path for s in servers.servers])
+        servers.mark(phase)
+        if side is not None:
+            side.mark(phase)
         outcome = _run_phase(ctx, case, results, servers, phase)
         if outcome.status.is_failure:
             failure = f"{phase}: {outcome.failure or outcome.status}"
             if registry.phase(phase).ends_case:
-                raise CaseFailure(failure, log_tail(api_log))
+                raise CaseFailure(failure, servers.api_log_tail())
             failures.append(failure)
     try:
         servers.check()
     except EngineDied as exc:
         raise _died(servers, exc, case.phases[-1] if case.phases else "start-up") from exc
     if failures:
-        raise CaseFailure("; ".join(failures), log_tail(api_log))
+        raise CaseFailure("; ".join(failures), servers.api_log_tail())
     results.status = Status.PASSED
 
 
@@ -242,10 +387,33 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
         if time.monotonic() - started > budget_s:
             raise OverBudget(f"{phase} ran past its budget ({budget_key} = {budget_s:g} s)")
 
-    work = partial(descriptor.run, _phase_context(ctx, case, writes, stop))
+    def on_record(failure: CaseFailure) -> None:
+        """The case's failure saved when found: winding the phase's work down may take seconds (STOP_JOIN_S), and
+        whoever reads results.json meanwhile (a CI user, a leader's follower) learns of it now."""
+        with ctx.store.lock:
+            _fail(results, Status.FAILED, str(failure), failure.log_tail)
+            ctx.store.flush()
+
+    def death_checked() -> None:
+        try:
+            servers.check()
+        except EngineDied as exc:
+            on_record(_died(servers, exc, phase))
+            raise
+
+    def progress_checked() -> None:
+        try:
+            servers.check_progress()
+        except Stalled as exc:
+            ctx.progress(exc.stall.message)
+            on_record(CaseFailure(exc.stall.message, servers.api_log_tail()))
+            raise
+
+    take = partial(_take_forensics, ctx, case, results, servers)
+    work = partial(descriptor.run, _phase_context(ctx, case, writes, stop, take, servers.diagnose))
     stopped_as, why = None, ""
     try:
-        outcome = call_watched(work, [ctx.flag.check, servers.check, within_budget], stop)
+        outcome = call_watched(work, [ctx.flag.check, death_checked, progress_checked, within_budget], stop)
         if outcome.status.is_failure and servers.watch is not None:
             servers.watch.dead.wait(DEATH_SETTLE_S)  # a request refused by a dying server: name the role instead
             servers.check()
@@ -257,16 +425,76 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
     except EngineDied as exc:
         stopped_as, why = Status.FAILED, f"stopped: {exc.death.role} died"
         raise _died(servers, exc, phase) from exc
+    except Stalled as exc:
+        stopped_as, why = Status.FAILED, f"stopped: {exc.stall.message}"
+        if ctx.keep_on_stall:
+            servers.keep()
+            _print_attach(ctx, servers)
+        raise CaseFailure(exc.stall.message, servers.api_log_tail(), Trigger.STALL) from exc
     except OverBudget as exc:
-        stopped_as, why = Status.FAILED, f"stopped: {exc}"
-        raise CaseFailure(str(exc), log_tail(servers.api_server().log_path)) from exc
+        diagnosis = servers.diagnose()
+        failure = f"{exc}; {diagnosis}" if diagnosis else str(exc)
+        stopped_as, why = Status.FAILED, f"stopped: {failure}"
+        raise CaseFailure(failure, servers.api_log_tail(), Trigger.TIMEOUT) from exc
     finally:
         writes.close(stopped_as, why)
+        if stopped_as is not None and (port := urlsplit(servers.case.base_url).port) is not None:
+            shut_own_connections(port)  # the abandoned work's requests: the server's SIGTERM would wait on them
         results.timings.phases[phase] = round(time.monotonic() - started, 3)
         ctx.store.flush()
 
 
-def _phase_context(ctx: RunContext, case: CasePlan, writes: PhaseWrites, stop: threading.Event) -> PhaseContext:
+def _startup_stall_reported(
+    ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers, stall: Stall
+) -> None:
+    """``engine.on_startup_stall: wait``: say which role waits where, and keep waiting until budgets.startup_s."""
+    ctx.progress(f"{stall.message}; waiting on until budgets.startup_s (engine.on_startup_stall: wait)")
+    _take_forensics(ctx, case, results, servers, Trigger.STARTUP, stall.message)
+
+
+def _print_attach(ctx: RunContext, servers: CaseServers) -> None:
+    """``--keep-on-stall``: every process left up, and how to look inside one."""
+    from afd_e2e.system.process_state import case_processes
+
+    ctx.progress("--keep-on-stall: the stalled case's processes are left up:")
+    for state in case_processes((s.name, s.pid) for s in servers.servers):
+        ctx.progress(f"  {state.describe()}: attach with `py-spy dump --pid {state.pid}` or `gdb -p {state.pid}`")
+    ctx.progress(f"end them with `afd-e2e cleanup --out {ctx.layout.out_dir}`")
+
+
+def _kept(ctx: RunContext, results: CaseResults, servers: CaseServers) -> None:
+    ctx.progress.enter(results.id, "kept")
+    ctx.progress("not torn down (--keep-on-stall): no hygiene checks")
+
+
+def _summarize_telemetry(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
+    sampler = servers.sampler
+    if sampler is None:
+        return
+    found = [w for w in (sampler.watchdog.startup_found, sampler.watchdog.found) if w is not None]
+    path = sampler.settings.path
+    results.set_section(
+        "telemetry",
+        summarize(
+            case,
+            sampler.samples,
+            path=ctx.layout.relative(path) if path is not None else None,
+            interval_s=sampler.settings.interval_s,
+            stall_s=sampler.settings.stall_s,
+            sampler_cpu_s=sampler.cpu_s,
+            stalls=[stall_record(w, kept=servers.kept and w.kind == "stall") for w in found],
+        ),
+    )
+
+
+def _phase_context(
+    ctx: RunContext,
+    case: CasePlan,
+    writes: PhaseWrites,
+    stop: threading.Event,
+    take_forensics: Callable[[Trigger, str], None],
+    diagnose: Callable[[], str],
+) -> PhaseContext:
     return PhaseContext(
         profile=ctx.profile,
         case=case,
@@ -276,6 +504,9 @@ def _phase_context(ctx: RunContext, case: CasePlan, writes: PhaseWrites, stop: t
         cancelled=stop,
         flush=writes.flush,
         gsm8k_dir=ctx.gsm8k_dir,
+        client_env=lambda name: client_environment(ctx.base_env, markers=marker_env(ctx.run_id, case.id, name)),
+        take_forensics=lambda trigger, reason: take_forensics(Trigger(trigger), reason),
+        diagnose=diagnose,
     )
 
 

@@ -29,7 +29,7 @@ from afd_e2e.runner.hygiene import (
     record,
     remove_leftover_files,
 )
-from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.markers import find_run
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.teardown import terminate
 from afd_e2e.runner.verdict import decide_verdict
@@ -69,7 +69,8 @@ def clean_up(out_dir: Path, within_s: float | None = None) -> list[CheckRecord]:
     run = RunRecord.load(out_dir)
     if run is None:
         return [record("run", Status.PASSED, f"no run record in {out_dir}: nothing to clean")]
-    find = partial(find_marked, run.run_id)
+    servers = [(p["case"], p["name"], p["pid"]) for p in run.data["processes"]]
+    find = partial(find_run, run.run_id, servers, since=run.data["runner"]["create_time"])
     checks = [_stop_runner(run, budget.wait(RUNNER_GRACE_S, 0.3))]
     leftovers = find()
     outcome = terminate(find, budget.wait(CANCEL_GRACE_S, 0.4))

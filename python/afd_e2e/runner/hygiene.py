@@ -79,14 +79,17 @@ class GpuSnapshot:
     unavailable: str | None = None  # why nothing could be read (no NVML, or no GPU in the case)
 
 
+NO_GPU = "runs on the CPU: no GPU memory to check"
+
+
 def read_gpu_memory(devices: Iterable[int]) -> GpuSnapshot:
     devices = tuple(devices)
+    if not devices:  # a CPU case: NVML's absence is no news
+        return GpuSnapshot(unavailable=NO_GPU)
     try:
         readings = read_device_memory(devices)
     except NvmlUnavailable as exc:
         return GpuSnapshot(unavailable=str(exc))
-    if not devices:
-        return GpuSnapshot(unavailable="the case uses no GPU")
     return GpuSnapshot({i: r.used_mib for i, r in readings.items()}, {i: r.compute_pids for i, r in readings.items()})
 
 

@@ -1,16 +1,22 @@
 """Where a run's processes are found again: every child carries marker variables in its environment.
 
 A process group is not enough: vLLM's workers may start their own session, and orphans are re-parented to init.
-The environment is inherited by every descendant and readable from /proc, so a scan finds the whole tree.
+The environment is inherited by every descendant and readable from /proc, so a scan finds the whole tree, except
+where a process rewrote it: vLLM renames its EngineCore and workers with setproctitle, which overwrites their
+``/proc/<pid>/environ``. Those are found as members of their server's session (every server starts its own), so a
+leftover EngineCore whose API server is gone is still found (``find_run``).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
+
+from afd_e2e.system.process_state import role_processes
 
 RUN_ID_ENV = "AFD_E2E_RUN_ID"
 CASE_ENV = "AFD_E2E_CASE"
@@ -53,6 +59,29 @@ def find_marked(run_id: str, case_id: str | None = None) -> list[MarkedProcess]:
             continue
         found.append(MarkedProcess(proc, env.get(CASE_ENV, ""), env.get(PROCESS_ENV, "")))
     return found
+
+
+def _started_since(process: psutil.Process, since: float | None) -> bool:
+    try:
+        return since is None or process.create_time() >= since - 1.0
+    except psutil.Error:
+        return False
+
+
+def find_run(
+    run_id: str, servers: Iterable[tuple[str, str, int]], case_id: str | None = None, *, since: float | None = None
+) -> list[MarkedProcess]:
+    """``find_marked``, plus the live members of each server's session (``(case, name, pid)`` of the servers
+    launched; ``since``: the run's start, so a process that merely reuses a pid is left alone): the processes
+    whose markers setproctitle hid."""
+    found = {m.process.pid: m for m in find_marked(run_id, case_id)}
+    for case, name, pid in servers:
+        if case_id is not None and case != case_id:
+            continue
+        for proc in role_processes(pid):
+            if proc.pid not in found and is_alive(proc) and _started_since(proc, since):
+                found[proc.pid] = MarkedProcess(proc, case, name)
+    return [found[pid] for pid in sorted(found)]
 
 
 def is_alive(process: psutil.Process) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -57,14 +58,18 @@ def wait_until_ready(
     flag: CancelFlag,
     *,
     interval_s: float = POLL_INTERVAL_S,
+    checks: Sequence[Callable[[], None]] = (),
 ) -> float:
     """Block until ``url`` answers 200; return the seconds since ``started`` (the first launch, monotonic).
 
-    Raises EngineDied (a role died), StartupTimeout (the ``budgets.startup_s`` budget ran out), or Cancelled.
+    Raises EngineDied (a role died), StartupTimeout (the ``budgets.startup_s`` budget ran out), Cancelled, or what
+    one of ``checks`` raises (the watchdog's start-up stall).
     """
     while True:
         watch.check()
         flag.check()
+        for check in checks:
+            check()
         if answers_ok(url):
             return time.monotonic() - started
         if time.monotonic() - started > budget_s:

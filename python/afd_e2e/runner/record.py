@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from urllib.parse import urlsplit
 import psutil
 
 from afd_e2e.errors import UsageError
-from afd_e2e.plan.model import RunPlan
+from afd_e2e.plan.addresses import placeholders
+from afd_e2e.plan.model import CasePlan, RunPlan
 from afd_e2e.results import write_json_atomic
 from afd_e2e.runner.hygiene import GpuSnapshot
 from afd_e2e.runner.layout import RECORD_FILE, RunLayout
+from afd_e2e.system.ports import ANY_HOST
 
 
 @dataclass
@@ -29,15 +32,28 @@ class RunRecord:
     data: dict[str, Any]
 
     @classmethod
-    def start(cls, layout: RunLayout, run_id: str, plan: RunPlan, gpu: GpuSnapshot, shm_before: set[str]) -> RunRecord:
-        hosts = {urlsplit(case.base_url).hostname for case in plan.cases}
+    def start(
+        cls,
+        layout: RunLayout,
+        run_id: str,
+        plan: RunPlan,
+        gpu: GpuSnapshot,
+        shm_before: set[str],
+        hosted: Callable[[CasePlan], Collection[str]] | None = None,
+    ) -> RunRecord:
+        """``hosted``: the processes of a case this agent runs (default: those not placed on another agent); only
+        their ports are this agent's to check, on every interface where the address is another agent's to fill."""
+        here = {case.id: hosted(case) if hosted else {p.name for p in case.leader_processes} for case in plan.cases}
+        hosts = {ANY_HOST if placeholders(case.base_url) else urlsplit(case.base_url).hostname for case in plan.cases}
         data = {
             "run_id": run_id,
             "runner": {"pid": os.getpid(), "create_time": psutil.Process().create_time()},
             "out_dir": str(layout.out_dir),
             "scratch_root": str(layout.scratch_root),
             "host": hosts.pop() if len(hosts) == 1 else "127.0.0.1",
-            "ports": sorted({port for case in plan.cases for port in case.ports}),
+            "ports": sorted(
+                {port for c in plan.cases for p in c.processes if p.name in here[c.id] for port in p.ports}
+            ),
             "devices": list(plan.devices),
             "gpu_baseline_mib": {str(i): used for i, used in gpu.used_mib.items()},
             "gpu_unavailable": gpu.unavailable,

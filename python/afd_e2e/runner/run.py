@@ -17,12 +17,12 @@ from afd_e2e.buildkite.env import describe_build
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
-from afd_e2e.results.model import PreflightRecord, RunResults
+from afd_e2e.results.model import CaseResults, PreflightRecord, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore, now_iso
 from afd_e2e.runner.admission import Admission, admit_plan
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
-from afd_e2e.runner.case import RunContext, new_case_results, run_case
+from afd_e2e.runner.case import AgentSide, RunContext, new_case_results, run_case
 from afd_e2e.runner.environment import describe_environment
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
 from afd_e2e.runner.layout import RunLayout
@@ -56,6 +56,11 @@ def _report(store: ResultsStore, progress: Progress) -> None:
         progress(f"reports not rendered: the renderer failed: {type(exc).__name__}: {exc}")
 
 
+def _kept_up(case: CaseResults) -> bool:
+    telemetry = case.section("telemetry")
+    return telemetry is not None and any(stall.kept for stall in telemetry.stalls)
+
+
 def execute_run(
     profile: Profile,
     plan: RunPlan | Admission,
@@ -66,6 +71,8 @@ def execute_run(
     flag: CancelFlag | None = None,
     preflight: Callable[[], PreflightRecord] | None = None,
     allow_busy_gpus: bool = False,
+    keep_on_stall: bool = False,
+    side: AgentSide | None = None,
 ) -> RunResults:
     """Run an admitted plan into ``out_dir``; return the results (also in ``out_dir/results.json``).
 
@@ -73,11 +80,20 @@ def execute_run(
     refusal is a UsageError and nothing is written). The preflight (``afd-e2e run`` passes the same checks as
     ``afd-e2e preflight``) is recorded; when the agent does not fit, the run stops there, before anything is launched,
     with the failed checks as its verdict. Busy GPUs allowed (``allow_busy_gpus``) are listed in the results.
+    With ``keep_on_stall`` a stalled case's processes are left up and the run ends after that case. ``side`` is
+    this agent's part in the cases placed on several agents (the leader's, or a follower's).
     """
     admission = (
         plan
         if isinstance(plan, Admission)
-        else admit_plan(profile, plan, gsm8k_dir=gsm8k_dir, allow_busy_gpus=allow_busy_gpus, preflight=preflight)
+        else admit_plan(
+            profile,
+            plan,
+            gsm8k_dir=gsm8k_dir,
+            allow_busy_gpus=allow_busy_gpus,
+            preflight=preflight,
+            hosted=side.hosted if side is not None else None,
+        )
     )
     if not admission.admitted or admission.plan is None:
         raise admission.error()
@@ -103,28 +119,50 @@ def execute_run(
         **start,
     )
     results = store.results
-    record = RunRecord.start(layout, run_id, plan, read_gpu_memory(plan.devices), shm_entries())
+    hosted = side.hosted if side is not None else None
+    record = RunRecord.start(layout, run_id, plan, read_gpu_memory(plan.devices), shm_entries(), hosted)
     flag = flag or CancelFlag()
     crashed = None
     with cancel_on_signals(flag), progress:
         progress(f"run {run_id}: profile {profile.name}, {len(plan.cases)} cases, results in {layout.out_dir}")
         ctx = RunContext(
-            profile, plan, run_id, layout, store, record, progress, flag, executables, dict(os.environ), gsm8k_dir
+            profile,
+            plan,
+            run_id,
+            layout,
+            store,
+            record,
+            progress,
+            flag,
+            executables,
+            dict(os.environ),
+            gsm8k_dir,
+            keep_on_stall=keep_on_stall,
+            side=side,
         )
+        kept = None
         try:
             for case in plan.cases:
                 if flag.is_set():
                     results.cases[case.id] = new_case_results(case, Status.CANCELLED, "run cancelled before it began")
                     continue
-                run_case(ctx, case)
+                if kept is not None:
+                    why = f"not run: case {kept}'s stalled processes were kept up (--keep-on-stall)"
+                    results.cases[case.id] = new_case_results(case, Status.SKIPPED, why)
+                    continue
+                if _kept_up(run_case(ctx, case)):
+                    kept = case.id
             if not flag.is_set():
-                results.comparisons = phases.compare(profile, results)
+                results.comparisons = phases.compare(profile, results, layout.out_dir)
                 store.flush()
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             crashed = f"{type(exc).__name__}: {exc}"
         finally:
-            shutil.rmtree(layout.scratch_root, ignore_errors=True)
+            if kept is None:  # a kept case's processes still use their scratch folder
+                shutil.rmtree(layout.scratch_root, ignore_errors=True)
             _close(store, cancelled=(flag.reason or "cancelled") if flag.is_set() else None, crashed=crashed)
+            if side is not None:
+                side.run_over(results.status)
         _report(store, progress)
     return results

@@ -1,6 +1,7 @@
 """Where servers are stopped: SIGTERM to every process group of the tree, poll until gone, SIGKILL after the grace.
 
-Zombies count as gone (they hold no memory, ports or files). A SIGKILL escalation is reported so the case can fail
+Zombies count as gone (they hold no memory, ports or files). Each SIGTERM is followed by a SIGCONT, so a stopped
+process (SIGSTOP, a stalled case's diagnosis) can act on it and exit instead of waiting for the SIGKILL. A SIGKILL escalation is reported so the case can fail
 for it. The tree is found by markers, not by parentage, so re-parented descendants and those that started their own
 session are stopped too; once the tree looks gone it is scanned once more for anything spawned during the stop.
 """
@@ -89,6 +90,7 @@ def terminate(
     alive: list[MarkedProcess] = []
     while members:
         signal_tree(members, signal.SIGTERM)
+        signal_tree(members, signal.SIGCONT)  # a stopped (SIGSTOP) process acts on the SIGTERM only once continued
         alive = _wait_gone(members, deadline, poll_s)
         if alive:
             break

@@ -9,6 +9,9 @@ as dead when any of these is seen, whichever comes first:
   anything else (vLLM answers 503 for a dead engine) or stops accepting connections;
 - its log shows a fatal marker (``FATAL_MARKERS``).
 
+A role on another agent (``multi_agent/remote.py``) is watched through the same loop: its ``/health`` over the
+network and the state its own agent publishes.
+
 The cause quoted is the root-cause line of that role's log: the last exception line that is not one of vLLM's generic
 wrappers (``EngineDeadError: ... See stack trace (above)``), else the first fatal marker line, else the last log line.
 """
@@ -21,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from afd_e2e.runner.processes import ANSI, ServerProcess, final_lines, read_log_end
 from afd_e2e.runner.progress import meaningful, split_prefix
@@ -101,13 +105,14 @@ class RoleDeath:
     cause: str  # the root-cause line of the role's log
     after_s: float  # since the role was launched
     seen_at: float  # time.monotonic() when the watch saw it
+    what: str = "engine died"  # a role on another agent: "stalled" (its agent's watchdog), "ended" (its job did)
 
     def describe(self, phase: str) -> str:
         """One line for results: names the role, the phase and the cause."""
         cause = f": {self.cause}" if self.cause else ""
         if self.exit_code is not None:
             return f"{self.role} exited with code {self.exit_code} during {phase}, {self.after_s:.1f} s after launch{cause}"
-        return f"{self.role} engine died during {phase} ({self.sign}, {self.after_s:.1f} s after launch){cause}"
+        return f"{self.role} {self.what} during {phase} ({self.sign}, {self.after_s:.1f} s after launch){cause}"
 
 
 class EngineDied(Exception):
@@ -116,13 +121,42 @@ class EngineDied(Exception):
         self.death = death
 
 
+class WatchedRole(Protocol):
+    """What the watch asks of a role, local or remote."""
+
+    def sign_of_death(self) -> tuple[str, int | None] | None: ...
+
+    def death(self, sign: str, exit_code: int | None, seen_at: float, settle: threading.Event) -> RoleDeath: ...
+
+
+class HealthProbe:
+    """A role's ``/health``, local or over the network: after a first 200, any other answer, or connections refused
+    for REFUSED_FOR_S, is a sign of death."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.healthy = False
+        self.refused_since: float | None = None
+
+    def sign_of_death(self) -> str | None:
+        status = http_status(self.url)
+        if status == 200:
+            self.healthy, self.refused_since = True, None
+        elif self.healthy and status == REFUSED:
+            now = time.monotonic()
+            self.refused_since = self.refused_since or now
+            if now - self.refused_since >= REFUSED_FOR_S:
+                return "/health stopped accepting connections"
+        elif self.healthy and status is not None:
+            return f"/health answered {status}"
+        return None
+
+
 class _Role:
     def __init__(self, server: ServerProcess, health_url: str) -> None:
         self.server = server
-        self.health_url = health_url
+        self.health = HealthProbe(health_url)
         self.log = LogScanner(server.log_path)
-        self.healthy = False
-        self.refused_since: float | None = None
 
     def sign_of_death(self) -> tuple[str, int | None] | None:
         code = self.server.exit_code()
@@ -130,24 +164,29 @@ class _Role:
             return f"exited with code {code}", code
         if label := self.log.fatal():
             return f"log: {label}", None
-        status = http_status(self.health_url)
-        if status == 200:
-            self.healthy, self.refused_since = True, None
-        elif self.healthy and status == REFUSED:
-            now = time.monotonic()
-            self.refused_since = self.refused_since or now
-            if now - self.refused_since >= REFUSED_FOR_S:
-                return "/health stopped accepting connections", None
-        elif self.healthy and status is not None:
-            return f"/health answered {status}", None
-        return None
+        sign = self.health.sign_of_death()
+        return (sign, None) if sign else None
+
+    def death(self, sign: str, exit_code: int | None, seen_at: float, settle: threading.Event) -> RoleDeath:
+        """The death seen, with the root cause from the role's log (given time to reach it)."""
+        if exit_code is None:
+            settle.wait(LOG_SETTLE_S)
+        cause = root_cause(read_log_end(self.server.log_path))
+        server = self.server
+        return RoleDeath(server.name, sign, exit_code, cause, seen_at - server.launched_at, seen_at)
 
 
 class EngineWatch:
     """A daemon thread watching every role of a case from launch until ``stop()``; the first death is kept."""
 
-    def __init__(self, roles: Sequence[tuple[ServerProcess, str]], *, interval_s: float = WATCH_INTERVAL_S) -> None:
-        self._roles = [_Role(server, url) for server, url in roles]
+    def __init__(
+        self,
+        roles: Sequence[tuple[ServerProcess, str]],
+        *,
+        remote: Sequence[WatchedRole] = (),
+        interval_s: float = WATCH_INTERVAL_S,
+    ) -> None:
+        self._roles: list[WatchedRole] = [*(_Role(server, url) for server, url in roles), *remote]
         self._interval_s = interval_s
         self._stop = threading.Event()
         self.dead = threading.Event()
@@ -180,11 +219,6 @@ class EngineWatch:
                     return
             self._stop.wait(self._interval_s)
 
-    def _record(self, role: _Role, sign: str, exit_code: int | None) -> None:
-        seen_at = time.monotonic()
-        if exit_code is None:
-            self._stop.wait(LOG_SETTLE_S)
-        cause = root_cause(read_log_end(role.server.log_path))
-        server = role.server
-        self.death = RoleDeath(server.name, sign, exit_code, cause, seen_at - server.launched_at, seen_at)
+    def _record(self, role: WatchedRole, sign: str, exit_code: int | None) -> None:
+        self.death = role.death(sign, exit_code, time.monotonic(), self._stop)
         self.dead.set()

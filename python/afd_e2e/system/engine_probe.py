@@ -36,6 +36,7 @@ class EngineSoftware:
     general_plugins: dict[str, str] = field(default_factory=dict)  # entry point name -> target
     routing_strategies: tuple[str, ...] | None = None  # None: not asked, or vLLM could not say
     routing_error: str | None = None
+    plugin_versions: dict[str, str] = field(default_factory=dict)  # entry point name -> its distribution's version
 
 
 def _exec_target(lines: list[str]) -> list[str]:
@@ -111,4 +112,5 @@ def probe_engine(
         general_plugins=dict(found.get("general_plugins") or {}),
         routing_strategies=tuple(strategies) if isinstance(strategies, list) else None,
         routing_error=found.get("routing_strategies_error"),
+        plugin_versions=dict(found.get("plugin_versions") or {}),
     )

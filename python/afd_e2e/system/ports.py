@@ -1,4 +1,5 @@
-"""Where ports are checked: is a TCP port free, and which process holds it if not.
+"""Where ports are checked: is a TCP port free, and which process holds it if not; and where this process lets go of
+its own connections to one (``shut_own_connections``).
 
 Uses psutil's socket table (no ``ss``/``lsof`` on the GPU agents) and, as the final word, a bind attempt.
 """
@@ -6,12 +7,15 @@ Uses psutil's socket table (no ``ss``/``lsof`` on the GPU agents) and, as the fi
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Iterable
 
 import psutil
 
 from afd_e2e.system.pids import describe_pid
+
+ANY_HOST = "0.0.0.0"  # a port checked here is free on every interface (where the address is another agent's to fill)
 
 
 def _holders(ports: set[int]) -> dict[int, str]:
@@ -47,3 +51,24 @@ def busy_ports(ports: Iterable[int], host: str = "127.0.0.1") -> dict[int, str]:
         if port in holders or not _bindable(host, port):
             busy[port] = holders.get(port, "unknown process")
     return busy
+
+
+def shut_own_connections(port: int) -> int:
+    """Shut down (both ways) this process's established TCP connections to ``port``; how many. An abandoned phase's
+    requests (a stall, a budget, a cancel) stay blocked on theirs, and a vLLM server stopped with SIGTERM waits for
+    open connections to close (uvicorn's graceful shutdown) until it is SIGKILLed. The blocked threads wake with an
+    error; the connection is shut through a duplicate descriptor, so their own is closed by them."""
+    shut = 0
+    try:
+        connections = psutil.Process().net_connections(kind="tcp")
+    except (psutil.AccessDenied, PermissionError):
+        return 0
+    for conn in connections:
+        if conn.raddr and conn.raddr.port == port and conn.fd >= 0 and conn.status == psutil.CONN_ESTABLISHED:
+            try:
+                with socket.socket(fileno=os.dup(conn.fd)) as duplicate:
+                    duplicate.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                continue
+            shut += 1
+    return shut

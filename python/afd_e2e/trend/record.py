@@ -93,6 +93,13 @@ class RunPoint:
 
 _VOLATILE_PROCESS_KEYS = ("api_port", "connector_ports", "devices")
 _VOLATILE_CASE_KEYS = ("base_url", "ready_url")
+# Keys added later whose empty value is what older plans meant: left out when empty, so a single-agent plan keeps
+# the revision it had before placement existed.
+_LATER_KEYS = {"placement": None, "rendezvous": {}}
+
+
+def _without_empty_later_keys(record: dict) -> dict:
+    return {k: v for k, v in record.items() if not (k in _LATER_KEYS and v == _LATER_KEYS[k])}
 
 
 def profile_revision(results: RunResults) -> str:
@@ -103,7 +110,7 @@ def profile_revision(results: RunResults) -> str:
         ports = {str(port) for port in case_plan.ports}
         processes = [
             {
-                **{k: v for k, v in process.items() if k not in _VOLATILE_PROCESS_KEYS},
+                **{k: v for k, v in _without_empty_later_keys(process).items() if k not in _VOLATILE_PROCESS_KEYS},
                 "argv": [
                     "<model>" if arg == results.plan.model_path else "<port>" if arg in ports else arg
                     for arg in process["argv"]
@@ -111,7 +118,8 @@ def profile_revision(results: RunResults) -> str:
             }
             for process in case["processes"]
         ]
-        cases.append({**{k: v for k, v in case.items() if k not in _VOLATILE_CASE_KEYS}, "processes": processes})
+        kept = {k: v for k, v in _without_empty_later_keys(case).items() if k not in _VOLATILE_CASE_KEYS}
+        cases.append({**kept, "processes": processes})
     digest_input = json.dumps({"cases": cases, "comparisons": plan["comparisons"]}, sort_keys=True)
     return hashlib.sha256(digest_input.encode()).hexdigest()[:10]
 

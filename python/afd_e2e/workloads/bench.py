@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,10 @@ CLIENT_ENV = {
 KILL_GRACE_S = 5.0
 
 
-def client_env() -> dict[str, str]:
-    """The environment every ``vllm bench serve`` gets: the agent's, offline and without telemetry."""
-    return {**os.environ, **CLIENT_ENV}
+def client_env(base: Mapping[str, str]) -> dict[str, str]:
+    """The environment every ``vllm bench serve`` gets: ``base`` (the phase's client environment: the agent's
+    without credentials, with the run's markers), offline and without telemetry."""
+    return {**base, **CLIENT_ENV}
 
 
 def bench_argv(
@@ -125,7 +127,10 @@ def read_result(path: Path, num_prompts: int, required: Sequence[str]) -> Repeti
     return rep
 
 
-def _progress_tail(log: Path) -> str:
+TQDM_COUNT = re.compile(r"(\d+)/(\d+) \[")  # tqdm's "12/16 [00:03<00:01, ...]"
+
+
+def progress_tail(log: Path) -> str:
     """The bench's latest progress-bar or log line (tqdm rewrites its line with carriage returns)."""
     try:
         with log.open("rb") as handle:
@@ -134,7 +139,13 @@ def _progress_tail(log: Path) -> str:
     except OSError:
         return ""
     pieces = [p.strip() for p in tail.replace("\r", "\n").split("\n") if p.strip()]
-    return pieces[-1][:120] if pieces else ""
+    for piece in reversed(pieces):
+        count = TQDM_COUNT.search(piece)
+        if count:  # a progress bar: its count, not its bar
+            return f"{count[1]}/{count[2]} requests done"
+        if any(c.isalnum() for c in piece):  # not a rule of '=' or a bare bar
+            return piece[:120]
+    return ""
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -163,14 +174,15 @@ def run_repetition(
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
+    env: Mapping[str, str],
 ) -> tuple[Repetition, bool]:
-    """Run one ``vllm bench serve`` bounded by ``timeout_s``: the repetition (index and paths left for the caller),
-    and whether the bench ended by itself (False when it was stopped for a timeout or a cancel)."""
+    """Run one ``vllm bench serve`` bounded by ``timeout_s`` with ``env`` (``client_env``): the repetition (index
+    and paths left for the caller), and whether the bench ended by itself (False when it was stopped for a timeout
+    or a cancel)."""
     result_path.unlink(missing_ok=True)  # a stale file must not pass for this run's result
-    env = client_env()
     started = time.monotonic()
     with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
         next_beat = started + heartbeat_s
         while process.poll() is None:
             now = time.monotonic()
@@ -181,7 +193,7 @@ def run_repetition(
                 rep.status, rep.failure = (Status.CANCELLED if cancelled.is_set() else Status.FAILED), reason
                 return rep, False
             if now >= next_beat:
-                progress(f"{label}: {now - started:.0f} s, {_progress_tail(log_path)}")
+                progress(f"{label}: {now - started:.0f} s, {progress_tail(log_path)}")
                 next_beat = now + heartbeat_s
             time.sleep(min(0.5, heartbeat_s))
     rep = read_result(result_path, num_prompts, required)
@@ -203,15 +215,20 @@ def run_series(
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
+    env: Mapping[str, str],
+    on_timeout: Callable[[str], None] = lambda _reason: None,
+    diagnose: Callable[[], str] = lambda: "",
 ) -> CasePerformance:
     """Warmups then formal repetitions into ``out_dir/bench/<case>/``; the ``performance`` section of a case.
 
     Each finished repetition is published at once. A timed-out or cancelled repetition ends the series (a hung
-    server would time out every later one too); other failures are recorded and the series goes on.
+    server would time out every later one too), a timed-out one after ``on_timeout`` (the case's forensics) was
+    called with its failure, which carries the progress watchdog's ``diagnose()`` (what is in flight, since when
+    no token moved, the process that explains it); other failures are recorded and the series goes on.
     """
     folder = out_dir / "bench" / case_id
     folder.mkdir(parents=True, exist_ok=True)
-    section = CasePerformance(Status.RUNNING, env=redact_env(client_env()))
+    section = CasePerformance(Status.RUNNING, env=redact_env(env))
     schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]
     schedule += [("rep", i, section.repetitions) for i in range(1, spec.repetitions + 1)]
     for kind, index, bucket in schedule:
@@ -241,7 +258,10 @@ def run_series(
             progress=progress,
             cancelled=cancelled,
             heartbeat_s=heartbeat_s,
+            env=env,
         )
+        if not ended_by_itself and not cancelled.is_set() and (diagnosis := diagnose()):
+            rep = replace(rep, failure=f"{rep.failure}; {diagnosis}")
         rel = f"bench/{case_id}/{stem}"
         bucket.append(replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log", argv=redact_argv(argv)))
         progress(f"{label}: {rep.status}" + (f" ({rep.failure})" if rep.failure else ""))
@@ -249,6 +269,8 @@ def run_series(
             section.failure = f"{kind} {index}: {rep.failure}"
         publish(section)
         if not ended_by_itself:
+            if not cancelled.is_set():
+                on_timeout(f"performance {kind} {index}: {rep.failure}")
             break
     if cancelled.is_set():
         section.status = Status.CANCELLED

@@ -33,3 +33,12 @@ class PhaseContext:
     cancelled: threading.Event  # set on SIGTERM/SIGINT; long phases must stop promptly when set
     flush: Callable[[], None]  # persist results.json now (call after each repetition)
     gsm8k_dir: Path | None  # the staged GSM8K folder from --gsm8k-dir; None: the profile's dataset env var
+    # the environment of a process the phase starts (``vllm bench serve``), by name: the agent's without
+    # credentials, with the run's markers, so ``afd-e2e cleanup`` finds it (runner/child_env.py)
+    client_env: Callable[[str], dict[str, str]]
+    # takes the case's forensics now (a trigger of afd_e2e.forensics.Trigger, the reason): a step that ran out of
+    # its own budget (a bench repetition) while the engine may be hung
+    take_forensics: Callable[[str, str], None]
+    # what the progress watchdog sees now, for a step that ran out of its own budget: "8 requests in flight, no
+    # token for 150 s; ffn EngineCore_DP0 pid 12 is stopped" ('' without telemetry)
+    diagnose: Callable[[], str] = lambda: ""

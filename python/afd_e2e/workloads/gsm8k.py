@@ -107,7 +107,9 @@ def load_split(folder: Path, split: str) -> list[Doc]:
 def load_dataset(folder: Path) -> dict[str, list[Doc]]:
     """Both splits, validated. Cheap enough for a preflight to call before any model loads."""
     if not folder.is_dir():
-        raise UsageError(f"GSM8K folder {folder} does not exist", f"point to {STAGED_HINT}")
+        raise UsageError(
+            f"GSM8K folder {folder} does not exist", f"point --gsm8k-dir (or AFD_E2E_GSM8K_DIR) to {STAGED_HINT}"
+        )
     return {split: load_split(folder, split) for split in SPLITS}
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from afd_e2e.profile import ParitySpec
 from afd_e2e.report.parity import describe
-from afd_e2e.results.model import ParityComparison, ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.results.model import CaseResults, ParityComparison, ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.results.side_files import read_records
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.completions import CompletionError, complete, token_texts
 
@@ -31,7 +33,7 @@ def collect_outputs(
     cancelled: threading.Event,
     request_timeout_s: float,
 ) -> list[ParityOutput]:
-    """``parity_outputs`` of a case: one entry per prompt, in profile order, published as each arrives."""
+    """A case's parity outputs: one entry per prompt, in profile order, published as each arrives."""
     outputs: list[ParityOutput] = []
     for number, prompt in enumerate(spec.prompts, 1):
         if cancelled.is_set():
@@ -63,6 +65,18 @@ def collect_outputs(
         publish(outputs)
         progress(f"parity: {number}/{len(spec.prompts)} prompts")
     return outputs
+
+
+def records_path(case_id: str) -> str:
+    """Where a case's parity outputs go, relative to the results folder."""
+    return f"parity/{case_id}.jsonl"
+
+
+def read_outputs(out_dir: Path, case: CaseResults) -> list[ParityOutput] | None:
+    """A case's parity outputs: from its side file, or inline in results written before it; None if it has none."""
+    return (
+        case.parity_outputs if case.parity_records is None else read_records(out_dir, case.parity_records, ParityOutput)
+    )
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:

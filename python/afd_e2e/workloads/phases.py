@@ -22,9 +22,11 @@ from afd_e2e.results.model import (
     CaseResults,
     Comparison,
     ParityComparison,
+    ParityOutput,
     PerformanceComparison,
     RunResults,
 )
+from afd_e2e.results.side_files import write_records
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance, profiler_traces, replay, serving_checks
@@ -112,11 +114,17 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
             )
         sections.append(PhaseOutcome(section.status, f"gsm8k: {section.failure}" if section.failure else None))
     if profile.parity is not None and not ctx.cancelled.is_set():
+        records_rel = parity.records_path(case.id)
+
+        def publish_outputs(outputs: list[ParityOutput]) -> None:
+            write_records(ctx.out_dir / records_rel, outputs)
+            _publisher(ctx, "parity_records")(records_rel)
+
         outputs = parity.collect_outputs(
             profile.parity,
             base_url=case.base_url,
             model=case.served_model_name,
-            publish=_publisher(ctx, "parity_outputs"),
+            publish=publish_outputs,
             progress=ctx.progress,
             cancelled=ctx.cancelled,
             request_timeout_s=profile.budgets.request_s,
@@ -153,6 +161,9 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
             progress=ctx.progress,
             cancelled=ctx.cancelled,
             heartbeat_s=PROGRESS_EVERY_S,
+            env=bench.client_env(ctx.client_env("bench")),
+            on_timeout=lambda reason: ctx.take_forensics("timeout", reason),
+            diagnose=ctx.diagnose,
         )
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
@@ -164,6 +175,8 @@ def run_replay(ctx: PhaseContext) -> PhaseOutcome:
         ctx.profile.parity,
         base_url=ctx.case.base_url,
         model=ctx.case.served_model_name,
+        out_dir=ctx.out_dir,
+        case_id=ctx.case.id,
         publish=_publisher(ctx, "replay"),
         progress=ctx.progress,
         cancelled=ctx.cancelled,
@@ -205,9 +218,10 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
 
-def compare(profile: Profile, results: RunResults) -> dict[str, Comparison]:
-    """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results:
-    each registered measure the comparison names, by its phase's compare function."""
+def compare(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, Comparison]:
+    """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results
+    (and the side files they wrote in ``out_dir``): each registered measure the comparison names, by its phase's
+    compare function."""
     labels = {c.id: c.label for c in results.plan.cases}
     comparisons: dict[str, Comparison] = {}
     for cmp in results.plan.comparisons:
@@ -215,35 +229,29 @@ def compare(profile: Profile, results: RunResults) -> dict[str, Comparison]:
         entry = Comparison(cmp.baseline, cmp.candidate, labels[cmp.baseline], labels[cmp.candidate])
         for measure in registry.measures():
             if measure.name in cmp.measures and measure.needs(profile) is None:
-                entry.set_section(measure.section.name, measure.compare(profile, cmp, base, cand))
+                entry.set_section(measure.section.name, measure.compare(profile, cmp, base, cand, out_dir))
         comparisons[cmp.id] = entry
     return comparisons
 
 
 def compare_parity(
-    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None
+    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
 ) -> ParityComparison:
     assert profile.parity is not None
-    return parity.compare_outputs(
-        profile.parity,
-        cmp.baseline,
-        base.parity_outputs if base else None,
-        cmp.candidate,
-        cand.parity_outputs if cand else None,
-    )
+    sides = [parity.read_outputs(out_dir, case) if case else None for case in (base, cand)]
+    return parity.compare_outputs(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
 
 
 def compare_replay(
-    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None
+    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
 ) -> ParityComparison:
     assert profile.parity is not None
-    return replay.compare_replay(
-        profile.parity, cmp.baseline, base.replay if base else None, cmp.candidate, cand.replay if cand else None
-    )
+    sides = [replay.read_requests(out_dir, case.replay) if case and case.replay else None for case in (base, cand)]
+    return replay.compare_replay(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
 
 
 def compare_performance(
-    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None
+    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
 ) -> PerformanceComparison:
     assert profile.bench is not None
     return performance.compare_performance(

@@ -3,6 +3,10 @@
 A CUDA-graph case decodes through graphs captured at one size; a single request replays them padded, a full batch
 replays them as captured. Each round sends ``batch`` requests at once (the parity prompts, cycled), greedy, with
 token ids; a comparison pairs the two cases' requests round by round and position by position.
+
+The requests, top-k logprobs and all, go to the side file ``replay/<case>.jsonl`` (rewritten after each round), not
+into results.json: 192 requests of a tiny model are about 500 KB. A comparison reads them back from there. The
+comparison lists the requests that are not identical; the identical ones are counted.
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 from afd_e2e.profile import ParitySpec, ReplaySpec
 from afd_e2e.results.model import ParityComparison, ReplayRequest, ReplayResult
-from afd_e2e.results.status import Status
+from afd_e2e.results.side_files import read_records, write_records
+from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads import parity
 
 
@@ -39,19 +45,35 @@ def _one(
     return ReplayRequest(round=number, index=index, output=outputs[0])
 
 
+def records_path(case_id: str) -> str:
+    """Where a case's replay requests go, relative to the results folder."""
+    return f"replay/{case_id}.jsonl"
+
+
+def read_requests(out_dir: Path, result: ReplayResult) -> list[ReplayRequest]:
+    """A case's replay requests: from its side file, or inline in results written before it."""
+    return result.requests if result.records is None else read_records(out_dir, result.records, ReplayRequest)
+
+
 def run_replay(
     spec: ReplaySpec,
     prompts: ParitySpec,
     *,
     base_url: str,
     model: str,
+    out_dir: Path,
+    case_id: str,
     publish: Callable[[ReplayResult], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
     request_timeout_s: float,
 ) -> ReplayResult:
-    """Every round's requests sent together; a request that fails fails the phase, naming the first error."""
-    result = ReplayResult(status=Status.RUNNING, failure=None, rounds=spec.rounds, batch=spec.batch)
+    """Every round's requests sent together, written to ``replay/<case>.jsonl`` after each round; a request that
+    fails fails the phase, naming the first error."""
+    records = records_path(case_id)
+    result = ReplayResult(status=Status.RUNNING, failure=None, rounds=spec.rounds, batch=spec.batch, records=records)
+    requests: list[ReplayRequest] = []
+    write_records(out_dir / records, requests)
     batch = [prompts.prompts[i % len(prompts.prompts)] for i in range(spec.batch)]
     with ThreadPoolExecutor(max_workers=spec.batch) as pool:
         for number in range(1, spec.rounds + 1):
@@ -63,14 +85,15 @@ def run_replay(
                 pool.submit(_one, base_url, model, prompts, request_timeout_s, number, i, p)
                 for i, p in enumerate(batch)
             ]
-            result.requests += [f.result() for f in futures]
-            result.answered = sum(r.output.error is None for r in result.requests)
+            requests += [f.result() for f in futures]
+            write_records(out_dir / records, requests)
+            result.answered = sum(r.output.error is None for r in requests)
             publish(result)
             progress(f"replay: round {number}/{spec.rounds}, {spec.batch} concurrent requests")
-    errors = [r.output.error for r in result.requests if r.output.error]
+    errors = [r.output.error for r in requests if r.output.error]
     if errors:
         result.status = Status.FAILED
-        result.failure = f"{len(errors)} of {len(result.requests)} replay requests failed; {errors[0]}"
+        result.failure = f"{len(errors)} of {len(requests)} replay requests failed; {errors[0]}"
     else:
         result.status = Status.PASSED
     publish(result)
@@ -80,16 +103,21 @@ def run_replay(
 def compare_replay(
     spec: ParitySpec,
     baseline_id: str,
-    baseline: ReplayResult | None,
+    baseline: list[ReplayRequest] | None,
     candidate_id: str,
-    candidate: ReplayResult | None,
+    candidate: list[ReplayRequest] | None,
 ) -> ParityComparison:
-    """The ``replay`` block of a comparison: the profile's parity rule over every paired request."""
+    """The ``replay`` block of a comparison: the profile's parity rule over every paired request (``read_requests``
+    of each side); the identical ones are counted, not listed."""
     for case_id, side in ((baseline_id, baseline), (candidate_id, candidate)):
-        if side is None or not side.requests:
+        if not side:
             failure = f"case {case_id} recorded no replay requests"
             return ParityComparison(Status.SKIPPED, failure, 0, 0, None, mode=spec.mode, top_logprobs=spec.top_logprobs)
-    sides = [side.requests if side else [] for side in (baseline, candidate)]
+    sides = [baseline or [], candidate or []]
     keys = tuple(dict.fromkeys(pairing_key(r) for side in sides for r in side))
     as_parity = [[replace(r.output, prompt=pairing_key(r)) for r in side] or None for side in sides]
-    return parity.compare_outputs(replace(spec, prompts=keys), baseline_id, as_parity[0], candidate_id, as_parity[1])
+    compared = parity.compare_outputs(
+        replace(spec, prompts=keys), baseline_id, as_parity[0], candidate_id, as_parity[1]
+    )
+    compared.prompts = [p for p in compared.prompts if p.outcome is not ParityVerdict.IDENTICAL]
+    return compared

@@ -7,14 +7,14 @@ pre-exit always. ``buildkite-agent``, ``nvidia-smi`` and ``afd-e2e`` are tests/s
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from agent_pool import plugin_env
+
 REPO = Path(__file__).resolve().parents[3]
 RECORD_CALL = REPO / "tests" / "stubs" / "record-call"
-PLUGIN_PREFIX = "BUILDKITE_PLUGIN_AFD_E2E_"
 
 # The opt-in of the qwen3.5-122b-a10b profile (the checkpoint path exists on the GPU agent only).
 QWEN_OPT_IN = {
@@ -43,19 +43,6 @@ def agent(name: str, *tags: str, state: str = "connected") -> dict[str, Any]:
         "meta_data": list(tags),
         "version": "3.100.0",
     }
-
-
-def plugin_env(config: dict[str, Any]) -> dict[str, str]:
-    """Plugin options as the agent exports them: upper-cased, ``-`` -> ``_``, lists as _0, _1..., booleans true/false."""
-    env = {"BUILDKITE_PLUGIN_CONFIGURATION": json.dumps(config)}
-    for option, value in config.items():
-        name = PLUGIN_PREFIX + option.upper().replace("-", "_")
-        items = value if isinstance(value, list) else None
-        if items is None:
-            env[name] = str(value).lower() if isinstance(value, bool) else str(value)
-        else:
-            env.update({f"{name}_{i}": str(item) for i, item in enumerate(items)})
-    return env
 
 
 class FakeAgent:

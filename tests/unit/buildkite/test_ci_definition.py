@@ -1,5 +1,6 @@
-"""One CI definition: this repository's pipeline runs .ci/run, which is scripts/test (the one test command), then the
-generator; no lint or test command is repeated outside scripts/test."""
+"""One CI definition: this repository's pipeline runs .ci/run, which is the README's two commands (scripts/test, the
+one test command, with scripts/test-lowest beside it, then scripts/run-embedded-default), then the generator; no lint
+or test command is repeated outside scripts/test."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ def test_the_pipeline_runs_ci_run_then_the_generator():
     assert commands(generator)[-1].startswith("afd-e2e pipeline ")
 
 
-def test_ci_run_is_scripts_test():
+def test_ci_run_is_the_readme_commands():
     lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert [line for line in lines if line and not line.startswith("#")][-1] == "exec scripts/test"
+    commands = [line for line in lines if line and not line.startswith("#")][-3:]
+    assert commands == ["scripts/test", "scripts/test-lowest", "scripts/run-embedded-default --port-base 19400"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "scripts/run-embedded-default" in readme and "scripts/test" in readme
 
 
 def test_lint_and_tests_are_listed_once_in_scripts_test():

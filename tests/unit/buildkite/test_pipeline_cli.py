@@ -36,7 +36,7 @@ def test_nightly_runs_on_the_large_model_queue(generate, valid_pipeline):
     pipeline, err = pipeline_of(generate(variables, "--profile", "qwen3.5-122b-a10b"), valid_pipeline)
     (gpu,) = gpu_steps(pipeline)
     assert gpu["agents"] == {"queue": "large-model", "gpus": "8"}
-    assert "afd-e2e pipeline: qwen3.5-122b-a10b: run (scheduled build of branch main)" in err
+    assert "afd-e2e pipeline: qwen3.5-122b-a10b: GPU step runs unattended (scheduled build of branch main):\n" in err
     assert "1 connected agent(s) have gpus=8, queue=large-model: gpu-1" in err
 
 
@@ -101,3 +101,22 @@ def test_bad_input_is_one_line_and_exit_2(generate, variables, args, message):
     assert out == ""
     assert f"afd-e2e pipeline: {message}" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_multi_agent_profile_is_a_leader_when_both_pools_have_agents(pipeline_cli, agents_api, valid_pipeline):
+    variables = {**BUILD, **OPT_IN, "BUILDKITE_SOURCE": "schedule"}
+    agents_api.serve(AGENTS_LIST, [agent("gpu-1", "queue=large-model", "gpus=8")])
+    pipeline, err = pipeline_of(pipeline_cli(variables, "--profile", "qwen3.5-122b-a10b-two-agents"), valid_pipeline)
+    assert gpu_steps(pipeline) == []
+    assert (
+        "no connected agent has gpus=8, queue=large-model-ffn (1 connected agents checked) (the follower pool of case afd-8a8f: ffn)"
+        in err
+    )
+
+    agents_api.serve(
+        AGENTS_LIST, [agent(f"gpu-{q}", f"queue={q}", "gpus=8") for q in ("large-model", "large-model-ffn")]
+    )
+    pipeline, err = pipeline_of(pipeline_cli(variables, "--profile", "qwen3.5-122b-a10b-two-agents"), valid_pipeline)
+    (leader,) = gpu_steps(pipeline)
+    assert leader["label"] == "afd-e2e qwen3.5-122b-a10b-two-agents (leader)"
+    assert leader["concurrency_group"] == "afd-e2e/gpus=8,queue=large-model + gpus=8,queue=large-model-ffn"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
-from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, Decision, ProfileDecision
+from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, GATES_CLOSED, OPEN_GATES, RUN, Decision, ProfileDecision
 from afd_e2e.pipeline.generate import (
     DEFAULT_PLUGIN,
     GpuStepSettings,
@@ -23,7 +23,13 @@ PROFILES = REPO / "python" / "afd_e2e" / "profiles"
 
 GATES = {"AFD_E2E_BACKEND": "gpu", "AFD_E2E_LARGE_MODEL": "1", "AFD_GPU_E2E_MODEL": "/m", "AFD_E2E_DEVICES": "0,1"}
 DECISIONS = {
-    "explain": Decision(EXPLAIN, "pull request #12", ("AFD_E2E_LARGE_MODEL is not set; set AFD_E2E_LARGE_MODEL=1",)),
+    "explain": Decision(
+        EXPLAIN,
+        "pull request #12",
+        ("AFD_E2E_LARGE_MODEL is not set; set AFD_E2E_LARGE_MODEL=1",),
+        cause=GATES_CLOSED,
+        remedy=OPEN_GATES,
+    ),
     "run": Decision(RUN, "scheduled build", ("scheduled builds run unattended", "1 agent"), gate_env=GATES),
     "block": Decision(BLOCK, "manual build (ui)", ("a person confirms the run",), gate_env=GATES),
     "block, warned": Decision(
@@ -64,7 +70,9 @@ def test_explain_is_an_info_annotation_and_no_gpu_step(qwen):
         "printenv AFD_E2E_ANNOTATION | buildkite-agent annotate --style info --context afd-e2e-qwen3-5-122b-a10b-info"
     )
     assert step["env"]["AFD_E2E_ANNOTATION"] == (
-        "**afd-e2e qwen3.5-122b-a10b** is not run in this pull request #12:\n\n"
+        "**afd-e2e qwen3.5-122b-a10b** is not run (pull request #12): its opt-in gates are closed; to open them, set "
+        "the variables named here in the environment of `afd-e2e pipeline` (in Buildkite, the bootstrap step's env):"
+        "\n\n"
         "- AFD_E2E_LARGE_MODEL is not set; set AFD_E2E_LARGE_MODEL=1"
     )
 

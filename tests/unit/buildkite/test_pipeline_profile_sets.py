@@ -14,7 +14,17 @@ from bk_support import AGENTS_LIST, BUILD, QWEN_OPT_IN, REPO, FakeAgent, agent
 from afd_e2e.buildkite.env import BuildEnv
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents import FOUND, AgentAvailability
-from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, RUN, Decision, ProfileDecision, decide
+from afd_e2e.pipeline.decide import (
+    BLOCK,
+    EXPLAIN,
+    GATES_CLOSED,
+    NO_AGENT,
+    OPEN_GATES,
+    RUN,
+    Decision,
+    ProfileDecision,
+    decide,
+)
 from afd_e2e.pipeline.generate import DEFAULT_PLUGIN, GpuStepSettings, build_pipeline, step_slug
 from afd_e2e.pipeline.pools import select_pools
 from afd_e2e.pipeline.profile_sets import resolve_profile_set
@@ -30,8 +40,9 @@ GATES = {"AFD_E2E_BACKEND": "gpu", "AFD_GPU_E2E_MODEL": "/m"}
 PLUGIN_CONFIGURATION = yaml.safe_load((REPO / "plugin.yml").read_text(encoding="utf-8"))["configuration"]
 
 
-def decided(profile, action, *reasons, warnings=()):
-    return ProfileDecision(profile.name, profile, Decision(action, "manual build (ui)", reasons, warnings, (), GATES))
+def decided(profile, action, *reasons, warnings=(), cause="", remedy=""):
+    decision = Decision(action, "manual build (ui)", reasons, warnings, (), GATES, cause, remedy)
+    return ProfileDecision(profile.name, profile, decision)
 
 
 def test_a_set_is_globs_over_shipped_names_so_later_profiles_join_it():
@@ -69,7 +80,7 @@ def test_a_set_that_names_nothing_is_an_error(name, shipped, message):
 def test_pools_group_the_profiles_to_run_by_agent_tags_and_keep_the_others():
     items = [
         decided(TINY, BLOCK, "a person confirms"),
-        decided(LITE, EXPLAIN, "no connected agent has gpus=4, queue=gpu-4"),
+        decided(LITE, EXPLAIN, "no connected agent has gpus=4, queue=gpu-4", cause=NO_AGENT),
         decided(TINY_FEATURES, BLOCK, "a person confirms"),
         decided(LITE_TP2, RUN, "scheduled"),
     ]
@@ -90,7 +101,7 @@ def test_the_set_is_one_group_one_block_and_one_gpu_step_per_pool(valid_pipeline
     items = [
         decided(TINY, BLOCK, "a person confirms", warnings=("could not check: HTTP 401",)),
         decided(TINY_FEATURES, BLOCK, "a person confirms", warnings=("could not check: HTTP 401",)),
-        decided(LITE, EXPLAIN, "AFD_E2E_LARGE_MODEL is not set"),
+        decided(LITE, EXPLAIN, "AFD_E2E_LARGE_MODEL is not set", cause=GATES_CLOSED, remedy=OPEN_GATES),
         decided(LITE_TP2, RUN, "scheduled"),
     ]
     pipeline = set_pipeline(items)
@@ -99,7 +110,10 @@ def test_the_set_is_one_group_one_block_and_one_gpu_step_per_pool(valid_pipeline
     assert group["key"] == "afd-e2e-set-afd-plugin-gpu"
     info, warning, block, pair, single = group["steps"]
 
-    assert "**deepseek-v2-lite-2a2f**: AFD_E2E_LARGE_MODEL is not set" in info["env"]["AFD_E2E_ANNOTATION"]
+    assert (
+        f"**deepseek-v2-lite-2a2f**: {GATES_CLOSED}: AFD_E2E_LARGE_MODEL is not set"
+        in info["env"]["AFD_E2E_ANNOTATION"]
+    )
     assert "could not check: HTTP 401" in warning["env"]["AFD_E2E_ANNOTATION"]
     (field,) = block["fields"]
     values = [o["value"] for o in field["options"]]
@@ -121,11 +135,18 @@ def test_the_set_is_one_group_one_block_and_one_gpu_step_per_pool(valid_pipeline
 
 
 def test_a_set_with_nothing_to_run_still_shows_every_profile(valid_pipeline):
-    pipeline = set_pipeline([decided(TINY, EXPLAIN, "closed"), decided(LITE, EXPLAIN, "closed too")])
+    closed = {"cause": GATES_CLOSED, "remedy": OPEN_GATES}
+    pipeline = set_pipeline(
+        [decided(TINY, EXPLAIN, "closed", **closed), decided(LITE, EXPLAIN, "closed too", **closed)]
+    )
     valid_pipeline(pipeline)
     ((info,),) = [group["steps"] for group in pipeline["steps"]]
-    assert "**tiny-gpu-1a1f**: closed" in info["env"]["AFD_E2E_ANNOTATION"]
-    assert "**deepseek-v2-lite-2a2f**: closed too" in info["env"]["AFD_E2E_ANNOTATION"]
+    assert info["env"]["AFD_E2E_ANNOTATION"].splitlines()[2:] == [
+        f"- **tiny-gpu-1a1f**: {GATES_CLOSED}: closed",
+        f"- **deepseek-v2-lite-2a2f**: {GATES_CLOSED}: closed too",
+        "",
+        f"Where gates are closed: {OPEN_GATES}.",  # once for the set
+    ]
 
 
 def test_a_profile_in_a_set_and_given_alone_is_refused():
@@ -157,7 +178,10 @@ def test_cli_a_nightly_set_runs_one_step_per_pool_with_the_devices_left_to_the_a
     variables = {"BUILDKITE_SOURCE": "schedule", **GATES, "AFD_E2E_DEVICES": "0,1"}
     (group,) = generate(variables, [pool_2])["steps"]
     info, gpu = group["steps"]
-    assert "**deepseek-v2-lite-2a2f**: no connected agent has gpus=4, queue=gpu-4" in info["env"]["AFD_E2E_ANNOTATION"]
+    assert (
+        f"**deepseek-v2-lite-2a2f**: {NO_AGENT}: no connected agent has gpus=4, queue=gpu-4"
+        in info["env"]["AFD_E2E_ANNOTATION"]
+    )
     assert gpu["agents"] == {"gpus": "2", "queue": "gpu-2"}
     assert gpu["env"] == GATES  # AFD_E2E_DEVICES: each pool's agents know their own GPUs
 

@@ -8,6 +8,8 @@ import yaml
 from bk_support import AGENTS_LIST, BUILD, REPO, FakeAgent, agent
 from bk_support import QWEN_OPT_IN as OPT_IN
 
+from afd_e2e.pipeline.decide import GATES_CLOSED, NO_AGENT
+
 GPU_AGENT = agent("gpu-1", "queue=large-model", "gpus=8")
 CPU_AGENT = agent("cpu-1", "queue=default")
 # What the GPU agent runs before the verdict: the gates, the GPUs, the preflight.
@@ -46,22 +48,24 @@ def light_agent(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("variables", "agents", "why"),
+    ("variables", "agents", "cause", "why"),
     [
         (
             {"BUILDKITE_SOURCE": "webhook", "BUILDKITE_PULL_REQUEST": "7"},
             [GPU_AGENT],
+            GATES_CLOSED,
             "AFD_E2E_LARGE_MODEL is not set; set AFD_E2E_LARGE_MODEL=1 to opt in to large-model runs",
         ),
         (
             {"BUILDKITE_SOURCE": "schedule", **OPT_IN},
             [CPU_AGENT],
+            NO_AGENT,
             "no connected agent has gpus=8, queue=large-model (1 connected agents checked)",
         ),
     ],
     ids=["gates closed", "no agent"],
 )
-def test_nothing_and_why(generate, light_agent, variables, agents, why):
+def test_nothing_and_why(generate, light_agent, variables, agents, cause, why):
     (step,) = generate(variables, agents)
     assert "plugins" not in step and "agents" not in step
 
@@ -69,7 +73,7 @@ def test_nothing_and_why(generate, light_agent, variables, agents, why):
 
     (annotate,) = light_agent.calls()
     assert annotate.startswith("buildkite-agent annotate --style info --context afd-e2e-qwen3-5-122b-a10b-info ")
-    assert "**afd-e2e qwen3.5-122b-a10b** is not run in this" in annotate
+    assert "**afd-e2e qwen3.5-122b-a10b** is not run (" in annotate and f"): {cause}" in annotate
     assert why in annotate
 
 

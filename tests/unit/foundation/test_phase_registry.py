@@ -43,14 +43,21 @@ def test_every_phase_has_every_part(phase):
 
 
 def test_case_sections_that_are_no_phase_have_a_home_too():
-    (hygiene,) = registry.case_sections()
+    hygiene, forensics, telemetry = registry.case_sections()
     assert hygiene.name == "hygiene" and hygiene.section.name in CASE_FIELDS
     assert callable(hygiene.junit) and callable(hygiene.annotation)
+    assert forensics.name == "forensics" and forensics.section.name in CASE_FIELDS and callable(forensics.annotation)
+    # telemetry: stored beside CaseResults' fields, with the budget its watchdog judges by
+    assert telemetry.name == "telemetry" and telemetry.section.type is not None and callable(telemetry.annotation)
+    assert telemetry.budget is not None and telemetry.budget.key == "stall_s"
+    assert registry.extra_case_sections()["telemetry"] is telemetry.section.type
+    # stalls are judged in every phase but the profiler's (stop_profile holds its request while traces are written)
+    assert registry.stall_watched_phases() == set(registry.phase_names()) - {"profiler"}
 
 
 def test_the_profile_reads_phase_names_budgets_and_measures_from_the_registry():
     profile = load_profile("tiny-cpu")
-    assert set(profile.budgets.phases) == {p.budget.key for p in registry.phases()}
+    assert set(profile.budgets.phases) == {p.budget.key for p in registry.phases()} | {"stall_s"}
     assert [m.name for m in registry.measures()] == ["parity", "replay", "performance", "capacity"]
     assert registry.phase_names() == (
         "smoke",
@@ -64,7 +71,7 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_registry():
     assert registry.written_sections() == (
         "smoke",
         "gsm8k",
-        "parity_outputs",
+        "parity_records",
         "replay",
         "serving",
         "profiler",

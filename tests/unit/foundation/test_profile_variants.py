@@ -250,11 +250,28 @@ def test_the_cpu_variant_profile_inherits_all_but_what_it_names():
 
 
 def test_a_side_without_replay_requests_is_skipped_naming_the_case():
-    from afd_e2e.results.model import ReplayResult
     from afd_e2e.results.status import Status
     from afd_e2e.workloads.replay import compare_replay
 
     spec = load_profile("tiny-gpu-features").parity
-    empty = ReplayResult(Status.FAILED, "x", rounds=3, batch=64)
-    result = compare_replay(spec, "afd-1a1f", None, "afd-1a1f-graph", empty)
+    result = compare_replay(spec, "afd-1a1f", None, "afd-1a1f-graph", [])
     assert result.status is Status.SKIPPED and result.failure == "case afd-1a1f recorded no replay requests"
+
+
+def test_the_nccl_flight_recorder_option_dumps_into_the_cases_forensics_on_cuda_only(tmp_path):
+    doc = features_doc()
+    doc["cases"]["afd-1a1f"]["nccl_flight_recorder"] = {"buffer_size": 500}
+    plan = plan_of(doc)
+    for case_id in ("afd-1a1f", "afd-1a1f-graph"):  # the variant inherits it
+        for process in plan.case(case_id).processes:
+            assert process.env_set["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "500"
+            assert process.env_set["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+            dump = process.out_dir_env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+            assert dump == f"forensics/{case_id}/nccl/{process.name}-rank"
+            env = child_environment({}, process, scratch=tmp_path, cache=tmp_path, markers={}, out_dir=tmp_path)
+            assert env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == str(tmp_path / dump)
+    assert "NCCL flight recorder" in plan.case("afd-1a1f").label
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in plan.case("native-dp1").processes[0].env_set
+    cpu = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text())
+    cpu["cases"][next(iter(cpu["cases"]))]["nccl_flight_recorder"] = {}
+    assert "nccl_flight_recorder needs platform cuda" in error(cpu)

@@ -1,8 +1,9 @@
 """Two real runs on 2x H200 (CUDA vLLM 0.26.0 + the AFD plugin, tiny random DeepSeek-V2), brought back from the
 device machine and rendered here again: ``tiny-gpu-features`` (AFD 1A1F eager vs CUDA graph vs DBO, profiler traces,
 serving checks) and ``tiny-gpu-1a1f`` with FULL_DECODE_ONLY CUDA graphs (native DP1 vs AFD 1A1F). Both recorded the
-preflight they took at their start. The features run's results.json is stored gzipped (3.4 MB as written: every
-replay request keeps its top-k logprobs)."""
+preflight they took at their start. The features run was written with every replay request and parity output inline
+(3.4 MB: each keeps its top-k logprobs); ``tests/fixtures/split_replay_records.py`` moved them to side files
+(``replay/``, ``parity/``, stored gzipped) as runs now write them, leaving results.json under 256 KiB."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 from afd_e2e.report import render_all
 from afd_e2e.results import load_results
 from afd_e2e.results.status import Status
+from afd_e2e.workloads.parity import read_outputs
+from afd_e2e.workloads.replay import read_requests
 from junit_xsd import assert_valid_junit
 
 from .conftest import FIXTURES
@@ -25,17 +28,36 @@ CUDAGRAPH = "tiny-gpu-1a1f-cudagraph"
 def copied_run(name: str, tmp_path: Path) -> Path:
     out = tmp_path / name
     out.mkdir()
-    stored = FIXTURES / name / "results.json"
-    if stored.exists():
-        shutil.copy(stored, out / "results.json")
-    else:
-        (out / "results.json").write_bytes(gzip.decompress((FIXTURES / name / "results.json.gz").read_bytes()))
+    shutil.copy(FIXTURES / name / "results.json", out / "results.json")
+    for packed in (FIXTURES / name).glob("*/*.jsonl.gz"):  # side files, unpacked where results.json points
+        unpacked = out / packed.relative_to(FIXTURES / name).with_suffix("")
+        unpacked.parent.mkdir(parents=True, exist_ok=True)
+        unpacked.write_bytes(gzip.decompress(packed.read_bytes()))
     return out
 
 
 def before_artifacts(annotation: str) -> str:
     """The annotation up to its artifact list (the fixtures keep results.json, not every log the device wrote)."""
     return annotation.partition("### Artifacts")[0]
+
+
+# The device listed preflight.software field by field; since issue 22 (item 7) it reads as one sentence.
+SOFTWARE_ON_DEVICE = (
+    "Software found: afd\\_e2e\\_python /opt/torch/\\.venv/bin/python3, vllm\\_executable /tmp/vl/site/bin/vllm, "
+    "vllm\\_python /opt/torch/\\.venv/bin/python3, vllm 0\\.26\\.0, torch 2\\.11\\.0, afd\\_plugin "
+    "afd\\_plugin\\:register\\_afd, routing\\_strategies not found, problem not found, nvidia\\_ml\\_py 13\\.610\\.43\n"
+)
+SOFTWARE_NOW = (
+    "Software: vLLM 0\\.26\\.0 with torch 2\\.11\\.0 in /opt/torch/\\.venv/bin/python3 \\(the Python of "
+    "/tmp/vl/site/bin/vllm\\); AFD plugin afd\\_plugin\\:register\\_afd; nvidia\\-ml\\-py 13\\.610\\.43; afd\\-e2e runs in "
+    "/opt/torch/\\.venv/bin/python3\\.\n"
+)
+
+
+def as_rendered_now(on_device: str) -> str:
+    """The device's annotation with the one line rendered differently since."""
+    assert on_device.count(SOFTWARE_ON_DEVICE) == 1
+    return before_artifacts(on_device.replace(SOFTWARE_ON_DEVICE, SOFTWARE_NOW))
 
 
 def test_the_feature_matrix_ran_clean_and_graph_replay_needed_closeness(tmp_path: Path) -> None:
@@ -54,6 +76,22 @@ def test_the_feature_matrix_ran_clean_and_graph_replay_needed_closeness(tmp_path
     assert eager_vs_graph is not None and eager_vs_graph.close >= 1 and eager_vs_graph.different == 0
 
 
+def test_the_feature_runs_results_stay_small_with_every_request_in_side_files(tmp_path: Path) -> None:
+    assert (FIXTURES / FEATURES / "results.json").stat().st_size <= 256 * 1024
+    out = copied_run(FEATURES, tmp_path)
+    results = load_results(out)
+    graph = results.cases["afd-1a1f-graph"]
+    assert graph.replay is not None and graph.replay.requests == [] and graph.parity_outputs is None
+    requests = read_requests(out, graph.replay)
+    assert len(requests) == graph.replay.rounds * graph.replay.batch == 192
+    assert all(r.output.top_logprobs for r in requests)
+    outputs = read_outputs(out, graph) or []
+    assert len(outputs) == 5 and all(o.top_logprobs for o in outputs)
+    replay = results.comparisons["eager-vs-graph"].replay
+    assert replay is not None and (replay.identical, replay.close, replay.total) == (153, 39, 192)
+    assert len(replay.prompts) == 39  # the identical requests are counted, not listed
+
+
 def test_the_feature_run_renders_like_the_device_did(tmp_path: Path) -> None:
     paths = render_all(copied_run(FEATURES, tmp_path))
     body = paths.annotation.read_text(encoding="utf-8")
@@ -62,7 +100,7 @@ def test_the_feature_run_renders_like_the_device_did(tmp_path: Path) -> None:
     assert "🟰 close" in body and "requests 153/192 identical, 39 close" in body
     assert "model 'afd\\-e2e\\-no\\-such\\-model' rejected with HTTP 404" in body
     assert body.count("artifact://profiles/afd-1a1f/") >= 2  # one trace per role, linked
-    assert before_artifacts(body) == before_artifacts(
+    assert before_artifacts(body) == as_rendered_now(
         (FIXTURES / FEATURES / "annotation.md").read_text(encoding="utf-8")
     )
     rendered = assert_valid_junit(paths.junit[0])
@@ -83,5 +121,5 @@ def test_native_vs_afd_with_cuda_graphs_recorded_its_preflight_and_agreed(tmp_pa
     assert parity is not None and parity.status is Status.PASSED and parity.different == 0
     paths = render_all(out)
     on_device = (FIXTURES / CUDAGRAPH / "annotation.md").read_text(encoding="utf-8")
-    assert before_artifacts(paths.annotation.read_text(encoding="utf-8")) == before_artifacts(on_device)
+    assert before_artifacts(paths.annotation.read_text(encoding="utf-8")) == as_rendered_now(on_device)
     assert_valid_junit(paths.junit[0])

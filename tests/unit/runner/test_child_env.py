@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
-from afd_e2e.runner.child_env import child_environment
+from afd_e2e.runner.child_env import child_environment, client_environment
 from afd_e2e.runner.markers import CASE_ENV, PROCESS_ENV, RUN_ID_ENV, marker_env
 from afd_e2e.system.executables import resolve_executable
 
@@ -70,3 +71,37 @@ def test_missing_executable_is_a_usage_error_naming_it(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         resolve_executable(str(tmp_path / "nope" / "vllm"))
     assert resolve_executable(os.path.realpath("/bin/sh")) == os.path.realpath("/bin/sh")
+
+
+def test_no_child_inherits_the_agents_credentials(tmp_path):
+    process = qwen_process()
+    base = {
+        "PATH": "/usr/bin",
+        "BUILDKITE_AGENT_ACCESS_TOKEN": "agent-secret",
+        "BUILDKITE_API_TOKEN": "api-secret",
+        "HF_TOKEN": "hf",
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "OPENAI_API_KEY": "k",
+        "TOKENIZERS_PARALLELISM": "false",
+        "BUILDKITE_BUILD_ID": "b1",
+    }
+    markers = marker_env("r1", "case-a", "attention")
+
+    server = child_environment(base, process, scratch=tmp_path / "s", cache=tmp_path / "c", markers=markers)
+    client = client_environment(base, markers=marker_env("r1", "case-a", "bench"))
+
+    for env in (server, client):
+        assert not {"BUILDKITE_AGENT_ACCESS_TOKEN", "BUILDKITE_API_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY"} & set(
+            env
+        )
+        assert "OPENAI_API_KEY" not in env
+        assert env["TOKENIZERS_PARALLELISM"] == "false" and env["BUILDKITE_BUILD_ID"] == "b1"
+    assert (client[RUN_ID_ENV], client[CASE_ENV], client[PROCESS_ENV]) == ("r1", "case-a", "bench")
+
+
+def test_a_credential_the_plan_sets_itself_is_kept(tmp_path):
+    process = dataclasses.replace(qwen_process(), env_set={"VLLM_API_KEY": "the profile's"})
+    env = child_environment(
+        {"VLLM_API_KEY": "agent's"}, process, scratch=tmp_path, cache=tmp_path, markers=marker_env("r", "c", "p")
+    )
+    assert env["VLLM_API_KEY"] == "the profile's"

@@ -11,7 +11,7 @@ from functools import partial
 import psutil
 from stand_ins import ESCAPING_TREE, IGNORES_SIGTERM, SLEEPER, wait_for_log
 
-from afd_e2e.runner.markers import find_marked, is_alive
+from afd_e2e.runner.markers import find_marked, find_run, is_alive
 from afd_e2e.runner.teardown import terminate
 
 
@@ -83,3 +83,38 @@ def test_zombies_count_as_gone(run_id, spawn):
 
     assert find_marked(run_id) == []
     assert terminate(partial(find_marked, run_id), grace_s=1.0).forced == frozenset()
+
+
+def test_a_stopped_process_exits_on_sigterm_without_a_sigkill(run_id, spawn):
+    server = spawn(SLEEPER)
+    wait_for_log(server.log_path, "stand-in up")
+    server.popen.send_signal(signal.SIGSTOP)
+
+    outcome = terminate(partial(find_marked, run_id), grace_s=3.0)
+
+    assert not outcome.forced and outcome.seconds < 2.0
+    assert server.exit_code() == -signal.SIGTERM
+
+
+# A server whose child hides its markers (an empty environment, as vLLM's setproctitle leaves EngineCore's), then
+# the server exits: the child is re-parented, only its session says whose it is.
+HIDDEN_ORPHAN = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env={})
+print(f"child={child.pid}", flush=True)
+"""
+
+
+def test_a_child_without_markers_is_found_by_its_servers_session_after_the_server_is_gone(run_id, spawn):
+    server = spawn(HIDDEN_ORPHAN)
+    child = int(re.search(r"child=(\d+)", wait_for_log(server.log_path, "child=")).group(1))
+    server.popen.wait(5)
+
+    assert find_marked(run_id) == []
+    found = find_run(run_id, [("case", "server", server.pid)], since=time.time() - 60)
+    assert [(m.process.pid, m.case_id, m.name) for m in found] == [(child, "case", "server")]
+    assert find_run(run_id, [("case", "server", server.pid)], since=time.time() + 60) == []  # a reused pid's
+    assert find_run(run_id, [("case", "server", server.pid)], "other case") == []
+
+    outcome = terminate(partial(find_run, run_id, [("case", "server", server.pid)]), grace_s=3.0)
+    assert (not outcome.forced and not psutil.pid_exists(child)) or psutil.Process(child).status() == "zombie"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import threading
 import time
 
@@ -17,6 +18,7 @@ from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
+from afd_e2e.runner.teardown import terminate
 
 PROFILE = load_profile("tiny-cpu")
 
@@ -161,7 +163,9 @@ def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
 
     result = data.cases["slow"]
     assert result.status is Status.FAILED
-    assert result.failure == "smoke ran past its budget (budgets.smoke_s = 1 s)"
+    # the watchdog's diagnosis follows: the stand-in's completion hangs with its request in flight
+    assert result.failure.startswith("smoke ran past its budget (budgets.smoke_s = 1 s); 1 requests in flight, ")
+    assert re.search(r"no token for \d+ s; server \S+ pid \d+ is sleeping", result.failure), result.failure
     assert 1.0 <= result.timings.phases["smoke"] < 3.5  # the budget plus the abandoned work's stop
     assert time.monotonic() - started < 10
     assert find_marked(run_id_of(tmp_path)) == []
@@ -199,4 +203,42 @@ def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_fa
         "cancel escalated to SIGKILL for server: still running 1 s after SIGTERM (vLLM ignores SIGTERM while loading)"
     )
     assert not any(c.status is Status.FAILED for c in result.hygiene)
+    assert find_marked(run_id_of(tmp_path)) == []
+
+
+def test_a_stall_fails_the_case_within_stall_s_plus_2_s_and_keep_on_stall_leaves_its_processes_up(tmp_path):
+    port = UNIT_PORT_BASE + 38
+    first = stand_in_case("hangs", api_stand_in(port), port=port)  # its completion never answers: one in flight
+    second = stand_in_case("after", SLEEPER, port=port + 1)
+    progress = Progress(stream=io.StringIO())
+
+    started = time.monotonic()
+    data = execute_run(
+        with_budgets(stall_s=1.0), stand_in_plan(first, second), tmp_path, progress=progress, keep_on_stall=True
+    )
+    try:
+        result = data.cases["hangs"]
+        assert result.status is Status.FAILED
+        assert result.failure.startswith("engine stalled during smoke: 1 requests in flight, no token for 1 s")
+        assert time.monotonic() - started < 10
+        assert [s.kept for s in result.section("telemetry").stalls] == [True]
+        assert data.cases["after"].status is Status.SKIPPED  # the run ends after the kept case
+        assert data.cases["after"].failure == "not run: case hangs's stalled processes were kept up (--keep-on-stall)"
+        kept = find_marked(run_id_of(tmp_path))
+        assert [m.name for m in kept] == ["server"]
+        printed = progress.stream.getvalue()
+        assert f"pid {kept[0].process.pid}" in printed and f"py-spy dump --pid {kept[0].process.pid}" in printed
+    finally:
+        terminate(lambda: find_marked(run_id_of(tmp_path)), 1.0)
+
+
+def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path):
+    port = UNIT_PORT_BASE + 39
+    plan = stand_in_plan(stand_in_case("hangs", api_stand_in(port), port=port))
+
+    data = execute_run(with_budgets(stall_s=1.0), plan, tmp_path, progress=quiet())
+
+    result = data.cases["hangs"]
+    assert result.failure.startswith("engine stalled during smoke: ")
+    assert [s.kept for s in result.section("telemetry").stalls] == [False]
     assert find_marked(run_id_of(tmp_path)) == []

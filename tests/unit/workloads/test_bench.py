@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import threading
 from dataclasses import replace
@@ -155,6 +156,7 @@ def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
         progress=lines.append,
         cancelled=cancelled or threading.Event(),
         heartbeat_s=0.2,
+        env=bench.client_env(os.environ),
     )
     return rep, ended, lines
 
@@ -193,7 +195,7 @@ def _fake_bench(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
-def _series(tmp_path, executable, cancelled=None, spec=SPEC):
+def _series(tmp_path, executable, cancelled=None, spec=SPEC, on_timeout=lambda _reason: None):
     published = []
     section = bench.run_series(
         spec,
@@ -207,6 +209,8 @@ def _series(tmp_path, executable, cancelled=None, spec=SPEC):
         progress=lambda _: None,
         cancelled=cancelled or threading.Event(),
         heartbeat_s=0.2,
+        env=bench.client_env(os.environ),
+        on_timeout=on_timeout,
     )
     return section, published
 
@@ -226,10 +230,13 @@ def test_series_writes_warmup_and_repetitions_and_keeps_going_after_a_failure(tm
     assert len(published) == 4 and published[-1] == section
 
 
-def test_series_stops_after_a_timeout(tmp_path):
-    section, _ = _series(tmp_path, _fake_bench(tmp_path, "time.sleep(30)"), spec=replace(SPEC, timeout_s=1.0))
+def test_series_stops_after_a_timeout_once_the_case_forensics_were_asked_for(tmp_path):
+    asked: list[str] = []
+    bench_script = _fake_bench(tmp_path, "time.sleep(30)")
+    section, _ = _series(tmp_path, bench_script, spec=replace(SPEC, timeout_s=1.0), on_timeout=asked.append)
     assert section.status == "failed" and section.failure == "warmup 1: timed out after 1 s"
     assert section.repetitions == []
+    assert asked == ["performance warmup 1: timed out after 1 s"]
 
 
 def test_series_cancelled_before_start_records_nothing(tmp_path):

@@ -97,3 +97,25 @@ def test_a_cut_short_sweep_warns_and_a_missing_or_failed_side_says_which(curve):
     failed = compare_capacity("a", full, "b", low, threshold_pct=5.0, on_worse="warn")
     assert failed.status is Status.FAILED and failed.failure.startswith("case b: repetition 2: ")
     assert "of 256 requests failed" in failed.failure
+
+
+def test_brackets_without_an_interval_decide_when_apart_and_only_then(curve):
+    """One repetition a level gives no interval: the brackets themselves are the ranges (a real CPU run: cpu-tp1
+    between 8 and 16 concurrent requests, one sequence at a time between 1 and 8)."""
+    side = searched(curve)
+
+    def bracketed(passed: float, failed: float) -> CaseCapacity:
+        estimate = dataclasses.replace(
+            side.estimate, outcome=BRACKETED, passed_level=passed, failed_level=failed, interval=None,
+            capacity=(passed + failed) / 2,
+        )  # fmt: skip
+        return dataclasses.replace(side, estimate=estimate)
+
+    apart = compare_capacity("tp1", bracketed(8, 16), "seqs1", bracketed(1, 8), threshold_pct=5.0, on_worse="fail")
+    assert apart.ci95_pct is None and apart.delta_pct is not None
+    assert apart.verdict is Verdict.WORSE and apart.status is Status.FAILED
+    assert "the candidate's range lies below the baseline's" in apart.failure
+    better = compare_capacity("seqs1", bracketed(1, 8), "tp1", bracketed(8, 16), threshold_pct=5.0, on_worse="fail")
+    assert better.verdict is Verdict.BETTER and better.status is Status.PASSED
+    same = compare_capacity("a", bracketed(1, 8), "b", bracketed(1, 8), threshold_pct=5.0, on_worse="fail")
+    assert same.verdict is Verdict.INCONCLUSIVE and same.status is Status.PASSED

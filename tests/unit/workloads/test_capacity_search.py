@@ -14,9 +14,10 @@ import math
 import pytest
 
 from afd_e2e.results.capacity import BRACKETED, NEVER_MEETS, NEVER_MISSES, NOT_MEASURED, CaseCapacity
+from afd_e2e.results.model import Repetition
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.capacity.search import Observation, SearchPlan, estimate, next_level
-from afd_e2e.workloads.capacity.sweep import observation
+from afd_e2e.workloads.capacity.sweep import _said, observation
 from repo_paths import FIXTURES
 
 CURVE_FIXTURE = FIXTURES / "capacity" / "tiny-cpu-curve.json"
@@ -194,3 +195,11 @@ def test_the_recorded_levels_interpolate_inside_their_bracket(curve: CaseCapacit
     a_high = next(lv.attainment for lv in curve.levels if lv.level == high)
     expected = low + (a_low - curve.slo.attainment) / (a_low - a_high) * (high - low)
     assert math.isclose(result.capacity, expected)
+
+
+def test_the_progress_line_says_whether_a_repetition_met_the_slo_not_only_that_it_ran():
+    ran = Repetition(1, Status.PASSED, "", "", "")
+    assert _said(ran, 0.09, 0.9) == "attainment 9%, misses the SLO (target 90%)"
+    assert _said(ran, 0.95, 0.9) == "attainment 95%, meets the SLO (target 90%)"
+    broken = Repetition(1, Status.FAILED, "bench.json: completed is missing", "", "")
+    assert _said(broken, None, 0.9) == "failed (bench.json: completed is missing)"

@@ -13,9 +13,10 @@ from afd_e2e.results.model import CasePerformance, PerformanceComparison, SideSt
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.performance import compare_performance
 from afd_e2e.workloads.phases import compare
-from results_docs import load_fixture, typed
+from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
 SEED = typed(load_fixture("seed"))
+SEED_DIR = RESULTS_FIXTURES / "seed"
 # The seed PR's table, as printed: metric key -> (native, AFD, delta).
 SEED_TABLE = {
     "request_throughput": ("2.4047 ± 0.0195", "2.4295 ± 0.0092", "+1.03%"),
@@ -58,7 +59,7 @@ def _metric(result: PerformanceComparison, key: str):
 
 
 def test_seed_table_reproduced_from_five_repetitions_per_side():
-    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED)["performance"]
+    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"]
     assert comparison.performance is not None
     metrics = {m.key: m for m in comparison.performance.metrics}
     assert set(metrics) == set(SEED_TABLE)
@@ -72,7 +73,7 @@ def test_seed_table_reproduced_from_five_repetitions_per_side():
 
 
 def test_seed_verdicts_parity_except_ttft_which_warns():
-    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED)["performance"].performance
+    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"].performance
     assert comparison is not None
     verdicts = {m.key: m.verdict for m in comparison.metrics}
     assert verdicts.pop("mean_ttft_ms") is Verdict.WORSE
@@ -140,7 +141,7 @@ def test_a_zero_baseline_mean_has_no_delta_and_no_claim():
 
 
 def test_fixture_comparisons_are_what_compare_computes():
-    assert compare(load_profile("qwen3.5-122b-a10b"), SEED) == SEED.comparisons
+    assert compare(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR) == SEED.comparisons
 
 
 def test_failed_repetitions_fail_the_comparison_and_are_left_out():

@@ -14,6 +14,7 @@ from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
 from afd_e2e.runner.case import new_case_results
 from afd_e2e.workloads.context import PhaseOutcome
+from afd_e2e.workloads.parity import read_outputs
 from afd_e2e.workloads.phases import (
     check_correctness_inputs,
     check_performance_inputs,
@@ -72,7 +73,9 @@ def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_withou
     assert outcome.failure.startswith("gsm8k: GET http://127.0.0.1:")
     assert "; parity: 3 requests failed; POST http://127.0.0.1:" in outcome.failure
     assert results.gsm8k is not None and results.gsm8k.status is Status.FAILED and results.gsm8k.questions == []
-    assert [o.error is not None for o in results.parity_outputs or []] == [True, True, True]
+    assert results.parity_records == "parity/cpu-tp1.jsonl" and results.parity_outputs is None
+    outputs = read_outputs(ctx_without_server.out_dir, results) or []
+    assert [o.error is not None for o in outputs] == [True, True, True]
     assert ctx_without_server.flushes
 
 

@@ -3,8 +3,8 @@ levels, a verdict and the profile's ``on_worse`` gate. Pure.
 
 Where the two cases occupy different numbers of GPUs the compared figure is capacity per GPU (both are shown); on
 the CPU (no GPUs) or on equal hardware it is the capacity itself. A side that never met or never missed the SLO has
-a one-sided bound: the verdict is ``better``/``worse`` only when the two ranges do not overlap, else
-``inconclusive``; a cut-short sweep on either side is a warning.
+a one-sided bound, and so has a bracket without repetitions to give an interval: the verdict is ``better``/``worse``
+only when the two ranges do not overlap, else ``inconclusive``; a cut-short sweep on either side is a warning.
 """
 
 from __future__ import annotations
@@ -35,6 +35,16 @@ def _range(section: CaseCapacity, divisor: int) -> tuple[float, float] | None:
     else:
         return None
     return low / divisor, high / divisor
+
+
+def _apart(baseline: tuple[float, float], candidate: tuple[float, float]) -> Verdict | None:
+    """Better or worse when the ranges do not overlap. A range's upper end is a level that missed (the capacity lies
+    below it), its lower end one that met the SLO or the interval's end: touching ranges are apart."""
+    if candidate[0] >= baseline[1]:
+        return Verdict.BETTER
+    if candidate[1] <= baseline[0]:
+        return Verdict.WORSE
+    return None
 
 
 def worse_line(result: CapacityComparison) -> str:
@@ -97,13 +107,8 @@ def compare_capacity(
         if b_est.interval is not None and c_est.interval is not None and b_range and c_range:
             result.ci95_pct = [(c_range[0] - b_range[1]) / base * 100.0, (c_range[1] - b_range[0]) / base * 100.0]
         result.verdict = stats.verdict(result.delta_pct, result.ci95_pct, threshold_pct, higher_is_better=True)
-    elif b_range and c_range:
-        # A range's upper end is a level that missed (the capacity lies below it), its lower end one that met the
-        # SLO or the interval's end: touching ranges are apart.
-        if c_range[0] >= b_range[1]:
-            result.verdict = Verdict.BETTER
-        elif c_range[1] <= b_range[0]:
-            result.verdict = Verdict.WORSE
+    if result.ci95_pct is None and b_range and c_range:  # no interval: the brackets or one-sided bounds decide
+        result.verdict = _apart(b_range, c_range) or result.verdict
     for cid, est in ((baseline_id, b_est), (candidate_id, c_est)):
         if est is not None and est.cut_short:
             result.warnings.append(f"case {cid}: sweep cut short, {est.text}")

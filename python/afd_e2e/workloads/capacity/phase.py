@@ -7,6 +7,8 @@ flushed so far), so their curves overlay; then its own search goes on over the s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.profile.capacity import CapacitySpec
@@ -17,6 +19,7 @@ from afd_e2e.results.codec import FormatError
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
+from afd_e2e.workloads import bench
 from afd_e2e.workloads.capacity.compare import compare_capacity
 from afd_e2e.workloads.capacity.sweep import run_sweep
 from afd_e2e.workloads.completions import CompletionError, served_model_root
@@ -97,12 +100,17 @@ def run_capacity(ctx: PhaseContext) -> PhaseOutcome:
         progress=ctx.progress,
         cancelled=ctx.cancelled,
         heartbeat_s=PROGRESS_EVERY_S,
+        env=bench.client_env(ctx.client_env("capacity bench")),
     )
     return PhaseOutcome(section.status, f"capacity: {section.failure}" if section.failure else None)
 
 
 def compare_cases(
-    profile: Profile, comparison: ComparisonPlan, baseline: CaseResults | None, candidate: CaseResults | None
+    profile: Profile,
+    comparison: ComparisonPlan,
+    baseline: CaseResults | None,
+    candidate: CaseResults | None,
+    out_dir: Path,
 ) -> CapacityComparison:
     spec = capacity_spec(profile)
     return compare_capacity(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,10 +117,12 @@ def run_sweep(
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
+    env: Mapping[str, str],
     levels: Sequence[float] | None = None,
 ) -> CaseCapacity:
     """Warmups, then levels until the search is done, the budget runs out or the run is cancelled; the case's
-    ``capacity`` section. ``levels`` overrides the profile's grid (the curve recorder measures every level)."""
+    ``capacity`` section; ``env``: each bench's environment (``bench.client_env``). ``levels`` overrides the
+    profile's grid (the curve recorder measures every level)."""
     started = time.monotonic()
     deadline = Deadline(budget_s)
     grid = tuple(levels) if levels is not None else spec.grid()
@@ -172,6 +174,7 @@ def run_sweep(
             progress=progress,
             cancelled=cancelled,
             heartbeat_s=heartbeat_s,
+            env=env,
         )
         rel = f"capacity/{case_id}/{stem}"
         rep = replace(rep, path=f"{rel}.json", log=f"{rel}.log", argv=redact_argv(argv))
@@ -198,11 +201,7 @@ def run_sweep(
             rep, cut_short = repetition(level, f"level-{format_level(level)}-rep-{index}", label)
             reps.append(replace(rep, index=index))
             share = attainment(reps[-1])
-            progress(
-                f"{label}: {rep.status}"
-                + (f", attainment {share:.0%}" if share is not None else "")
-                + (f" ({rep.failure})" if rep.failure else "")
-            )
+            progress(f"{label}: {_said(rep, share, spec.slo.attainment)}")
             if rep.status is not Status.PASSED or (share is not None and share < spec.far_miss_below):
                 break
         stopped = reps.pop() if cut_short else None  # the repetition the budget stopped measures nothing
@@ -231,3 +230,15 @@ def run_sweep(
     progress(f"capacity: {section.estimate.text}")
     publish(section)
     return section
+
+
+def _said(rep: Repetition, share: float | None, target: float) -> str:
+    """A repetition in the progress log: whether its level met the SLO, not only whether the bench ran (a bench
+    that ran and missed the SLO read "passed, attainment 9%")."""
+    if rep.status is Status.PASSED and share is not None:
+        return f"attainment {share:.0%}, {'meets' if share >= target else 'misses'} the SLO (target {target:.0%})"
+    return (
+        f"{rep.status}"
+        + (f", attainment {share:.0%}" if share is not None else "")
+        + (f" ({rep.failure})" if rep.failure else "")
+    )

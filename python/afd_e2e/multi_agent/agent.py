@@ -1,0 +1,35 @@
+"""This agent, as the other agents of a case know it: its name, its job, and the address its processes listen on."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+
+import psutil
+
+from afd_e2e.errors import UsageError
+from afd_e2e.plan.addresses import LISTEN_HOST
+
+
+def agent_name(env: Mapping[str, str]) -> str:
+    """BUILDKITE_AGENT_NAME, else the host's name (a run by hand)."""
+    return env.get("BUILDKITE_AGENT_NAME") or socket.gethostname()
+
+
+def job_id(env: Mapping[str, str]) -> str | None:
+    return env.get("BUILDKITE_JOB_ID") or None
+
+
+def listen_address(interface: str | None, env: Mapping[str, str]) -> str:
+    """Where this agent's processes listen: ``$AFD_E2E_LISTEN_HOST`` when set, else the IPv4 address of the
+    interface the profile names (``engine.interface``, ``placement.<role>.interface``)."""
+    if env.get(LISTEN_HOST):
+        return env[LISTEN_HOST]
+    addresses = psutil.net_if_addrs().get(interface or "", [])
+    found = next((a.address for a in addresses if a.family == socket.AF_INET), None)
+    if found is None:
+        raise UsageError(
+            f"no IPv4 address on interface {interface!r} of this agent to listen on",
+            f"name an interface this agent has in the profile, or set {LISTEN_HOST}",
+        )
+    return found

@@ -1,0 +1,126 @@
+"""Stalls on the real CPU vLLM (tiny-cpu, ``budgets.stall_s`` = 10 s): an engine hung inside its step by the
+fault plugin (``tests/fault_plugin``) and an EngineCore stopped with SIGSTOP are each reported as a stall within
+``stall_s`` + 2 s of the last token, naming the process that explains it, with forensics taken; an engine whose
+every step takes ``stall_s``/3 passes with no stall. After each, hygiene is clean and nothing of the run is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from afd_e2e.plan import build_plan
+from afd_e2e.profile import load_profile
+from afd_e2e.results.store import results_to_json
+from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.run import execute_run
+from afd_e2e.telemetry.sampler import read_telemetry
+from stall_support import LastToken, VerdictClock, bench_processes, stop_engine_mid_bench
+
+pytestmark = pytest.mark.integration
+
+PORT_BASE = 22400  # this module's block: 22400 (hang), 22420 (SIGSTOP), 22440 (slow steps)
+PROFILE = load_profile("tiny-cpu")
+STALL_S = PROFILE.budgets.stall_s
+VERDICT_LIMIT_S = STALL_S + 2.0
+# A short bench, so slow steps finish in seconds: one initial request, then 4 prompts of 4 tokens, 4 at a time.
+SHORT_BENCH = dataclasses.replace(
+    PROFILE.bench, input_len=16, output_len=4, num_prompts=4, max_concurrency=4, warmups=0, repetitions=1
+)
+SHORT = dataclasses.replace(PROFILE, bench=SHORT_BENCH)
+needs_plugin = pytest.mark.skipif(
+    importlib.util.find_spec("afd_e2e_fault_plugin") is None,
+    reason="the fault plugin is not installed: pip install -e tests/fault_plugin (scripts/test does)",
+)
+
+
+def one_case_plan(model: Path, port_base: int):
+    plan = build_plan(SHORT, model_path=str(model), case_ids=["cpu-tp1"], port_base=port_base)
+    return dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=("performance",)),))
+
+
+def run_stalled(model: Path, out: Path, port: int) -> tuple[dict, VerdictClock, LastToken]:
+    clock, last = VerdictClock(), LastToken(port)
+    try:
+        data = results_to_json(execute_run(SHORT, one_case_plan(model, port), out, progress=clock))
+    finally:
+        last.stop()
+    return data, clock, last
+
+
+def assert_clean_after(data: dict, out: Path, port: int) -> None:
+    case = data["cases"]["cpu-tp1"]
+    hygiene = {c["check"]: c["status"] for c in case["hygiene"]}
+    assert all(status in ("passed", "skipped") for status in hygiene.values()), case["hygiene"]  # skipped: no GPU
+    run_id = json.loads((out / "run-record.json").read_text())["run_id"]
+    assert find_marked(run_id) == []
+    assert bench_processes(port) == []
+
+
+def stall_of(data: dict) -> dict:
+    stalls = data["cases"]["cpu-tp1"]["telemetry"]["stalls"]
+    assert len(stalls) == 1, stalls
+    return stalls[0]
+
+
+@needs_plugin
+def test_an_engine_hung_in_its_step_is_a_stall_within_stall_s_plus_2_s(tiny_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("AFD_E2E_FAULT_HANG_AFTER_STEPS", "3")
+    data, clock, last = run_stalled(tiny_model, tmp_path, PORT_BASE)
+    case = data["cases"]["cpu-tp1"]
+
+    assert case["status"] == "failed"
+    assert case["failure"].startswith("engine stalled during performance: "), case["failure"]
+    assert "requests in flight, no token for" in case["failure"]
+    assert "EngineCore" in case["failure"] and "is sleeping" in case["failure"], case["failure"]
+    assert last.at is not None and clock.stalled_at is not None
+    assert clock.stalled_at - last.at <= VERDICT_LIMIT_S, clock.stalled_at - last.at
+    assert stall_of(data)["phase"] == "performance" and stall_of(data)["in_flight"] >= 1
+    forensics = case["forensics"][0]
+    assert forensics["trigger"] == "stall"
+    engine = [p for p in forensics["processes"] if "EngineCore" in p["name"]]
+    assert engine, forensics
+    dump = (tmp_path / engine[0]["path"]).read_text()
+    assert "afd_e2e_injected_hang" in dump, dump[-2000:]
+    timeline = read_telemetry(tmp_path / case["telemetry"]["path"])
+    assert timeline.header["case"] == "cpu-tp1" and timeline.samples
+    assert [phase for _, phase in timeline.marks] == ["startup", "performance"]
+    assert [message for _, message in timeline.stalls] == [case["failure"]]
+    assert (tmp_path / "plots" / "telemetry-cpu-tp1.png").stat().st_size > 0
+    assert_clean_after(data, tmp_path, PORT_BASE)
+
+
+def test_a_stopped_engine_core_is_a_stall_naming_it_stopped(tiny_model, tmp_path):
+    port = PORT_BASE + 20
+    stopped = stop_engine_mid_bench(tmp_path, "server", port, within_s=300)
+    data, clock, last = run_stalled(tiny_model, tmp_path, port)
+    case = data["cases"]["cpu-tp1"]
+
+    assert stopped, "the EngineCore was never stopped"
+    assert case["status"] == "failed"
+    assert case["failure"].startswith("engine stalled during performance: "), case["failure"]
+    assert f"pid {stopped['pid']} is stopped" in case["failure"], case["failure"]
+    assert clock.stalled_at is not None and last.at is not None
+    assert clock.stalled_at - last.at <= VERDICT_LIMIT_S, clock.stalled_at - last.at
+    assert case["forensics"][0]["trigger"] == "stall"
+    assert_clean_after(data, tmp_path, port)
+
+
+@needs_plugin
+def test_an_engine_slowed_to_a_third_of_stall_s_per_step_passes_with_no_stall(tiny_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("AFD_E2E_FAULT_SLOW_STEP_S", f"{STALL_S / 3:g}")
+    data, clock, _last = run_stalled(tiny_model, tmp_path, PORT_BASE + 40)
+    case = data["cases"]["cpu-tp1"]
+
+    assert case["status"] == "passed", case["failure"]
+    assert case["telemetry"]["stalls"] == []
+    assert clock.stalled_at is None
+    # the steps really were slow: the bench's own wall time is at least its steps' injected sleeps
+    repetition = case["performance"]["repetitions"][0]
+    assert repetition["status"] == "passed"
+    assert repetition["metrics"]["mean_tpot_ms"] >= 0.9 * STALL_S / 3 * 1000, repetition["metrics"]
+    assert_clean_after(data, tmp_path, PORT_BASE + 40)

