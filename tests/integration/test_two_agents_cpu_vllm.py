@@ -40,8 +40,9 @@ CASE, PROCESS = "cpu-tp1-remote", "server"
 DETECTION_LIMIT_S = 5.0
 # A silent side is taken for gone LOST_AFTER_S after the last new beat its reader saw, and it reads one every
 # HEARTBEAT_EVERY_S: the last beat before a kill was written up to one beat earlier and seen up to one read later
-# (+2 s for the reads themselves and this test's polling).
-LOST_FROM_S, LOST_BY_S = LOST_AFTER_S - HEARTBEAT_EVERY_S, LOST_AFTER_S + 2 * HEARTBEAT_EVERY_S + 2.0
+# (+6 s for the reads themselves, each a buildkite-agent call, and this test's polling, on 2 busy cores: 43.8 s
+# was seen once).
+LOST_FROM_S, LOST_BY_S = LOST_AFTER_S - HEARTBEAT_EVERY_S, LOST_AFTER_S + 2 * HEARTBEAT_EVERY_S + 6.0
 
 
 def profile_file(tmp_path: Path, **budgets: float) -> Path:

@@ -168,6 +168,13 @@ class Leader:
         self._wait(process, "ready")
         ready = self.board.ready(process.name)
         assert ready is not None
+        if tuple(ready.ports) != tuple(process.ports):  # else the leader would wait out budgets.startup_s
+            raise RendezvousFailed(
+                f"rendezvous: {process.name} launched on agent {ready.agent} on ports "
+                f"{', '.join(map(str, ready.ports))}, where the leader's plan has "
+                f"{', '.join(map(str, process.ports))}; fix: start the follower with the leader's --profile and "
+                "--port-base (afd-e2e join --follow CASE/PROCESS ...)"
+            )
         self.progress(f"rendezvous: {process.name} launched on agent {ready.agent}, pids {list(ready.pids)}")
         return ready
 

@@ -164,7 +164,10 @@ def build_plan(
     forced_routing_control: bool = False,
 ) -> RunPlan:
     """Plan the selected cases (all by default), in profile order, each with its own port block; with
-    ``forced_routing_control``, also an afd_balanced control of each AFD performance candidate (see routing_control)."""
+    ``forced_routing_control``, also an afd_balanced control of each AFD performance candidate (see routing_control).
+
+    A case's port block follows from its place in the profile, not in the selection: ``--case X`` listens where X
+    does in the whole run, and a follower (``join --follow X/...``, which plans X alone) agrees with its leader."""
     devices = tuple(devices) or profile.default_devices
     if len(devices) != profile.device_count:
         raise UsageError(
@@ -179,8 +182,10 @@ def build_plan(
     base = port_base if port_base is not None else profile.engine.port_base
     stride = profile.engine.port_stride
     cases = []
-    for index, case in enumerate([*selected, *(case for case, _ in controls)]):
-        block = base + index * stride
+    places = {case.id: index for index, case in enumerate(profile.cases)}
+    places |= {case.id: len(profile.cases) + index for index, (case, _) in enumerate(controls)}
+    for case in [*selected, *(case for case, _ in controls)]:
+        block = base + places[case.id] * stride
         processes, rendezvous = _case_processes(profile, case, devices, model_path, block)
         highest = max(p for proc in processes for p in proc.ports)
         if highest > 65535:

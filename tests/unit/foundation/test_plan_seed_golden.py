@@ -144,5 +144,8 @@ def test_case_selection_and_port_base():
         port_base=30000,
     )
     assert [c.id for c in p.cases] == ["afd-eager-4a4f"] and p.model_loads == 1
-    assert p.cases[0].base_url == "http://127.0.0.1:30000"
     assert p.comparisons == ()
+    # Selected alone, a case keeps the port block it has in the whole run (a follower plans its case alone).
+    whole = build_plan(load_profile("qwen3.5-122b-a10b"), model_path=MODEL, devices=DEVICES, port_base=30000)
+    assert p.cases[0].base_url == whole.case("afd-eager-4a4f").base_url != "http://127.0.0.1:30000"
+    assert p.cases[0].processes == whole.case("afd-eager-4a4f").processes

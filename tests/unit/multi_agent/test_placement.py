@@ -197,7 +197,7 @@ def test_afd_ffn_on_a_follower_owns_the_rendezvous_and_attention_finds_it_in_met
     assert case.rendezvous == {"AFD_E2E_HOST_FFN": "afd-8a8f/ffn/host"}
     assert ffn.devices == tuple(range(8)) and ffn.env_set["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
     assert ffn.env_set["NCCL_SOCKET_IFNAME"] == attention.env_set["NCCL_SOCKET_IFNAME"] == "eth0"
-    assert case.base_url == "http://${AFD_E2E_LISTEN_HOST}:18200"  # the API is on the leader
+    assert case.base_url == "http://${AFD_E2E_LISTEN_HOST}:18220"  # the API is on the leader (2nd case: 2nd block)
 
 
 def test_a_role_spanning_two_agents_is_planned_per_agent_with_vllm_multi_node_dp():
@@ -218,8 +218,20 @@ def test_a_role_spanning_two_agents_is_planned_per_agent_with_vllm_multi_node_dp
     assert _flag(second.argv, "--data-parallel-address") == "${AFD_E2E_HOST_ATTENTION}"
     assert "--headless" in second.argv and "--headless" not in first.argv
     assert first.serves_api and not second.serves_api
-    assert case.base_url == "http://${AFD_E2E_HOST_ATTENTION}:18200"
+    assert case.base_url == "http://${AFD_E2E_HOST_ATTENTION}:18240"
     assert set(case.rendezvous) == {"AFD_E2E_HOST_ATTENTION", "AFD_E2E_HOST_FFN"}
+
+
+def test_a_follower_planning_its_case_alone_listens_where_the_leaders_whole_run_expects_it():
+    # The follower (join --follow CASE/PROCESS) plans its case alone; the leader plans every case of the profile.
+    # The first device run of a two-case profile found them 20 ports apart: the leader waited out its start-up.
+    profile = load_profile("qwen3.5-122b-a10b-two-agents")
+    whole = build_plan(profile, model_path=MODEL, port_base=21000)
+    placed = [case for case in whole.cases if case.remote_processes]
+    assert placed and any(whole.cases.index(case) > 0 for case in placed)
+    for case in placed:
+        (alone,) = build_plan(profile, model_path=MODEL, case_ids=[case.id], port_base=21000).cases
+        assert (alone.processes, alone.base_url, alone.ready_url) == (case.processes, case.base_url, case.ready_url)
 
 
 def test_plan_text_says_which_agent_runs_which_process_and_stays_paste_able(tmp_path: Path):

@@ -247,11 +247,32 @@ def test_a_process_launches_only_after_every_process_before_it_in_the_plan_on_an
 
     with pytest.raises(RendezvousFailed, match=r"ffn \(.*\) joined at 10.0.0.2 but did not launch it within"):
         servers.before_each(attention)  # its FFN never launched
-    ready = Readiness("ffn-agent", "job-f", "10.0.0.2", (18221,), (7,), identity("ffn-agent", "ffn"))
+    ffn = next(p for p in case.processes if p.name == "ffn")
+    ready = Readiness("ffn-agent", "job-f", "10.0.0.2", ffn.ports, (7,), identity("ffn-agent", "ffn"))
     board.publish_ready("ffn", ready)
     leader.deadline += 2  # a new budget for the second try
     servers.before_each(attention)
     assert leader.ready == {"ffn": ready}
+
+
+def test_a_follower_listening_elsewhere_than_the_leaders_plan_fails_the_rendezvous_at_once(build, tmp_path):
+    """A follower started with another --port-base (or another profile) launches where the leader never looks:
+    said at its readiness, not after budgets.startup_s of polling the wrong port."""
+    case = build_plan(PROFILE, model_path="/m").case(CASE)
+    leader = loopback_leader(rendezvous_s=5, agent="leader-1")
+    leader._identity = identity("leader-1", "leader")
+    board = Board("job-L", CASE)
+    board.publish_host("server", "127.0.0.1")
+    board.publish_identity("server", identity("follower-1", "server"))
+    servers = CaseServers(case, tmp_path / "logs", scratch=tmp_path / "s", cache=tmp_path / "c", hosted=())
+    join(leader, servers, [])
+    board.publish_ready("server", Readiness("follower-1", "job-f", "127.0.0.1", (18620,), (7,), identity("f", "s")))
+    with pytest.raises(RendezvousFailed) as raised:
+        leader.launched(servers)
+    assert str(raised.value) == (
+        "rendezvous: server launched on agent follower-1 on ports 18620, where the leader's plan has 18600; fix: "
+        "start the follower with the leader's --profile and --port-base (afd-e2e join --follow CASE/PROCESS ...)"
+    )
 
 
 def follower_case(status: Status = Status.PASSED, failure: str | None = None) -> CaseResults:
