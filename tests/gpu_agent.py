@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from afd_e2e.gpu.memory import read_device_memory
-from afd_e2e.gpu.nvml import NvmlUnavailable
+from afd_e2e.gpu.nvml import NvmlUnavailable, nvml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,13 +21,13 @@ REPO = Path(__file__).resolve().parents[1]
 def why_not_gpus(count: int) -> str | None:
     """Why there are not ``count`` NVIDIA GPUs here (devices 0 to count - 1, as NVML answers); None when there are."""
     try:
-        gpus = read_device_memory(list(range(count)))
+        with nvml() as pynvml:
+            here = pynvml.nvmlDeviceGetCount()
+        gpus = read_device_memory(list(range(min(count, here))))
     except NvmlUnavailable as exc:
         return f"no NVIDIA GPU here: {exc}"
-    except Exception as exc:  # NVML answers, but there are fewer devices
-        return f"needs {count} NVIDIA GPU(s): {exc}"
     if len(gpus) < count:
-        return f"needs {count} NVIDIA GPU(s)"
+        return f"needs {count} NVIDIA GPU(s), this machine has {here}"
     return None
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.markers import MarkedProcess, find_marked
+from afd_e2e.runner.teardown import signal_tree
 from repo_paths import REPO
 
 LEADER_JOB, LEADER_AGENT, FOLLOWER_AGENT = "leader-job", "leader-agent", "follower-agent"
@@ -53,15 +55,18 @@ class Build:
             self.env.pop(name, None)
         self.follower_env = dict(follower_env or {})
         self.leader_dir, self.follower_dir = tmp_path / "leader", tmp_path / "follower"
+        self.started: list[subprocess.Popen[str]] = []
         self.leader_dir.mkdir()
         self.follower_dir.mkdir()
 
     def _start(self, argv: list[str], cwd: Path, job: str, agent: str, extra: Mapping[str, str]) -> subprocess.Popen:
         env = {**self.env, **extra, "BUILDKITE_JOB_ID": job, "BUILDKITE_AGENT_NAME": agent}
         log = (cwd / "output.log").open("w")
-        return subprocess.Popen(
+        started = subprocess.Popen(
             [sys.executable, "-m", "afd_e2e", *argv], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
         )
+        self.started.append(started)
+        return started
 
     def leader(self) -> subprocess.Popen[str]:
         argv = ["run", "--profile", str(self.profile), "--port-base", str(self.port_base), "--out", "out"]
@@ -125,11 +130,28 @@ class Build:
     def case_results(self) -> dict:
         return json.loads(self.leader_results.read_text(encoding="utf-8"))["cases"][self.case]
 
-    def nothing_left(self) -> None:
+    def _marked(self) -> dict[Path, list[MarkedProcess]]:
+        """Each side's live processes (the run's markers), by its results folder."""
+        found = {}
         for out in (self.leader_dir / "out", self.follower_out):
             record = out / "run-record.json"
             if record.exists():
-                assert find_marked(json.loads(record.read_text())["run_id"]) == [], out
+                found[out] = find_marked(json.loads(record.read_text())["run_id"])
+        return found
+
+    def nothing_left(self) -> None:
+        for out, marked in self._marked().items():
+            assert marked == [], out
+
+    def end(self) -> None:
+        """After the test, whatever it asserted: both sides' afd-e2e and every process of their runs killed, so a
+        failed test leaves no server holding the next test's ports."""
+        for process in self.started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        for marked in self._marked().values():
+            signal_tree(marked, signal.SIGKILL)
 
 
 def finish(process: subprocess.Popen[str], timeout_s: float, build: Build) -> int:

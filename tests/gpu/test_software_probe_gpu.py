@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from gpu_agent import why_not_gpus
+
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,6 +89,8 @@ def test_preflight_reports_the_kits_vllm_and_the_afd_plugin_from_the_other_envir
 
 
 def test_the_forced_routing_control_is_refused_before_loading_naming_the_strategies(envs):
+    if reason := why_not_gpus(2):  # tiny-gpu-1a1f's devices 0,1: vLLM's platform probe asks NVML for both
+        pytest.skip(reason)
     done = afd_e2e(
         envs, "preflight", "--profile", "tiny-gpu-1a1f", "--devices", "0,1", "--model", MODEL,
         "--forced-routing-control", "--json",

@@ -69,9 +69,12 @@ def _run(tmp_path: Path, *, one_gpu: bool) -> tuple[dict, Build, str]:
         "AFD_E2E_DEVICES": "0" if one_gpu else "0,1",
     }
     build = Build(tmp_path, profile, case=placed, process=process, port_base=PORT_BASE, env=env)
-    leader, follower = build.start(waiting_s=900)  # the single-agent twin runs first
-    assert finish(leader, 1200, build) == 0, build.outputs()
-    assert finish(follower, 120, build) == 0, build.outputs()
+    try:
+        leader, follower = build.start(waiting_s=900)  # the single-agent twin runs first
+        assert finish(leader, 1200, build) == 0, build.outputs()
+        assert finish(follower, 120, build) == 0, build.outputs()
+    finally:
+        build.end()  # nothing of a failed run left holding the GPU for the next test
     return json.loads(build.leader_results.read_text(encoding="utf-8")), build, placed
 
 

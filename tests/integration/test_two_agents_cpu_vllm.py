@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -29,6 +30,7 @@ import pytest
 import yaml
 
 from afd_e2e.multi_agent.lifecycle import HEARTBEAT_EVERY_S, LOST_AFTER_S
+from afd_e2e.runner.hygiene import NOTHING_HERE
 from repo_paths import GSM8K_DIR, REPO
 from stall_support import engine_core_of
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
@@ -60,13 +62,23 @@ def profile_file(tmp_path: Path, **budgets: float) -> Path:
     return path
 
 
-def cpu_build(tmp_path: Path, model: Path, profile: Path) -> Build:
-    env = {"AFD_E2E_TINY_MODEL": str(model), "AFD_E2E_GSM8K_DIR": str(GSM8K_DIR)}
-    return Build(tmp_path, profile, case=CASE, process=PROCESS, port_base=PORT_BASE, env=env)
+@pytest.fixture
+def cpu_build(tiny_model: Path, tmp_path: Path) -> Iterator[Callable[[Path], Build]]:
+    """A build of ``profile`` on the tiny model; ended after the test whatever it asserted (``Build.end``)."""
+    builds = []
+
+    def make(profile: Path) -> Build:
+        env = {"AFD_E2E_TINY_MODEL": str(tiny_model), "AFD_E2E_GSM8K_DIR": str(GSM8K_DIR)}
+        builds.append(Build(tmp_path, profile, case=CASE, process=PROCESS, port_base=PORT_BASE, env=env))
+        return builds[-1]
+
+    yield make
+    for build in builds:
+        build.end()
 
 
-def test_all_phases_pass_with_the_server_on_the_follower_and_one_merged_report(tiny_model, tmp_path):
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path))
+def test_all_phases_pass_with_the_server_on_the_follower_and_one_merged_report(cpu_build, tmp_path):
+    build = cpu_build(profile_file(tmp_path))
     leader, follower = build.start()
 
     assert finish(leader, 300, build) == 0, build.outputs()
@@ -82,6 +94,9 @@ def test_all_phases_pass_with_the_server_on_the_follower_and_one_merged_report(t
     follower_checks = {c["check"]: c["status"] for c in case["hygiene"] if c["agent"] == FOLLOWER_AGENT}
     assert set(follower_checks) == {"processes", "ports", "gpu_memory", "forced_kill", "leftover_files"}
     assert set(follower_checks.values()) <= {"passed", "skipped"}, case["hygiene"]
+    on_leader = {c["check"]: (c["status"], c["detail"]) for c in case["hygiene"] if c["agent"] == ""}
+    for check in ("forced_kill", "ports", "gpu_memory"):  # nothing of the case runs there: said, not "passed"
+        assert on_leader[check] == ("skipped", NOTHING_HERE), case["hygiene"]
     assert (build.leader_dir / "out" / case["telemetry"]["path"]).exists()  # the follower sampled its server
     assert build.meta_data("leader") == "ended:passed"
     ready = json.loads(build.meta_data(f"{CASE}/{PROCESS}/ready") or "{}")
@@ -96,8 +111,8 @@ def test_all_phases_pass_with_the_server_on_the_follower_and_one_merged_report(t
     build.nothing_left()
 
 
-def test_killing_the_followers_engine_core_fails_the_leader_within_5_s_naming_the_follower(tiny_model, tmp_path):
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path, long=True))
+def test_killing_the_followers_engine_core_fails_the_leader_within_5_s_naming_the_follower(cpu_build, tmp_path):
+    build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
     (api_pid,) = json.loads(build.meta_data(f"{CASE}/{PROCESS}/ready") or "{}")["pids"]
     core = engine_core_of(api_pid)
@@ -120,8 +135,8 @@ def test_killing_the_followers_engine_core_fails_the_leader_within_5_s_naming_th
     build.nothing_left()
 
 
-def test_a_stall_on_the_follower_fails_the_leader_within_seconds_of_the_followers_watchdog(tiny_model, tmp_path):
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path, long=True))
+def test_a_stall_on_the_follower_fails_the_leader_within_seconds_of_the_followers_watchdog(cpu_build, tmp_path):
+    build = cpu_build(profile_file(tmp_path, long=True))
     stall_s = yaml.safe_load(build.profile.read_text(encoding="utf-8"))["budgets"]["stall_s"]
     leader, follower = build.start(until_phase="correctness")
     (api_pid,) = json.loads(build.meta_data(f"{CASE}/{PROCESS}/ready") or "{}")["pids"]
@@ -148,8 +163,8 @@ def test_a_stall_on_the_follower_fails_the_leader_within_seconds_of_the_follower
     build.nothing_left()
 
 
-def test_cancelling_the_leader_ends_the_follower_and_leaves_nothing_on_either_side(tiny_model, tmp_path):
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path, long=True))
+def test_cancelling_the_leader_ends_the_follower_and_leaves_nothing_on_either_side(cpu_build, tmp_path):
+    build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
 
     leader.send_signal(signal.SIGTERM)
@@ -168,9 +183,9 @@ def test_cancelling_the_leader_ends_the_follower_and_leaves_nothing_on_either_si
     assert PORT_BASE not in ports
 
 
-def test_a_leader_killed_outright_ends_its_follower_once_its_heartbeat_stops(tiny_model, tmp_path):
+def test_a_leader_killed_outright_ends_its_follower_once_its_heartbeat_stops(cpu_build, tmp_path):
     """SIGKILL: the leader publishes no end, so its follower learns of it only from its silent heartbeat."""
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path, long=True))
+    build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
 
     leader.kill()
@@ -187,10 +202,10 @@ def test_a_leader_killed_outright_ends_its_follower_once_its_heartbeat_stops(tin
     assert build.meta_data("leader") == "running"  # nobody published its end: the heartbeat is all there was
 
 
-def test_a_follower_killed_outright_fails_the_leader_once_its_heartbeat_stops(tiny_model, tmp_path):
+def test_a_follower_killed_outright_fails_the_leader_once_its_heartbeat_stops(cpu_build, tmp_path):
     """SIGKILL of the follower's afd-e2e: its server stays up (nothing watches it any more) and answers /health, so
     only the follower's silent heartbeat tells the leader; the follower's pre-exit ``cleanup`` ends the server."""
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path, long=True))
+    build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
 
     follower.kill()
@@ -216,8 +231,8 @@ def test_a_follower_killed_outright_fails_the_leader_once_its_heartbeat_stops(ti
     build.nothing_left()
 
 
-def test_cancelling_the_follower_fails_the_leader_within_5_s_naming_its_agent(tiny_model, tmp_path):
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path, long=True))
+def test_cancelling_the_follower_fails_the_leader_within_5_s_naming_its_agent(cpu_build, tmp_path):
+    build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
 
     follower.send_signal(signal.SIGTERM)
@@ -234,8 +249,8 @@ def test_cancelling_the_follower_fails_the_leader_within_5_s_naming_its_agent(ti
     build.nothing_left()
 
 
-def test_a_follower_that_never_starts_ends_the_leader_at_its_rendezvous_budget(tiny_model, tmp_path):
-    build = cpu_build(tmp_path, tiny_model, profile_file(tmp_path, rendezvous_s=5))
+def test_a_follower_that_never_starts_ends_the_leader_at_its_rendezvous_budget(cpu_build, tmp_path):
+    build = cpu_build(profile_file(tmp_path, rendezvous_s=5))
     started = time.monotonic()
     leader = build.leader()
 

@@ -46,12 +46,14 @@ from afd_e2e.results.store import ResultsStore
 from afd_e2e.runner.cancellation import CANCEL_GRACE_S, CancelFlag, Cancelled, call_watched
 from afd_e2e.runner.child_env import client_environment
 from afd_e2e.runner.hygiene import (
+    NOTHING_HERE,
     GpuSnapshot,
     check_forced_kill,
     check_gpu_memory,
     check_ports,
     check_processes,
     read_gpu_memory,
+    record,
 )
 from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.markers import marker_env
@@ -529,13 +531,15 @@ def _stop_and_check(
         ctx.progress(f"stopped in {outcome.seconds:.2f} s; exit codes {[e.exit_code for e in results.processes]}")
 
     ctx.progress.enter(case.id, "hygiene")
-    checks: list[CheckRecord] = [
-        check_processes(servers.find),
-        check_forced_kill(outcome, grace_s, cancelled=ctx.flag.is_set()),
-        check_ports(case.ports, servers.host),
-        check_gpu_memory(gpu_before),
-        servers.remove_leftovers(),
-    ]
+    if case.processes:
+        launched = [
+            check_forced_kill(outcome, grace_s, cancelled=ctx.flag.is_set()),
+            check_ports(case.ports, servers.host),
+            check_gpu_memory(gpu_before),
+        ]
+    else:  # a leader whose case runs wholly in follower jobs: their records hold these checks
+        launched = [record(check, Status.SKIPPED, NOTHING_HERE) for check in ("forced_kill", "ports", "gpu_memory")]
+    checks: list[CheckRecord] = [check_processes(servers.find), *launched, servers.remove_leftovers()]
     results.hygiene = checks
     ctx.progress("hygiene: " + ", ".join(f"{c.check} {c.status}" for c in checks))
     failed = [c for c in checks if c.status is Status.FAILED]

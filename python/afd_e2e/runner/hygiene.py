@@ -80,6 +80,7 @@ class GpuSnapshot:
 
 
 NO_GPU = "runs on the CPU: no GPU memory to check"
+NOTHING_HERE = "no process of this case on this agent: checked on the agents that run them"
 
 
 def read_gpu_memory(devices: Iterable[int]) -> GpuSnapshot:

@@ -226,12 +226,20 @@ def compare(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, C
     comparisons: dict[str, Comparison] = {}
     for cmp in results.plan.comparisons:
         base, cand = results.case(cmp.baseline), results.case(cmp.candidate)
-        entry = Comparison(cmp.baseline, cmp.candidate, labels[cmp.baseline], labels[cmp.candidate])
+        entry = Comparison(cmp.baseline, cmp.candidate, *_told_apart(labels, cmp.baseline, cmp.candidate))
         for measure in registry.measures():
             if measure.name in cmp.measures and measure.needs(profile) is None:
                 entry.set_section(measure.section.name, measure.compare(profile, cmp, base, cand, out_dir))
         comparisons[cmp.id] = entry
     return comparisons
+
+
+def _told_apart(labels: dict[str, str], baseline: str, candidate: str) -> tuple[str, str]:
+    """The two cases' labels, each followed by its id where they read the same (a case and its twin on another
+    agent, a variant that changes no label): a report's "vs" and its column headers must tell them apart."""
+    if labels[baseline] != labels[candidate]:
+        return labels[baseline], labels[candidate]
+    return f"{labels[baseline]} ({baseline})", f"{labels[candidate]} ({candidate})"
 
 
 def compare_parity(

@@ -168,3 +168,21 @@ def test_p99_metrics_compared_when_present():
     result = _compare(sides[0], sides[1])
     p99 = next(m for m in result.metrics if m.key == "p99_ttft_ms")
     assert p99.delta_pct == pytest.approx(50 / 102 * 100) and p99.verdict is Verdict.WORSE
+
+
+def test_cases_that_read_the_same_are_told_apart_by_their_ids_in_a_comparison():
+    # A case and its twin on a follower agent share a label: the first device run's parity table had two columns
+    # both headed "native DP1/TP1/EP1".
+    results = copy.deepcopy(SEED)
+    comparison = results.plan.comparisons[0]
+    baseline = next(c for c in results.plan.cases if c.id == comparison.baseline)
+    results.plan = replace(
+        results.plan,
+        cases=[replace(c, label=baseline.label) if c.id == comparison.candidate else c for c in results.plan.cases],
+    )
+    entry = compare(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)[comparison.id]
+    assert (entry.baseline_label, entry.candidate_label) == (
+        f"{baseline.label} ({comparison.baseline})",
+        f"{baseline.label} ({comparison.candidate})",
+    )
+    assert SEED.comparisons[comparison.id].baseline_label == baseline.label  # different labels stay as they are
