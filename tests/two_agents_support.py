@@ -14,9 +14,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import psutil
+
 from afd_e2e.runner.markers import MarkedProcess, find_marked
 from afd_e2e.runner.teardown import signal_tree
 from repo_paths import REPO
+from stall_support import engine_core_of
 
 LEADER_JOB, LEADER_AGENT, FOLLOWER_AGENT = "leader-job", "leader-agent", "follower-agent"
 STUB = REPO / "tests" / "stubs" / "record-call"
@@ -126,6 +129,13 @@ class Build:
             for side, folder in (("leader", self.leader_dir), ("follower", self.follower_dir))
             if (folder / "output.log").exists()
         )
+
+    def follower_engine_core(self) -> psutil.Process:
+        """The EngineCore of the follower's server (by the pid its readiness published)."""
+        (api_pid,) = json.loads(self.meta_data(f"{self.case}/{self.process}/ready") or "{}")["pids"]
+        core = engine_core_of(api_pid)
+        assert core is not None, self.outputs()
+        return core
 
     def case_results(self) -> dict:
         return json.loads(self.leader_results.read_text(encoding="utf-8"))["cases"][self.case]

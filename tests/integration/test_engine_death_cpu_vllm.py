@@ -22,7 +22,7 @@ from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from repo_paths import GSM8K_DIR
-from stall_support import engine_core_of
+from stall_support import bench_processes, engine_core_of
 
 pytestmark = pytest.mark.integration
 
@@ -72,18 +72,6 @@ class EngineKiller:
                     self.api_alive_after_kill = psutil.pid_exists(api_pid)
                     return
             time.sleep(0.02)
-
-
-def bench_processes(port: int) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            cmdline = proc.cmdline()
-        except psutil.Error:
-            continue
-        if "bench" in cmdline and any(str(port) in arg for arg in cmdline):
-            found.append(proc)
-    return found
 
 
 def run_id_of(out: Path) -> str:

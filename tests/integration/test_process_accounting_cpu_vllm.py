@@ -35,39 +35,13 @@ from afd_e2e.runner.markers import RUN_ID_ENV, find_run
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from repo_paths import GSM8K_DIR, REPO
+from stall_support import bench_processes, engine_core_of
 
 pytestmark = pytest.mark.integration
 
 PORT_BASE = 21300  # this module's block: 21300 (SIGKILL of the runner), 21320 (a killed EngineCore)
 PROFILE = load_profile("tiny-cpu")
 CREDENTIALS = {"BUILDKITE_AGENT_ACCESS_TOKEN": "agent-token-xyz", "BUILDKITE_API_TOKEN": "api-token-xyz"}
-
-
-def bench_processes(port: int) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            cmdline = proc.cmdline()
-        except psutil.Error:
-            continue
-        if "bench" in cmdline and any(str(port) in arg for arg in cmdline):
-            found.append(proc)
-    return found
-
-
-def engine_core_of(api_pid: int) -> psutil.Process | None:
-    try:
-        children = psutil.Process(api_pid).children(recursive=True)
-    except psutil.Error:
-        return None
-    return next((c for c in children if "EngineCore" in " ".join(_cmdline(c))), None)
-
-
-def _cmdline(proc: psutil.Process) -> list[str]:
-    try:
-        return proc.cmdline()
-    except psutil.Error:
-        return []
 
 
 def wait_for(condition, timeout_s: float, what: str):

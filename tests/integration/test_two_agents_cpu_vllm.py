@@ -32,7 +32,6 @@ import yaml
 from afd_e2e.multi_agent.lifecycle import HEARTBEAT_EVERY_S, LOST_AFTER_S
 from afd_e2e.runner.hygiene import NOTHING_HERE
 from repo_paths import GSM8K_DIR, REPO
-from stall_support import engine_core_of
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
 
 pytestmark = pytest.mark.integration
@@ -114,9 +113,7 @@ def test_all_phases_pass_with_the_server_on_the_follower_and_one_merged_report(c
 def test_killing_the_followers_engine_core_fails_the_leader_within_5_s_naming_the_follower(cpu_build, tmp_path):
     build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
-    (api_pid,) = json.loads(build.meta_data(f"{CASE}/{PROCESS}/ready") or "{}")["pids"]
-    core = engine_core_of(api_pid)
-    assert core is not None, build.outputs()
+    core = build.follower_engine_core()
 
     core.kill()
     killed = time.monotonic()
@@ -139,9 +136,7 @@ def test_a_stall_on_the_follower_fails_the_leader_within_seconds_of_the_follower
     build = cpu_build(profile_file(tmp_path, long=True))
     stall_s = yaml.safe_load(build.profile.read_text(encoding="utf-8"))["budgets"]["stall_s"]
     leader, follower = build.start(until_phase="correctness")
-    (api_pid,) = json.loads(build.meta_data(f"{CASE}/{PROCESS}/ready") or "{}")["pids"]
-    core = engine_core_of(api_pid)
-    assert core is not None, build.outputs()
+    core = build.follower_engine_core()
 
     core.suspend()
     stopped = time.monotonic()
