@@ -34,6 +34,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
 PORT_BASE = 19900  # this module's block: 19900 (cpu-tp1), 19920 (cpu-tp2), 19940 (cpu-tp1-seqs1)
+LEVELS = (1.0, 2.0, 4.0, 8.0, 16.0)
 
 
 @pytest.fixture(scope="module")
@@ -44,19 +45,23 @@ def swept(tiny_model, tmp_path_factory):
     for case in document["cases"].values():
         case["phases"] = ["smoke", "capacity"]
     document["cases"]["cpu-tp1-seqs1"] = {"extends": "cpu-tp1", "add_args": ["--max-num-seqs=1"]}
-    # A concurrency sweep (the profile sweeps the rate) of 64-token answers: at 16 in flight a request of
-    # cpu-tp1-seqs1 waits for the 15 served before it, over 1.5 s on any CPU (1 s at 15 ms a token) against a 500 ms
-    # TTFT target, while cpu-tp1 batches them within the 200 ms TPOT target. A rate sweep of 16-token answers was
-    # machine-dependent: a fast CI machine served 64 req/s one at a time with 94% attainment, nothing to fail.
+    # A concurrency sweep (the profile sweeps the rate) of 64-token answers on doubling levels. cpu-tp1-seqs1 serves
+    # one request at a time: at 2 in flight one of them waits a whole answer (64 tokens, 0.5-1 s on these CPUs)
+    # against the 500 ms TTFT target, and at 4 three answers. cpu-tp1 batches them; its first TTFTs are the
+    # prefill of the first wave (8 x 64 tokens took ~540 ms on a slow run, 4 x 64 half that). So seqs1 misses by 2
+    # or 4 and cpu-tp1 meets 4 or 8, brackets apart over a range of machine speeds. Earlier grids were
+    # machine-dependent: a rate sweep of 16-token answers (a fast CI machine served 64 req/s one at a time with 94%
+    # attainment) and levels 1, 8, 16 (a slow run missed 8 with cpu-tp1 too: both [1, 8], inconclusive).
     document["workloads"]["bench"]["output_len"] = 64
     document["workloads"]["capacity"].update(
         variable="max_concurrency",
-        search={"start": 1, "upper": 16, "levels": 3},
+        levels=list(LEVELS),
         slo={"ttft_ms": 500, "tpot_ms": 200},
         request_rate=float("inf"),
         on_worse="fail",
     )
     del document["workloads"]["capacity"]["max_concurrency"]
+    document["workloads"]["capacity"].pop("search", None)
     del document["workloads"]["gsm8k"]  # no correctness phase here: no GSM8K needed
     document["comparisons"] = {
         "tp1-vs-tp2": {**document["comparisons"]["tp1-vs-tp2"], "measures": ["capacity"]},
@@ -82,7 +87,7 @@ def test_each_case_swept_on_its_one_launch(swept):
         section = case.section("capacity")
         assert section is not None and section.status is Status.PASSED, (case_id, section and section.failure)
         assert len(case.processes) == 1  # one launch, every level on it
-        assert section.search and len(section.grid) == 3 and section.estimate is not None
+        assert not section.search and section.grid == LEVELS and section.estimate is not None
         assert not section.meaningful and section.gpus == 0
         for level in section.levels:
             assert level.attainment is not None and level.repetitions
