@@ -87,7 +87,7 @@ def test_each_case_swept_on_its_one_launch(swept):
         section = case.section("capacity")
         assert section is not None and section.status is Status.PASSED, (case_id, section and section.failure)
         assert len(case.processes) == 1  # one launch, every level on it
-        assert not section.search and section.grid == LEVELS and section.estimate is not None
+        assert not section.search and tuple(section.grid) == LEVELS and section.estimate is not None
         assert not section.meaningful and section.gpus == 0
         for level in section.levels:
             assert level.attainment is not None and level.repetitions
