@@ -1,4 +1,4 @@
-"""One build of a case across two agents on this machine, for the integration (CPU) and GPU tests: each "agent" is a
+"""One build of a case across two agents on this machine, for the engine-tier (CPU) and GPU tests: each "agent" is a
 separate ``afd-e2e`` process in its own working folder, with the buildkite-agent stub on PATH and one shared store
 standing in for the build (meta-data and artifacts). The leader is ``afd-e2e run``, the follower ``afd-e2e join
 --follow``, started by the test once the leader waits (as an uploaded step would be)."""

@@ -1,6 +1,6 @@
 """One case's vLLM servers through their life: launch, wait until ready, watch, stop (like vLLM's RemoteOpenAIServer).
 
-The runner (``case.py``), the integration tests and the benchmarks all hold servers up through this class, so what
+The runner (``case.py``), the engine tests and the benchmarks all hold servers up through this class, so what
 they measure is what a run does. Every process starts in its own session with the run's markers in its
 environment; the whole marked tree is stopped at the end, also when the block is left by an exception::
 

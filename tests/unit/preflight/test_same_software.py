@@ -26,7 +26,7 @@ from afd_e2e.preflight.software import read_installed
 
 @pytest.fixture(scope="module")
 def installed():
-    """What the real software probe finds for this machine's vllm (the CPU build the integration tests run)."""
+    """What the real software probe finds for this machine's vllm (the CPU build the engine tests run)."""
     if shutil.which("vllm") is None:
         pytest.skip("no vllm on PATH: scripts/test installs the CPU build")
     return read_installed("vllm")

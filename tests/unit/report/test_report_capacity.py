@@ -1,5 +1,5 @@
 """A real CPU capacity run in the reports (``tests/fixtures/results/tiny-cpu-capacity``, kept from
-``tests/integration/test_capacity_cpu_vllm.py``): the plot per comparison, the annotation's table, a JUnit testcase
+``tests/engine/test_capacity_cpu_vllm.py``): the plot per comparison, the annotation's table, a JUnit testcase
 per case and per comparison, the trend's capacity per case; and what a cut-short or worse sweep turns into."""
 
 from __future__ import annotations

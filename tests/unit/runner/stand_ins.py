@@ -8,7 +8,7 @@ from pathlib import Path
 
 from afd_e2e.plan.model import CasePlan, ProcessPlan, RunPlan
 
-# Ports for unit tests: the top of this helper's range (integration tests and benchmarks use lower blocks).
+# Ports for unit tests: the top of this helper's range (engine tests and benchmarks use lower blocks).
 UNIT_PORT_BASE = 19400
 
 SLEEPER = "import time; print('stand-in up', flush=True); time.sleep(600)"

@@ -1,5 +1,5 @@
 """The built-in evaluator's bookkeeping: records, summary, failures and cancel (the HTTP path runs in the
-integration test against the real CPU vLLM)."""
+engine test against the real CPU vLLM)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from afd_e2e.runner.markers import find_marked
 from agent_pool import RECORD_CALL, AgentPool, PoolAgent
 from repo_paths import GSM8K_DIR
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PROFILE = "tiny-cpu-two-agents"  # its port block, 18600, is this module's
 AGENTS = (PoolAgent("agent-a", {"queue": "afd-e2e-cpu"}), PoolAgent("agent-b", {"queue": "afd-e2e-cpu-follower"}))

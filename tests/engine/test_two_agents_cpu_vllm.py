@@ -34,7 +34,7 @@ from afd_e2e.runner.hygiene import NOTHING_HERE
 from repo_paths import GSM8K_DIR, REPO
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 19700  # this module's block: one case at a time on 19700
 CASE, PROCESS = "cpu-tp1-remote", "server"

@@ -21,7 +21,7 @@ from afd_e2e.runner.run import execute_run
 from afd_e2e.telemetry.sampler import read_telemetry
 from stall_support import LastToken, VerdictClock, bench_processes, stop_engine_mid_bench
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 22400  # this module's block: 22400 (hang), 22420 (SIGSTOP), 22440 (slow steps)
 PROFILE = load_profile("tiny-cpu")

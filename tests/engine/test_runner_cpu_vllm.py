@@ -27,7 +27,7 @@ from afd_e2e.runner.run import execute_run
 from afd_e2e.system.ports import busy_ports
 from repo_paths import GSM8K_DIR
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 19200  # this module's block of the runner's port range
 PROFILE = load_profile("tiny-cpu")

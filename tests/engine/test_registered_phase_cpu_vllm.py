@@ -17,7 +17,7 @@ from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from throwaway_phase import ECHO
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 19900  # this module's port: 19900 (cpu-tp1)
 PROFILE = load_profile("tiny-cpu")

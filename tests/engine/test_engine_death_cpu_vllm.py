@@ -24,7 +24,7 @@ from afd_e2e.runner.run import execute_run
 from repo_paths import GSM8K_DIR
 from stall_support import bench_processes, engine_core_of
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 19600  # this module's block: 19600 (after ready), 19620 (during start-up)
 PROFILE = load_profile("tiny-cpu")

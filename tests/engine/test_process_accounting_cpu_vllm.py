@@ -37,7 +37,7 @@ from afd_e2e.runner.run import execute_run
 from repo_paths import GSM8K_DIR, REPO
 from stall_support import bench_processes, engine_core_of
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 21300  # this module's block: 21300 (SIGKILL of the runner), 21320 (a killed EngineCore)
 PROFILE = load_profile("tiny-cpu")

@@ -32,7 +32,7 @@ from afd_e2e.workloads.phases import compare, run_correctness, run_performance
 from repo_paths import GSM8K_DIR, REPO
 
 pytestmark = [
-    pytest.mark.integration,
+    pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
 PORT_BASE = 19500  # this module's ports: 19500 (cpu-tp1), 19520 (cpu-tp2)

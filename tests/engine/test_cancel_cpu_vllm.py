@@ -22,7 +22,7 @@ from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from repo_paths import GSM8K_DIR
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 19660  # this module's block: one case at a time on 19660
 PROFILE = load_profile("tiny-cpu")

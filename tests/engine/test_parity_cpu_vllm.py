@@ -21,7 +21,7 @@ from fixtures.parity.record_tiny_cpu import PROMPTS, record
 from results_docs import load_fixture, typed
 
 pytestmark = [
-    pytest.mark.integration,
+    pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
 PORT_BASE = 19800  # this module's ports: 19800 (bf16), 19820 (fp32), 19840 (shuffled lm_head)

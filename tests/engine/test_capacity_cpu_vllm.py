@@ -30,7 +30,7 @@ from afd_e2e.results.status import Status, Verdict
 from repo_paths import REPO
 
 pytestmark = [
-    pytest.mark.integration,
+    pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
 PORT_BASE = 19900  # this module's block: 19900 (cpu-tp1), 19920 (cpu-tp2), 19940 (cpu-tp1-seqs1)

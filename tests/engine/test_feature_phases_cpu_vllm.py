@@ -29,7 +29,7 @@ from afd_e2e.workloads.phases import run_replay, run_serving
 from repo_paths import REPO
 
 pytestmark = [
-    pytest.mark.integration,
+    pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
 PORT_BASE = 19800  # this module's port: 19800 (cpu-tp1)

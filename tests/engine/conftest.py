@@ -1,4 +1,4 @@
-"""Shared by integration tests: the real CPU vLLM's tiny model, built locally once per session."""
+"""Shared by engine tests: the real CPU vLLM's tiny model, built locally once per session."""
 
 from __future__ import annotations
 
