@@ -4,30 +4,44 @@ crash-detection lag."""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+
 import pytest
-from stand_ins import SLEEPER, UNIT_PORT_BASE, wait_for_log
+from stand_ins import SLEEPER, wait_for_log
 
 from afd_e2e.runner.cancellation import CancelFlag, Cancelled
 from afd_e2e.runner.readiness import StartupTimeout, wait_until_ready
 from afd_e2e.runner.watch import EngineDied, EngineWatch
 
-URL = f"http://127.0.0.1:{UNIT_PORT_BASE + 20}/v1/models"
-HEALTH = f"http://127.0.0.1:{UNIT_PORT_BASE + 20}/health"
 DIES = (
     "import sys, time; time.sleep(0.3); print('error: unrecognized arguments: --no-such-flag', flush=True); sys.exit(2)"
 )
 
 
-def watched(server) -> EngineWatch:
-    return EngineWatch([(server, HEALTH)]).start()
+@pytest.fixture
+def port() -> Iterator[int]:
+    """A port bound here but never listened on: connections are refused, and no other process (another test run on
+    this machine, an engine) can take it and answer the readiness URL."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
 
 
-def test_a_server_that_exits_fails_the_wait_at_once_with_its_cause(spawn):
+def urls(port: int) -> tuple[str, str]:
+    return f"http://127.0.0.1:{port}/v1/models", f"http://127.0.0.1:{port}/health"
+
+
+def watched(server, port: int) -> EngineWatch:
+    return EngineWatch([(server, urls(port)[1])]).start()
+
+
+def test_a_server_that_exits_fails_the_wait_at_once_with_its_cause(spawn, port):
     server = spawn(DIES)
-    watch = watched(server)
+    watch = watched(server, port)
 
     with pytest.raises(EngineDied) as caught:  # a StartupTimeout (60 s) if the death went unseen
-        wait_until_ready(URL, watch, server.launched_at, 60, CancelFlag())
+        wait_until_ready(urls(port)[0], watch, server.launched_at, 60, CancelFlag())
     watch.stop()
 
     death = caught.value.death
@@ -36,19 +50,19 @@ def test_a_server_that_exits_fails_the_wait_at_once_with_its_cause(spawn):
     assert death.describe("start-up").startswith("server exited with code 2 during start-up, ")
 
 
-def test_the_wait_ends_at_the_startup_budget_naming_it(spawn):
+def test_the_wait_ends_at_the_startup_budget_naming_it(spawn, port):
     server = spawn(SLEEPER)
-    watch = watched(server)
+    watch = watched(server, port)
 
     with pytest.raises(StartupTimeout, match=r"within its start-up budget \(budgets.startup_s = 0.3 s\)"):
-        wait_until_ready(URL, watch, server.launched_at, 0.3, CancelFlag())
+        wait_until_ready(urls(port)[0], watch, server.launched_at, 0.3, CancelFlag())
     watch.stop()
 
 
-def test_cancelling_stops_the_wait_promptly(spawn):
+def test_cancelling_stops_the_wait_promptly(spawn, port):
     server = spawn(SLEEPER)
     wait_for_log(server.log_path, "stand-in up")
-    watch = watched(server)
+    watch = watched(server, port)
     flag = CancelFlag()
     looks = []
 
@@ -57,7 +71,7 @@ def test_cancelling_stops_the_wait_promptly(spawn):
         flag.cancel("cancelled by SIGTERM")
 
     with pytest.raises(Cancelled, match="cancelled by SIGTERM"):
-        wait_until_ready(URL, watch, server.launched_at, 600, flag, checks=[cancelled_while_waiting])
+        wait_until_ready(urls(port)[0], watch, server.launched_at, 600, flag, checks=[cancelled_while_waiting])
 
     assert looks == [1]  # the cancel ended the wait at its next look, not at the 600 s budget
     watch.stop()
