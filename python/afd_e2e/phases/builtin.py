@@ -8,6 +8,7 @@ its ``Phase`` (see ``afd_e2e.phases.registry``) and one ``register`` call, here 
 from __future__ import annotations
 
 from afd_e2e.phases.capacity import CAPACITY
+from afd_e2e.phases.execution import EXECUTION
 from afd_e2e.phases.registry import (
     Budget,
     CaseColumn,
@@ -162,5 +163,17 @@ TELEMETRY = CaseSection(
     annotation=telemetry.telemetry_section,
 )
 
-for _entry in (SMOKE, CORRECTNESS, REPLAY, SERVING, PROFILER, PERFORMANCE, CAPACITY, HYGIENE, FORENSICS, TELEMETRY):
+for _entry in (
+    SMOKE,
+    CORRECTNESS,
+    REPLAY,
+    SERVING,
+    PROFILER,
+    PERFORMANCE,
+    CAPACITY,
+    HYGIENE,
+    FORENSICS,
+    TELEMETRY,
+    EXECUTION,
+):
     register(_entry)

@@ -375,6 +375,16 @@ class ComparisonSpec:
 
 
 ON_REGRESSION = ("warn", "fail")
+# A profile whose description names one of these execution modes requires each case to prove its mode by default.
+MODE_WORDS = ("eager", "graph", "compiled", "dbo")
+
+
+@dataclass(frozen=True)
+class ExecutionSpec:
+    """``execution.require_proof``: an ``unproven`` execution mode fails its case instead of warning. None: the
+    default, true when the profile's description names a mode (``MODE_WORDS``)."""
+
+    require_proof: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -412,7 +422,15 @@ class Profile:
     replay: ReplaySpec | None = None
     serving: ServingSpec | None = None
     trend: TrendSpec = TrendSpec()
+    execution: ExecutionSpec = ExecutionSpec()
     workloads: Mapping[str, Any] = field(default_factory=dict)  # ``workloads.<key>`` of registered phases
+
+    @property
+    def require_proof(self) -> bool:
+        """Whether an unproven execution mode fails its case (``ExecutionSpec``)."""
+        if self.execution.require_proof is not None:
+            return self.execution.require_proof
+        return any(word in self.description.lower() for word in MODE_WORDS)
 
     @property
     def multi_agent(self) -> bool:

@@ -23,6 +23,7 @@ from afd_e2e.profile.model import (
     ComparisonSpec,
     DboSpec,
     EngineSpec,
+    ExecutionSpec,
     FlightRecorderSpec,
     GateSpec,
     GraphSpec,
@@ -386,6 +387,12 @@ def _read_trend(r: Reader) -> TrendSpec:
     return spec
 
 
+def _read_execution(r: Reader) -> ExecutionSpec:
+    spec = ExecutionSpec(require_proof=r.get("require_proof", bool, None))
+    r.done()
+    return spec
+
+
 def _parse_slice(r: Reader, name: str, value: Any, count: int) -> tuple[int, int]:
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)):
         r.fail(r.key(name), f"must be [start, end] indices into the device list, got {value!r}", "write e.g. [0, 4]")
@@ -555,6 +562,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         replay=replay,
         serving=serving,
         trend=_read_trend(r.child("trend", {})),
+        execution=_read_execution(r.child("execution", {})),
     )
     if extra:
         read = {workload.key: workload.read(wr, profile) for workload, wr in extra if workload.read is not None}

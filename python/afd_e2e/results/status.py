@@ -54,3 +54,16 @@ class ParityVerdict(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class Proof(str, Enum):
+    """Whether a role's own evidence shows the execution mode its case asked for: ``proven`` (it does),
+    ``contradicted`` (it shows another mode: asked graphs, none captured or replayed; asked eager, graphs or
+    compilation), ``unproven`` (no evidence either way; the section says what would prove it)."""
+
+    PROVEN = "proven"
+    CONTRADICTED = "contradicted"
+    UNPROVEN = "unproven"
+
+    def __str__(self) -> str:
+        return self.value

@@ -8,8 +8,9 @@ import math
 from collections.abc import Sequence
 
 from afd_e2e.profile import MetricGate
+from afd_e2e.results.execution import CaseExecution
 from afd_e2e.results.model import CasePerformance, MetricComparison, PerformanceComparison, SideStats
-from afd_e2e.results.status import Status, Verdict
+from afd_e2e.results.status import Proof, Status, Verdict
 from afd_e2e.workloads import stats
 
 
@@ -85,3 +86,61 @@ def compare_performance(
     if problems:
         result.status, result.failure = Status.FAILED, "; ".join(problems)
     return result
+
+
+# Words of a comparison id that name an execution mode: "eager-vs-graph" says the baseline runs eager and the
+# candidate CUDA graphs.
+MODE_WORDS = {
+    "eager": "eager",
+    "compiled": "compiled",
+    "compile": "compiled",
+    "graph": "cuda graphs",
+    "graphs": "cuda graphs",
+    "cudagraph": "cuda graphs",
+    "cudagraphs": "cuda graphs",
+}
+
+
+def _named_modes(comparison_id: str) -> tuple[str | None, str | None]:
+    """The modes an ``X-vs-Y`` comparison id names for its baseline and candidate (None where it names none)."""
+    parts = comparison_id.lower().split("-vs-")
+    if len(parts) != 2:
+        return None, None
+    named = [next((MODE_WORDS[w] for w in part.split("-") if w in MODE_WORDS), None) for part in parts]
+    return named[0], named[1]
+
+
+def _side_mode(side: str, case_id: str, said: str | None, execution: CaseExecution | None) -> str | None:
+    """Why one side does not run the mode the comparison says (the id's word, else what the case asked), or None."""
+    if execution is None or not execution.roles:
+        return None
+    for role in execution.roles:
+        wanted = said or role.asked.mode
+        if said is not None and role.asked.mode != said:
+            return f"{side} {case_id}'s {role.process} role asked {role.asked.mode}, the comparison says {said}"
+        if role.proof is Proof.CONTRADICTED:
+            return f"{side} {case_id}'s {role.process} role did not run {wanted}: {role.reason}"
+        if role.proof is Proof.UNPROVEN and execution.require_proof:
+            return f"{side} {case_id}'s {role.process} role's {wanted} mode is unproven: {role.reason}"
+    return None
+
+
+def mode_problem(
+    comparison_id: str,
+    baseline_id: str,
+    baseline: CaseExecution | None,
+    candidate_id: str,
+    candidate: CaseExecution | None,
+) -> str | None:
+    """Why a performance comparison must not judge its numbers: a side's proven mode is not the one the comparison
+    says it compares (its id's ``X-vs-Y`` mode words, else each side's asked mode), or None."""
+    said_base, said_cand = _named_modes(comparison_id)
+    problems = [
+        p
+        for p in (
+            _side_mode("baseline", baseline_id, said_base, baseline),
+            _side_mode("candidate", candidate_id, said_cand, candidate),
+        )
+        if p
+    ]
+    return "execution modes: " + "; ".join(problems) if problems else None
