@@ -126,7 +126,7 @@ def test_the_token_goes_to_the_api_only_and_results_are_cached_by_build(history,
 def test_the_report_runs_the_configured_trend_and_the_annotation_warns(history, buildkite_env, monkeypatch, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stub = Path(__file__).resolve().parents[1] / "stubs" / "record-call"
+    stub = Path(__file__).resolve().parents[2] / "stubs" / "record-call"
     (bin_dir / "buildkite-agent").symlink_to(stub)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("STUB_CALLS", str(tmp_path / "calls.log"))
