@@ -32,7 +32,7 @@ def _no_parts(results: object, plots: object) -> list:
 
 def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
     """Every warmup and formal repetition's budget, plus one request for the model card."""
-    repetitions = (profile.bench.warmups + profile.bench.repetitions) if profile.bench else 0
+    repetitions = (profile.bench.warmups + profile.bench.most_repetitions) if profile.bench else 0
     return repetitions * per_repetition_s + profile.budgets.request_s
 
 

@@ -278,4 +278,6 @@ def compare_performance(
         threshold_pct=profile.bench.parity_threshold_pct,
         control=cmp.control,
         metrics=profile.bench.metrics,
+        looks=profile.bench.looks,
+        gated_throughput=profile.bench.gated_throughput,
     )
