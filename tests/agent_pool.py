@@ -13,7 +13,8 @@ Models what Buildkite does with the jobs of running builds (../shared/reference/
   command, then pre-exit always), each sourced with the exports of the ones before.
 
 ``AgentPool.run`` returns when every job has finished, or reports a deadlock: jobs waiting while nothing happened
-(no job started or finished, nothing written to any build's store, no job printed anything) for ``no_progress_s``; it then names what each
+(no job started or finished, nothing written to any build's store, no job printed anything) for ``no_progress_s``,
+or at once when every running job only waits for a job that cannot start (``stuck``); it then names what each
 running job holds and what each waiting job waits for, and kills every job. Not modelled: priorities, retries,
 timeouts, cancellation, block steps and ``depends_on`` (a test's pipelines use none of them).
 """
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,13 +158,21 @@ class AgentPool:
         self._add(build, steps)
         return store
 
-    def run(self, *, no_progress_s: float, limit_s: float = 120.0) -> Outcome:
+    def run(
+        self, *, no_progress_s: float, limit_s: float = 120.0, stuck: Callable[[PoolJob], bool] | None = None
+    ) -> Outcome:
         """Until every job has finished, or a deadlock (nothing moved for ``no_progress_s``); more than ``limit_s``
-        with things still moving is an error of the test."""
+        with things still moving is an error of the test.
+
+        ``stuck`` (optional) says of a running job that it now only waits for another job to start (e.g. a leader
+        waiting for followers it has uploaded). Every running job stuck, and no waiting job able to start, is a
+        deadlock at once, without waiting out ``no_progress_s``: nothing can move, however slow the machine."""
         start = last_progress = time.monotonic()
         snapshot = self._store_snapshot()
         try:
             while True:
+                # Read before the uploads are ingested: whatever a stuck job uploaded is then in self.jobs.
+                stuck_now = [job for job in self.jobs if job.state == RUNNING and stuck is not None and stuck(job)]
                 progress = self._ingest_uploads() | self._reap() | self._dispatch()
                 now_snapshot = self._store_snapshot()
                 if progress or now_snapshot != snapshot:
@@ -171,7 +180,9 @@ class AgentPool:
                 if all(job.state == FINISHED for job in self.jobs):
                     return Outcome(self.jobs, None, time.monotonic() - start)
                 idle = time.monotonic() - last_progress
-                if idle >= no_progress_s:
+                running = [job for job in self.jobs if job.state == RUNNING]
+                held = not progress and running and all(job in stuck_now for job in running)
+                if idle >= no_progress_s or held:
                     return Outcome(self.jobs, self._deadlock(idle), time.monotonic() - start)
                 if time.monotonic() - start >= limit_s:
                     raise RuntimeError(

@@ -65,8 +65,11 @@ class Follower:
         model_path: str,
         rendezvous_s: float,
         progress: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: what the wind-down before the teardown (``case_over``) is measured on (tests drive it)."""
         self.leader_job, self.process, self.env = leader_job, process, env
+        self.clock = clock
         self.agent, self.job = agent_name(env), job_id(env) or "local"
         self.model_path, self.rendezvous_s, self.progress = model_path, rendezvous_s, progress
         self.board: Board | None = None
@@ -199,9 +202,9 @@ class Follower:
         (``collect``)."""
         if self.board is None or results.status is not Status.FAILED or self.run_gone is not None:
             return
-        board, deadline = self.board, time.monotonic() + WIND_DOWN_S
+        board, deadline = self.board, self.clock() + WIND_DOWN_S
         self.progress(f"waiting up to {WIND_DOWN_S:g} s for the leader to end its requests before the teardown")
-        while time.monotonic() < deadline and case_ended(board.phase()) is None and self._leader_gone() is None:
+        while self.clock() < deadline and case_ended(board.phase()) is None and self._leader_gone() is None:
             if self.flag.wait(0.5):
                 return
 

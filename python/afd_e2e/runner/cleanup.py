@@ -10,6 +10,7 @@ how that was found, so its report never shows a run in progress forever.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -39,15 +40,17 @@ RUNNER_GRACE_S = CANCEL_GRACE_S + 5.0  # its teardown grace plus time to write r
 
 class _Budget:
     """Waits that fit ``within_s`` seconds (a cancelled job's grace period): each takes at most a share of what is
-    left, so the SIGKILLs and the port and GPU checks still happen before the deadline. No budget: the defaults."""
+    left on ``clock``, so the SIGKILLs and the port and GPU checks still happen before the deadline. No budget: the
+    defaults."""
 
-    def __init__(self, within_s: float | None) -> None:
-        self.deadline = None if within_s is None else time.monotonic() + within_s
+    def __init__(self, within_s: float | None, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.deadline = None if within_s is None else clock() + within_s
 
     def wait(self, default_s: float, share: float) -> float:
         if self.deadline is None:
             return default_s
-        return max(0.0, min(default_s, (self.deadline - time.monotonic()) * share))
+        return max(0.0, min(default_s, (self.deadline - self.clock()) * share))
 
 
 def _stop_runner(run: RunRecord, grace_s: float) -> CheckRecord:
@@ -62,10 +65,16 @@ def _stop_runner(run: RunRecord, grace_s: float) -> CheckRecord:
     return record("runner", Status.WARNED, f"runner pid {runner.pid} was still running: stopped with SIGTERM")
 
 
-def clean_up(out_dir: Path, within_s: float | None = None) -> list[CheckRecord]:
-    """Stop and remove a run's leftovers (within ``within_s`` seconds when given); return check records (``failed``
-    means the machine is still not clean)."""
-    budget = _Budget(within_s)
+def clean_up(
+    out_dir: Path,
+    within_s: float | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[CheckRecord]:
+    """Stop and remove a run's leftovers (within ``within_s`` seconds on ``clock`` when given); return check records
+    (``failed`` means the machine is still not clean). Every wait reads ``clock`` and sleeps with ``sleep``."""
+    budget = _Budget(within_s, clock)
     run = RunRecord.load(out_dir)
     if run is None:
         return [record("run", Status.PASSED, f"no run record in {out_dir}: nothing to clean")]
@@ -73,7 +82,7 @@ def clean_up(out_dir: Path, within_s: float | None = None) -> list[CheckRecord]:
     find = partial(find_run, run.run_id, servers, since=run.data["runner"]["create_time"])
     checks = [_stop_runner(run, budget.wait(RUNNER_GRACE_S, 0.3))]
     leftovers = find()
-    outcome = terminate(find, budget.wait(CANCEL_GRACE_S, 0.4))
+    outcome = terminate(find, budget.wait(CANCEL_GRACE_S, 0.4), clock=clock, sleep=sleep)
     if leftovers:
         names = ", ".join(m.describe() for m in leftovers)
         how = "some needed SIGKILL" if outcome.forced else "all stopped on SIGTERM"
@@ -82,8 +91,10 @@ def clean_up(out_dir: Path, within_s: float | None = None) -> list[CheckRecord]:
         )
     checks += [
         check_processes(find),
-        check_ports(run.data["ports"], run.data["host"], settle_s=budget.wait(PORT_SETTLE_S, 0.3)),
-        check_gpu_memory(run.gpu_baseline, settle_s=budget.wait(GPU_SETTLE_S, 0.5)),
+        check_ports(
+            run.data["ports"], run.data["host"], settle_s=budget.wait(PORT_SETTLE_S, 0.3), clock=clock, sleep=sleep
+        ),
+        check_gpu_memory(run.gpu_baseline, settle_s=budget.wait(GPU_SETTLE_S, 0.5), clock=clock, sleep=sleep),
         remove_leftover_files(Path(run.data["scratch_root"]), run.data["shm_before"]),
     ]
     closed = close_abandoned(out_dir, run, checks[0])

@@ -62,10 +62,18 @@ def check_forced_kill(outcome: TeardownOutcome, grace_s: float, *, cancelled: bo
     return record("forced_kill", Status.PASSED, f"everything stopped on SIGTERM in {outcome.seconds:.2f} s")
 
 
-def check_ports(ports: Collection[int], host: str, *, settle_s: float = PORT_SETTLE_S) -> CheckRecord:
-    deadline = time.monotonic() + settle_s
-    while (busy := busy_ports(ports, host)) and time.monotonic() < deadline:
-        time.sleep(SETTLE_POLL_S)
+def check_ports(
+    ports: Collection[int],
+    host: str,
+    *,
+    settle_s: float = PORT_SETTLE_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CheckRecord:
+    """Every port free, within ``settle_s`` on ``clock`` (a port can lag its process's exit)."""
+    deadline = clock() + settle_s
+    while (busy := busy_ports(ports, host)) and clock() < deadline:
+        sleep(SETTLE_POLL_S)
     if busy:
         held = ", ".join(f"{port} held by {who}" for port, who in busy.items())
         return record("ports", Status.FAILED, f"still in use: {held}")
@@ -99,19 +107,22 @@ def check_gpu_memory(
     *,
     read: Callable[[Iterable[int]], GpuSnapshot] = read_gpu_memory,
     settle_s: float = GPU_SETTLE_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CheckRecord:
-    """Every device back within GPU_SLACK_MIB of the memory it used before the case (as nvidia-smi counts it)."""
+    """Every device back within GPU_SLACK_MIB of the memory it used before the case (as nvidia-smi counts it),
+    within ``settle_s`` on ``clock``."""
     if baseline.unavailable:
         return record("gpu_memory", Status.SKIPPED, baseline.unavailable)
-    deadline = time.monotonic() + settle_s
+    deadline = clock() + settle_s
     while True:
         now = read(baseline.used_mib)
         if now.unavailable:
             return record("gpu_memory", Status.FAILED, f"could not read GPU memory after the case: {now.unavailable}")
         over = {i: used for i, used in now.used_mib.items() if used > baseline.used_mib[i] + GPU_SLACK_MIB}
-        if not over or time.monotonic() >= deadline:
+        if not over or clock() >= deadline:
             break
-        time.sleep(SETTLE_POLL_S)
+        sleep(SETTLE_POLL_S)
     if over:
         detail = "; ".join(
             f"device {i}: {used} MiB used, {baseline.used_mib[i]} MiB before (pids {list(now.pids.get(i, ()))})"

@@ -10,7 +10,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -73,17 +73,25 @@ class Progress:
     Calling the instance prints a message at once (this is what workload phases get as ``ctx.progress``).
     """
 
-    def __init__(self, *, interval_s: float = HEARTBEAT_S, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        interval_s: float = HEARTBEAT_S,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock``: what the heartbeat's interval and the phase's elapsed time are read on (tests drive it)."""
         self.interval_s = interval_s
+        self.clock = clock
         self.stream = stream or sys.stdout
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.case_id = ""
         self.phase = ""
-        self._phase_started = time.monotonic()
+        self._phase_started = self.clock()
         self._logs: tuple[Path, ...] = ()
-        self._last_printed = time.monotonic()
+        self._last_printed = self.clock()
 
     def __enter__(self) -> Progress:
         self._thread = threading.Thread(target=self._beat, name="afd-e2e-progress", daemon=True)
@@ -99,15 +107,15 @@ class Progress:
         """Start a phase: the heartbeat reports it and the server logs named here."""
         with self._lock:
             self.case_id, self.phase, self._logs = case_id, phase, tuple(logs)
-            self._phase_started = time.monotonic()
+            self._phase_started = self.clock()
 
     def __call__(self, message: str) -> None:
         message = message.rstrip().rstrip(",;:").rstrip()  # "bench warmup 1/1: 10 s, " when a part was empty
         with self._lock:
-            spent = elapsed(time.monotonic() - self._phase_started)
+            spent = elapsed(self.clock() - self._phase_started)
             parts = ["afd-e2e", self.case_id, self.phase, spent, message] if self.case_id else ["afd-e2e", message]
             print(" | ".join(parts), file=self.stream, flush=True)
-            self._last_printed = time.monotonic()
+            self._last_printed = self.clock()
 
     def heartbeat_message(self) -> str:
         """'still waiting' plus the last meaningful line of the most recently written server log."""
@@ -123,5 +131,5 @@ class Progress:
 
     def _beat(self) -> None:
         while not self._stop.wait(min(1.0, self.interval_s / 4)):
-            if self.case_id and time.monotonic() - self._last_printed >= self.interval_s:
+            if self.case_id and self.clock() - self._last_printed >= self.interval_s:
                 self(self.heartbeat_message())

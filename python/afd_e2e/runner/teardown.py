@@ -54,25 +54,28 @@ def signal_tree(members: Iterable[MarkedProcess], sig: signal.Signals) -> None:
 class _Deadline:
     """When the grace ends: ``grace_s`` after the start, or CANCEL_GRACE_S after a cancel seen meanwhile."""
 
-    def __init__(self, grace_s: float, cancel: threading.Event | None) -> None:
-        self.at = time.monotonic() + grace_s
+    def __init__(self, grace_s: float, cancel: threading.Event | None, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.at = clock() + grace_s
         self.cancel = cancel
 
     def passed(self) -> bool:
-        now = time.monotonic()
+        now = self.clock()
         if self.cancel is not None and self.cancel.is_set():
             self.at = min(self.at, now + CANCEL_GRACE_S)
             self.cancel = None
         return now >= self.at
 
 
-def _wait_gone(members: list[MarkedProcess], deadline: _Deadline, poll_s: float) -> list[MarkedProcess]:
+def _wait_gone(
+    members: list[MarkedProcess], deadline: _Deadline, poll_s: float, sleep: Callable[[float], None]
+) -> list[MarkedProcess]:
     """Poll until every member is gone or the deadline passes; return those still alive."""
     while True:
         alive = [m for m in members if is_alive(m.process)]
         if not alive or deadline.passed():
             return alive
-        time.sleep(poll_s)
+        sleep(poll_s)
 
 
 def terminate(
@@ -81,22 +84,25 @@ def terminate(
     *,
     cancel: threading.Event | None = None,
     poll_s: float = POLL_INTERVAL_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> TeardownOutcome:
     """Stop everything ``find`` returns (and whatever appears while stopping); SIGKILL what outlives ``grace_s``
-    (or CANCEL_GRACE_S after ``cancel`` is set during the stop: the job is about to be killed itself)."""
-    started = time.monotonic()
-    deadline = _Deadline(grace_s, cancel)
+    (or CANCEL_GRACE_S after ``cancel`` is set during the stop: the job is about to be killed itself). The grace is
+    read on ``clock`` and the polls wait with ``sleep`` (tests drive both)."""
+    started = clock()
+    deadline = _Deadline(grace_s, cancel, clock)
     members = find()
     alive: list[MarkedProcess] = []
     while members:
         signal_tree(members, signal.SIGTERM)
         signal_tree(members, signal.SIGCONT)  # a stopped (SIGSTOP) process acts on the SIGTERM only once continued
-        alive = _wait_gone(members, deadline, poll_s)
+        alive = _wait_gone(members, deadline, poll_s, sleep)
         if alive:
             break
         members = find()  # anything spawned while the tree was stopping
     forced = frozenset(m.name for m in alive)
     if alive:
         signal_tree(alive, signal.SIGKILL)
-        alive = _wait_gone(alive, _Deadline(AFTER_SIGKILL_WAIT_S, None), poll_s)
-    return TeardownOutcome(time.monotonic() - started, forced, tuple(m.describe() for m in alive))
+        alive = _wait_gone(alive, _Deadline(AFTER_SIGKILL_WAIT_S, None, clock), poll_s, sleep)
+    return TeardownOutcome(clock() - started, forced, tuple(m.describe() for m in alive))

@@ -29,7 +29,13 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
 
 
-def _settled(folder: Path, cancelled: threading.Event, deadline: float) -> list[Path]:
+def _settled(
+    folder: Path,
+    cancelled: threading.Event,
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> list[Path]:
     """Non-empty files whose sizes held still for one poll; empty when none appeared before the deadline."""
     previous: dict[Path, int] = {}
     while True:
@@ -37,10 +43,10 @@ def _settled(folder: Path, cancelled: threading.Event, deadline: float) -> list[
         ready = [p for p, size in current.items() if size > 0 and previous.get(p) == size]
         if ready and len(ready) == len([s for s in current.values() if s > 0]):
             return ready
-        if time.monotonic() >= deadline or cancelled.is_set():
+        if clock() >= deadline or cancelled.is_set():
             return ready
         previous = current
-        time.sleep(POLL_S)
+        sleep(POLL_S)
 
 
 def choose_uploads(traces: list[TraceFile], mtimes: dict[str, float], limit_mib: float) -> None:
@@ -89,13 +95,16 @@ def judge_traces(
     role_dirs: dict[str, str],
     progress: Callable[[str], None],
     cancelled: threading.Event,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> ProfilerResult:
-    """Each role passes with at least one settled, non-empty trace file; the uploads are chosen across roles."""
+    """Each role passes with at least one settled, non-empty trace file; the uploads are chosen across roles. The
+    wait for traces (``wait_s``) is read on ``clock`` and polls with ``sleep`` (tests drive both)."""
     result = ProfilerResult(status=Status.RUNNING, failure=None, upload_limit_mib=spec.upload_limit_mib)
-    deadline = time.monotonic() + spec.wait_s
+    deadline = clock() + spec.wait_s
     mtimes: dict[str, float] = {}
     for role, relative in role_dirs.items():
-        files = _settled(out_dir / relative, cancelled, deadline)
+        files = _settled(out_dir / relative, cancelled, deadline, clock, sleep)
         if files:
             size = sum(p.stat().st_size for p in files)
             result.roles.append(

@@ -21,14 +21,22 @@ from afd_e2e.pipeline.followers import leader_concurrency_group, tags_text
 from afd_e2e.pipeline.generate import GpuStepSettings, build_pipeline
 from afd_e2e.pipeline.steps import render
 from afd_e2e.profile import load_profile
-from agent_pool import FINISHED, WAITING, AgentPool, PoolAgent
+from agent_pool import FINISHED, WAITING, AgentPool, PoolAgent, PoolJob
 from repo_paths import REPO
 
 PROFILE = "tiny-cpu-two-agents"
 LEADER_POOL, FOLLOWER_POOL = {"queue": "afd-e2e-cpu"}, {"queue": "afd-e2e-cpu-follower"}
 AGENTS = (PoolAgent("agent-a", LEADER_POOL), PoolAgent("agent-b", FOLLOWER_POOL))
 # Longer than any quiet moment of a build that moves: about 1 s, a job's hook starting Python on a busy 2-core machine.
-NO_PROGRESS_S = 8.0
+# A deadlock is found at once (every running leader waits for followers that cannot start), not after this.
+NO_PROGRESS_S = 60.0
+
+
+def waits_for_its_followers(job: PoolJob) -> bool:
+    """A leader whose last word is that it uploaded its followers and waits for them (tests/pool_afd_e2e.py): it
+    moves again only once a follower runs."""
+    said = [line for line in job.log().splitlines() if line.startswith("afd-e2e run: ")]
+    return bool(said) and said[-1].endswith("follower(s), waiting")
 
 
 def variant(
@@ -93,7 +101,7 @@ def two_builds(tmp_path, valid_pipeline, pool, design: str):
         if design != "pool set":
             steps = without_the_design(steps, reference, design)
         agents.start_build(build, steps)
-    return agents.run(no_progress_s=NO_PROGRESS_S)
+    return agents.run(no_progress_s=NO_PROGRESS_S, stuck=waits_for_its_followers)
 
 
 def test_two_builds_needing_both_pools_finish_with_one_group_per_pool_set(tmp_path, valid_pipeline, pool):
@@ -151,7 +159,7 @@ def test_a_follower_whose_leader_gave_up_finds_nothing_to_join(tmp_path, valid_p
     until_ended = f'until [[ "$(buildkite-agent meta-data get {state} --default "")" == ended:* ]]; do sleep 0.2; done'
     busy = {"label": "busy", "key": "busy", "command": until_ended, "agents": FOLLOWER_POOL}
     agents.start_build("build-1", [busy, *leader_steps(valid_pipeline, reference, gates)])
-    outcome = agents.run(no_progress_s=NO_PROGRESS_S)
+    outcome = agents.run(no_progress_s=NO_PROGRESS_S, stuck=waits_for_its_followers)
     assert outcome.deadlock is None, outcome.deadlock.describe()
     busy_job, leader, follower = outcome.jobs
     assert leader.id == "build-1-job-02"
@@ -180,7 +188,7 @@ def test_two_builds_on_one_pool_of_two_agents(tmp_path, valid_pipeline, design):
     for build in ("build-1", "build-2"):
         steps = leader_steps(valid_pipeline, reference, {"AFD_E2E_BACKEND": "cpu", "AFD_E2E_TINY_MODEL": str(model)})
         agents.start_build(build, steps if design == "pool set" else without_the_design(steps, reference, design))
-    outcome = agents.run(no_progress_s=NO_PROGRESS_S)
+    outcome = agents.run(no_progress_s=NO_PROGRESS_S, stuck=waits_for_its_followers)
     if design == "pool set":
         assert outcome.deadlock is None, outcome.deadlock.describe()
         assert [job.exit_status for job in outcome.jobs] == [0, 0, 0, 0]

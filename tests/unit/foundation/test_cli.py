@@ -33,7 +33,7 @@ def test_plan_text_lists_five_cases_in_launch_order(capsys):
     assert "5 cases, 5 model loads" in out
 
 
-def test_plan_text_commands_are_pasteable(capsys, monkeypatch):
+def test_plan_text_commands_are_pasteable(capsys, monkeypatch, vllm_on_path):
     monkeypatch.setenv("AFD_GPU_E2E_MODEL", "/models/q")
     _, out, _ = run(capsys, "plan", "--profile", "qwen3.5-122b-a10b", "--case", "afd-eager-4a4f")
     command_lines = [line for line in out.splitlines() if line.startswith("  setsid ")]

@@ -192,7 +192,7 @@ def checkpoint(tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_run_without_a_correctness_phase_starts_without_gsm8k_data(tmp_path, capsys, monkeypatch):
+def test_a_run_without_a_correctness_phase_starts_without_gsm8k_data(tmp_path, capsys, monkeypatch, vllm_on_path):
     """No GSM8K anywhere: the smoke-only run is admitted and takes its preflight (a held port makes the agent a
     misfit, so nothing is launched); the same run with tiny-cpu's correctness phase is refused, naming GSM8K."""
     outside_buildkite(monkeypatch)

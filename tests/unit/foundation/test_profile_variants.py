@@ -16,6 +16,7 @@ from afd_e2e.plan.render import render_text
 from afd_e2e.profile import load_profile, parse_profile
 from afd_e2e.runner.child_env import child_environment
 from repo_paths import FIXTURES, REPO
+from unit.timing import FakeClock
 
 FEATURES = REPO / "python/afd_e2e/profiles/tiny-gpu-features.yaml"
 MODEL = "/tmp/vl/tiny-dsv2"
@@ -213,6 +214,12 @@ def test_the_features_plan_is_four_loads_with_the_profiler_folders_under_the_run
     assert 'AFD_GPU_ATTENTION_PROFILER_DIR="$OUT"/traces/afd-1a1f/attention' in render_text(plan)
 
 
+def on_a_fake_clock() -> dict:
+    """The trace wait's clock and sleep: a FakeClock, so ``wait_s`` runs out without waiting it."""
+    clock = FakeClock()
+    return {"clock": clock, "sleep": clock.sleep}
+
+
 def test_profiler_traces_fail_naming_the_missing_role_and_cap_uploads_newest_first(tmp_path: Path):
     from afd_e2e.profile import ProfilerSpec
     from afd_e2e.workloads.profiler_traces import judge_traces
@@ -226,7 +233,14 @@ def test_profiler_traces_fail_naming_the_missing_role_and_cap_uploads_newest_fir
 
     os.utime(attention / "old.pt.trace.json", (1, 1))
     dirs = {"attention": "profiles/c/attention", "ffn": "profiles/c/ffn"}
-    result = judge_traces(spec, out_dir=tmp_path, role_dirs=dirs, progress=lambda _: None, cancelled=threading.Event())
+    result = judge_traces(
+        spec,
+        out_dir=tmp_path,
+        role_dirs=dirs,
+        progress=lambda _: None,
+        cancelled=threading.Event(),
+        **on_a_fake_clock(),
+    )
     assert result.status == "failed" and "no non-empty trace from the ffn role in profiles/c/ffn" in result.failure
     assert [(r.role, r.status) for r in result.roles] == [("attention", "passed"), ("ffn", "failed")]
     assert {t.path.rsplit("/", 1)[-1]: t.uploaded for t in result.traces} == {
@@ -238,14 +252,24 @@ def test_profiler_traces_fail_naming_the_missing_role_and_cap_uploads_newest_fir
     (ffn / "empty.json").write_bytes(b"")
     assert (
         judge_traces(
-            spec, out_dir=tmp_path, role_dirs=dirs, progress=lambda _: None, cancelled=threading.Event()
+            spec,
+            out_dir=tmp_path,
+            role_dirs=dirs,
+            progress=lambda _: None,
+            cancelled=threading.Event(),
+            **on_a_fake_clock(),
         ).status
         == "failed"
     )
     (ffn / "t.pt.trace.json").write_bytes(b"{}")
     assert (
         judge_traces(
-            spec, out_dir=tmp_path, role_dirs=dirs, progress=lambda _: None, cancelled=threading.Event()
+            spec,
+            out_dir=tmp_path,
+            role_dirs=dirs,
+            progress=lambda _: None,
+            cancelled=threading.Event(),
+            **on_a_fake_clock(),
         ).status
         == "passed"
     )

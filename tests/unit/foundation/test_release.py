@@ -3,11 +3,11 @@ default ``--plugin`` reference and the CHANGELOG's newest entry all name ``afd_e
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 
 import pytest
 import tomllib
-from setuptools.config.pyprojecttoml import read_configuration
 
 from afd_e2e import __version__
 from afd_e2e.cli import main
@@ -29,11 +29,12 @@ def test_cli_version_is_the_package_version(capsys):
 
 
 def test_package_metadata_reads_the_version_from_the_package():
-    """pyproject.toml states no version of its own: setuptools reads __version__, as a build does."""
+    """pyproject.toml states no version of its own: the installed distribution's metadata, which a build (pip install
+    -e) made from pyproject.toml, carries __version__."""
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert "version" not in pyproject["project"]
     assert pyproject["project"]["dynamic"] == ["version"]
-    assert read_configuration(REPO / "pyproject.toml")["project"]["version"] == __version__
+    assert importlib.metadata.version("afd-e2e") == __version__
 
 
 def test_generator_default_plugin_is_this_release():

@@ -14,6 +14,7 @@ from afd_e2e.multi_agent.follower import WIND_DOWN_S, Follower
 from afd_e2e.multi_agent.lifecycle import LOST_AFTER_S, Heartbeat, Pulse, ended, heartbeat_key, leader_state_key
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
+from unit.timing import FakeClock, wait_until
 
 CASE = "cpu-tp1-remote"
 
@@ -41,21 +42,24 @@ def test_the_heartbeat_counts_up_until_stopped_and_retries_a_failed_write():
 
     beat = Heartbeat(heartbeat_key("job-L"), every_s=0.01, publish=publish)
     beat.start()
-    deadline = time.monotonic() + 5
-    while len(written) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(written) >= 3, what="three beats")
     beat.stop()
     count = len(written)
-    time.sleep(0.05)
-    assert len(written) == count  # stopped: no more beats
+    assert beat._thread is not None and not beat._thread.is_alive()  # stopped: its thread is gone, no more beats
+    assert len(written) == count
     assert written[:3] == [(heartbeat_key("job-L"), "1"), (heartbeat_key("job-L"), "2"), (heartbeat_key("job-L"), "3")]
     assert heartbeat_key("job-L") == "afd-e2e/job-L/heartbeat"
 
 
-def follower(progress: list[str]) -> Follower:
+def follower(progress: list[str], clock=time.monotonic, on_progress=None) -> Follower:
+    def said(line: str) -> None:
+        progress.append(line)
+        if on_progress is not None:
+            on_progress(line)
+
     side = Follower(
         "job-L", "server", {"BUILDKITE_AGENT_NAME": "follower-1"}, model_path="/m", rendezvous_s=5,
-        progress=progress.append,
+        progress=said, clock=clock,
     )  # fmt: skip
     side.board = Board("job-L", CASE)
     return side
@@ -80,21 +84,29 @@ def test_a_follower_takes_a_silent_leader_for_lost_and_an_ended_run_for_ended(bu
 
 def test_a_failed_follower_waits_for_the_leader_to_end_its_case_before_its_teardown(build):
     progress: list[str] = []
-    side = follower(progress)
+    events: list[str] = []
+    ticks = FakeClock()
+
+    def clock() -> float:  # each reading 0.1 s later: the wind-down's deadline is 10 * WIND_DOWN_S looks away
+        ticks.advance(0.1)
+        return ticks()
+
+    def leader_ends_after_the_wait_began(_line: str) -> None:
+        threading.Timer(0.2, lambda: (events.append("leader ended"), board.publish_end("failed"))).start()
+
+    board = Board("job-L", CASE)
+    side = follower(progress, clock=clock, on_progress=leader_ends_after_the_wait_began)
     meta_data.set_value(heartbeat_key("job-L"), "1")
-    timer = threading.Timer(1.0, Board("job-L", CASE).publish_end, args=("failed",))
-    timer.start()
-    started = time.monotonic()
     side.case_over(CaseResults(CASE, "cpu", "native", status=Status.FAILED, failure="server stalled"))
-    waited = time.monotonic() - started
-    timer.join()
-    assert 1.0 <= waited < WIND_DOWN_S, waited  # until the leader ended its case, not the whole WIND_DOWN_S
+    events.append("teardown may start")
+
+    assert events == ["leader ended", "teardown may start"]  # it waited until the leader ended its case
+    assert ticks.elapsed < WIND_DOWN_S  # and went on then, not at the end of the whole WIND_DOWN_S
     assert progress == [f"waiting up to {WIND_DOWN_S:g} s for the leader to end its requests before the teardown"]
 
 
 def test_a_cancelled_or_passed_follower_tears_down_at_once(build):
     for status in (Status.CANCELLED, Status.PASSED):
         progress: list[str] = []
-        started = time.monotonic()
         follower(progress).case_over(CaseResults(CASE, "cpu", "native", status=status))
-        assert time.monotonic() - started < 0.5 and progress == []
+        assert progress == []  # no wind-down began: its first act is to say it waits

@@ -1,16 +1,16 @@
 """Same software on every agent of a multi-agent case: identities from the real software probe and checkpoint
-folders, published as meta-data text, compared field by field; a mismatch fails naming both sides."""
+folders, published as meta-data text, compared field by field; a mismatch fails naming both sides.
+
+Unit tier; the identity built from the real software probe is in tests/engine/test_software_probe_cpu_vllm.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 
 import pytest
 from preflight_fixtures import QWEN35_CONFIG
 
-from afd_e2e import __version__
 from afd_e2e.errors import UsageError
 from afd_e2e.multi_agent.board import Board
 from afd_e2e.multi_agent.identity import (
@@ -18,28 +18,8 @@ from afd_e2e.multi_agent.identity import (
     checkpoint_fingerprint,
     checks,
     compare,
-    identity_of,
 )
 from afd_e2e.preflight.checks import FAIL, PASS
-from afd_e2e.preflight.software import read_installed
-
-
-@pytest.fixture(scope="module")
-def installed():
-    """What the real software probe finds for this machine's vllm (the CPU build the engine tests run)."""
-    if shutil.which("vllm") is None:
-        pytest.skip("no vllm on PATH: scripts/test installs the CPU build")
-    return read_installed("vllm")
-
-
-def test_an_identity_comes_from_the_software_probe_and_the_checkpoint(installed, make_checkpoint):
-    folder = make_checkpoint()
-    me = identity_of("cpu-agent-1", "leader", installed, str(folder))
-    assert me.afd_e2e == __version__
-    assert me.vllm == installed.vllm and me.vllm is not None
-    assert me.afd_plugin == installed.afd_plugin_version
-    assert me.checkpoint == checkpoint_fingerprint(folder) and me.checkpoint.startswith("sha256:")
-    assert AgentIdentity.from_meta_data(me.to_meta_data(), "k") == me
 
 
 def test_the_checkpoint_fingerprint_follows_config_values_and_shards_not_key_order(make_checkpoint):

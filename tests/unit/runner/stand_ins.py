@@ -77,7 +77,7 @@ def stand_in_plan(*cases: CasePlan) -> RunPlan:
     )
 
 
-def wait_for_log(path: Path, text: str, timeout_s: float = 10.0) -> str:
+def wait_for_log(path: Path, text: str, timeout_s: float = 30.0) -> str:
     """Block until ``text`` appears in the log at ``path`` (a stand-in has set itself up); return the log."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

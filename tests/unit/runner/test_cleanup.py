@@ -8,21 +8,24 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import psutil
 from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, stand_in_case, stand_in_plan, wait_for_log
 
 from afd_e2e.cli import main
 from afd_e2e.results import load_results
 from afd_e2e.results.model import CheckRecord
 from afd_e2e.results.status import Status
+from afd_e2e.runner.cancellation import CANCEL_GRACE_S
 from afd_e2e.runner.cleanup import clean_up
-from afd_e2e.runner.hygiene import GpuSnapshot
+from afd_e2e.runner.hygiene import PORT_SETTLE_S, GpuSnapshot
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.markers import find_marked, is_alive
 from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.teardown import terminate
 from junit_xsd import assert_valid_junit
+from unit.timing import FakeClock, eventually, wait_until
 
 
 def statuses(checks):
@@ -74,9 +77,11 @@ def test_a_port_still_held_fails_the_cleanup(tmp_path, run_id):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()
-        checks = clean_up(tmp_path)
+        clock = FakeClock()
+        checks = clean_up(tmp_path, clock=clock, sleep=clock.sleep)
 
     assert statuses(checks)["ports"] == Status.FAILED
+    assert clock.elapsed >= PORT_SETTLE_S  # it gave the port its settle time (on the clock given) first
 
 
 def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
@@ -99,8 +104,9 @@ def test_the_cleanup_command_reports_each_check_and_exits_zero_when_clean(tmp_pa
     assert capsys.readouterr().out == f"cleanup run: passed - no run record in {tmp_path}: nothing to clean\n"
 
 
-def test_within_a_budget_a_server_ignoring_sigterm_is_killed_before_the_deadline(tmp_path, run_id, spawn):
-    """A cancelled job's grace period: the waits shrink so the SIGKILL and the checks fit the seconds left."""
+def test_within_a_budget_a_server_ignoring_sigterm_is_killed_before_the_deadline(tmp_path, run_id, spawn, monkeypatch):
+    """A cancelled job's grace period: the waits shrink so the SIGKILL and the checks fit the seconds left on the
+    clock given (a FakeClock that moves only as the cleanup's own waits sleep on it)."""
     port = UNIT_PORT_BASE + 43
     layout = RunLayout.for_run(tmp_path, run_id)
     record = RunRecord.start(
@@ -110,13 +116,23 @@ def test_within_a_budget_a_server_ignoring_sigterm_is_killed_before_the_deadline
     record.add_process("c", "server", stubborn.pid)
     wait_for_log(stubborn.log_path, "ignoring SIGTERM")
 
-    started = time.monotonic()
-    checks = clean_up(tmp_path, within_s=2.0)
+    graces = []
 
-    assert time.monotonic() - started < 2.0
+    def recorded(find, grace_s, **kwargs):
+        graces.append(grace_s)
+        return terminate(find, grace_s, **kwargs)
+
+    monkeypatch.setattr("afd_e2e.runner.cleanup.terminate", recorded)
+    killed = psutil.Process(stubborn.pid)
+    clock = FakeClock(settle=lambda: clock.elapsed < 0.8 or eventually(lambda: not is_alive(killed)))
+    checks = clean_up(tmp_path, within_s=2.0, clock=clock, sleep=clock.sleep)
+
+    assert graces == [0.4 * 2.0]  # the SIGKILL came after 0.8 s of the 2 s, not after CANCEL_GRACE_S
+    assert CANCEL_GRACE_S > 0.8
+    assert clock.elapsed < 2.0  # and every wait after it (ports, GPU) still fitted in what was left
     assert statuses(checks)["processes"] == "passed"
     assert "some needed SIGKILL" in checks[1].detail
-    assert stubborn.popen.wait(timeout=1) == -signal.SIGKILL
+    assert stubborn.popen.wait(timeout=30) == -signal.SIGKILL
 
 
 def _start_stand_in_run(out: Path, port: int) -> subprocess.Popen:
@@ -128,18 +144,16 @@ def _start_stand_in_run(out: Path, port: int) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
     )
     record_path = out / "run-record.json"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (
-        record_path.exists() and json.loads(record_path.read_text())["processes"]
-    ):
-        time.sleep(0.05)
+    wait_until(
+        lambda: record_path.exists() and json.loads(record_path.read_text())["processes"], what="the stand-in's launch"
+    )
     return runner
 
 
 def test_a_run_whose_runner_was_killed_is_closed_as_interrupted_and_reported_so(tmp_path):
     runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 46)
     runner.kill()  # SIGKILL: no teardown, no last write; results.json still says running
-    runner.wait(timeout=5)
+    runner.wait(timeout=30)
     assert load_results(tmp_path).status is Status.RUNNING
 
     checks = clean_up(tmp_path)
@@ -165,7 +179,7 @@ def test_a_run_whose_runner_was_killed_is_closed_as_interrupted_and_reported_so(
 def test_cleanup_after_a_finished_run_leaves_its_results_alone(tmp_path):
     runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 47)
     clean_up(tmp_path)  # stops the live runner, which writes its own cancelled results
-    runner.wait(timeout=5)
+    runner.wait(timeout=30)
     before = (tmp_path / "results.json").read_text()
 
     assert all(c.check != "results" for c in clean_up(tmp_path))

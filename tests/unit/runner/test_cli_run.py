@@ -44,7 +44,7 @@ def test_the_embedded_default_needs_only_its_model(tmp_path, capsys):
     assert "--model was not given and AFD_E2E_TINY_MODEL is not set" in capsys.readouterr().err
 
 
-def test_a_port_in_use_is_a_recorded_preflight_misfit_before_anything_starts(tmp_path, capsys):
+def test_a_port_in_use_is_a_recorded_preflight_misfit_before_anything_starts(tmp_path, capsys, vllm_on_path):
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"  # passes the checkpoint checks, which come first
     ckpt.mkdir()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 
 import psutil
 from stand_ins import wait_for_log
 
 from afd_e2e.system.process_state import case_processes
+from unit.timing import wait_until
 
 # A server whose children carry no markers (an empty environment, as after setproctitle): one sleeping, one that
 # stops itself (SIGSTOP), one orphaned (re-parented, still in the server's session).
@@ -29,10 +29,8 @@ time.sleep(600)
 """
 
 
-def _wait_stopped(pid: int, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while psutil.Process(pid).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
-        time.sleep(0.05)
+def _wait_stopped(pid: int) -> None:
+    wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, what=f"pid {pid} stopping itself")
 
 
 def test_every_process_of_a_role_is_found_with_its_state_without_markers(spawn):

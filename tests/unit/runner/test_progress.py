@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import io
-import time
 
 from afd_e2e.runner.progress import Progress, elapsed, last_meaningful_line, meaningful
+from unit.timing import FakeClock, wait_until
 
 VLLM_LOG = (
     "(APIServer pid=12234) INFO 11-29 20:25:53 [api_utils.py:347]        \u2584\u2584 \u2584\u2588\n"
@@ -44,9 +44,12 @@ def test_heartbeat_names_case_phase_elapsed_and_last_server_line(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(VLLM_LOG)
     out = io.StringIO()
-    with Progress(interval_s=0.2, stream=out) as progress:
+    clock = FakeClock()
+    with Progress(interval_s=0.2, stream=out, clock=clock) as progress:
         progress.enter("afd-eager-4a4f", "startup", [log])
-        time.sleep(0.7)
+        for beats in (1, 2):
+            clock.advance(0.2)  # one interval without a message: one heartbeat
+            wait_until(lambda beats=beats: len(out.getvalue().splitlines()) >= beats, what=f"heartbeat {beats}")
     lines = out.getvalue().splitlines()
 
     assert len(lines) >= 2
@@ -56,13 +59,17 @@ def test_heartbeat_names_case_phase_elapsed_and_last_server_line(tmp_path):
 
 def test_a_message_postpones_the_heartbeat():
     out = io.StringIO()
-    with Progress(interval_s=0.5, stream=out) as progress:
+    clock = FakeClock()
+    with Progress(interval_s=0.5, stream=out, clock=clock) as progress:
         progress.enter("c", "performance")
         for index in range(4):
             progress(f"repetition {index}")
-            time.sleep(0.15)
+            clock.advance(0.3)  # 1.2 s in all, never 0.5 s without a message
+        assert out.getvalue().splitlines() == [f"afd-e2e | c | performance | 0s | repetition {i}" for i in range(4)]
+        clock.advance(0.2)  # now 0.5 s since the last message: the heartbeat speaks
+        wait_until(lambda: len(out.getvalue().splitlines()) == 5, what="the heartbeat")
 
-    assert out.getvalue().splitlines() == [f"afd-e2e | c | performance | 0s | repetition {i}" for i in range(4)]
+    assert out.getvalue().splitlines()[4] == "afd-e2e | c | performance | 1s | still running"
 
 
 def test_a_message_whose_last_part_is_empty_ends_without_a_dangling_comma():

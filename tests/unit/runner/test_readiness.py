@@ -1,9 +1,8 @@
-"""Readiness: a role that dies during start-up fails the wait at once with its cause; cancel and budget stop it."""
+"""Unit tier. Readiness: a role that dies during start-up fails the wait with its cause, not at the end of its
+start-up budget; cancel and budget stop it. How soon a death is seen on a real engine is benchmarks/lifecycle.py's
+crash-detection lag."""
 
 from __future__ import annotations
-
-import threading
-import time
 
 import pytest
 from stand_ins import SLEEPER, UNIT_PORT_BASE, wait_for_log
@@ -27,16 +26,14 @@ def test_a_server_that_exits_fails_the_wait_at_once_with_its_cause(spawn):
     server = spawn(DIES)
     watch = watched(server)
 
-    with pytest.raises(EngineDied) as caught:
-        wait_until_ready(URL, watch, server.launched_at, 600, CancelFlag())
-    noticed = time.monotonic()
+    with pytest.raises(EngineDied) as caught:  # a StartupTimeout (60 s) if the death went unseen
+        wait_until_ready(URL, watch, server.launched_at, 60, CancelFlag())
     watch.stop()
 
     death = caught.value.death
     assert (death.role, death.exit_code, death.sign) == ("server", 2, "exited with code 2")
     assert death.cause == "error: unrecognized arguments: --no-such-flag"
     assert death.describe("start-up").startswith("server exited with code 2 during start-up, ")
-    assert noticed - server.launched_at < 0.3 + 1.0  # its own 0.3 s plus Python start-up, not the 600 s budget
 
 
 def test_the_wait_ends_at_the_startup_budget_naming_it(spawn):
@@ -53,11 +50,14 @@ def test_cancelling_stops_the_wait_promptly(spawn):
     wait_for_log(server.log_path, "stand-in up")
     watch = watched(server)
     flag = CancelFlag()
-    threading.Timer(0.2, flag.cancel, args=("cancelled by SIGTERM",)).start()
-    started = time.monotonic()
+    looks = []
+
+    def cancelled_while_waiting():  # SIGTERM arrives during the first look
+        looks.append(1)
+        flag.cancel("cancelled by SIGTERM")
 
     with pytest.raises(Cancelled, match="cancelled by SIGTERM"):
-        wait_until_ready(URL, watch, server.launched_at, 600, flag)
+        wait_until_ready(URL, watch, server.launched_at, 600, flag, checks=[cancelled_while_waiting])
 
-    assert time.monotonic() - started < 0.5
+    assert looks == [1]  # the cancel ended the wait at its next look, not at the 600 s budget
     watch.stop()

@@ -1,4 +1,6 @@
-"""Whole runs of stand-in processes: results written as they go, cancel, SIGKILL escalation, harness crashes."""
+"""Unit tier: whole runs of stand-in processes: results written as they go, cancel, SIGKILL escalation, harness
+crashes. Each budget or stall is proven by the verdict naming it (not by how long it took: benchmarks/lifecycle.py
+measures that on the real engine)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import io
 import json
 import re
 import threading
-import time
 
 from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, api_stand_in, stand_in_case, stand_in_plan
 
@@ -19,6 +20,7 @@ from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from afd_e2e.runner.teardown import terminate
+from unit.timing import eventually, wait_until
 
 PROFILE = load_profile("tiny-cpu")
 
@@ -43,25 +45,25 @@ def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_pa
     flag = CancelFlag()
     seen_mid_run = {}
 
+    def launched():
+        if not (tmp_path / "results.json").exists():
+            return False
+        data = read_results(tmp_path)
+        if data["cases"].get("first", {}).get("processes"):
+            seen_mid_run.update(data)
+            return True
+        return False
+
     def cancel_once_launched():
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if (tmp_path / "results.json").exists():
-                data = read_results(tmp_path)
-                if data["cases"].get("first", {}).get("processes"):
-                    seen_mid_run.update(data)
-                    break
-            time.sleep(0.05)
+        eventually(launched)
         flag.cancel("cancelled by SIGTERM")
 
     threading.Thread(target=cancel_once_launched).start()
-    started = time.monotonic()
     data = results_to_json(execute_run(PROFILE, plan, tmp_path, progress=quiet(), flag=flag))
-    took = time.monotonic() - started
 
     assert seen_mid_run["status"] == "running"  # results.json was valid while the case was starting
     assert seen_mid_run["cases"]["first"]["status"] == "running"
-    assert took < 5
+    # cancelled, not failed at the end of its start-up budget: the cancel stopped the wait
     assert read_results(tmp_path) == json.loads(json.dumps(data))
     assert data["status"] == "cancelled"
     assert data["verdict"]["reasons"][0] == "run cancelled by SIGTERM"
@@ -158,7 +160,6 @@ def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
     port = UNIT_PORT_BASE + 36
     case = stand_in_case("slow", api_stand_in(port), port=port)
 
-    started = time.monotonic()
     data = execute_run(with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet())
 
     result = data.cases["slow"]
@@ -166,8 +167,7 @@ def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
     # the watchdog's diagnosis follows: the stand-in's completion hangs with its request in flight
     assert result.failure.startswith("smoke ran past its budget (budgets.smoke_s = 1 s); 1 requests in flight, ")
     assert re.search(r"no token for \d+ s; server \S+ pid \d+ is sleeping", result.failure), result.failure
-    assert 1.0 <= result.timings.phases["smoke"] < 3.5  # the budget plus the abandoned work's stop
-    assert time.monotonic() - started < 10
+    assert result.timings.phases["smoke"] >= 1.0  # it ran until the budget was out, then stopped
     assert find_marked(run_id_of(tmp_path)) == []
 
 
@@ -180,8 +180,11 @@ def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_l
     result = data.cases["dies"]
     assert result.status is Status.FAILED
     assert result.failure.startswith("server engine died during smoke (/health answered 503, "), result.failure
-    assert result.timings.phases["smoke"] < 0.5 + 5.0  # its death 0.5 s in, then within 5 s (stop join included)
-    time.sleep(1.0)  # the abandoned smoke request has failed by now (its server is gone) and tried to write
+    # a death, not the end of the smoke budget (the profile's, minutes); how soon: benchmarks/lifecycle.py
+    wait_until(
+        lambda: not any(t.name == "afd-e2e-work" for t in threading.enumerate()),
+        what="the abandoned smoke request's end",
+    )  # it has failed by now (its server is gone) and tried to write
     assert read_results(tmp_path)["cases"]["dies"]["smoke"] is None
     assert data.cases["dies"].smoke is None
     assert find_marked(run_id_of(tmp_path)) == []
@@ -190,7 +193,12 @@ def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_l
 def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_failure(tmp_path):
     case = stand_in_case("loading", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 38)  # like vLLM while it loads
     flag = CancelFlag()
-    threading.Timer(0.5, flag.cancel, args=("cancelled by SIGTERM",)).start()
+
+    def cancel_once_loading():
+        eventually(lambda: any("ignoring SIGTERM" in p.read_text() for p in tmp_path.rglob("*.log")))
+        flag.cancel("cancelled by SIGTERM")
+
+    threading.Thread(target=cancel_once_loading).start()
 
     data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet(), flag=flag)
 
@@ -206,21 +214,20 @@ def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_fa
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_a_stall_fails_the_case_within_stall_s_plus_2_s_and_keep_on_stall_leaves_its_processes_up(tmp_path):
+def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_path):
     port = UNIT_PORT_BASE + 38
     first = stand_in_case("hangs", api_stand_in(port), port=port)  # its completion never answers: one in flight
     second = stand_in_case("after", SLEEPER, port=port + 1)
     progress = Progress(stream=io.StringIO())
 
-    started = time.monotonic()
     data = execute_run(
         with_budgets(stall_s=1.0), stand_in_plan(first, second), tmp_path, progress=progress, keep_on_stall=True
     )
     try:
         result = data.cases["hangs"]
         assert result.status is Status.FAILED
+        # a stall (stall_s), not the smoke budget; how soon on a real engine: benchmarks/lifecycle.py hang-to-verdict
         assert result.failure.startswith("engine stalled during smoke: 1 requests in flight, no token for 1 s")
-        assert time.monotonic() - started < 10
         assert [s.kept for s in result.section("telemetry").stalls] == [True]
         assert data.cases["after"].status is Status.SKIPPED  # the run ends after the kept case
         assert data.cases["after"].failure == "not run: case hangs's stalled processes were kept up (--keep-on-stall)"

@@ -3,12 +3,11 @@ exits 0, a fatal log line; the root-cause line quoted from the role's log, never
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from stand_ins import UNIT_PORT_BASE, wait_for_log
 
 from afd_e2e.runner.watch import EngineDied, EngineWatch, LogScanner, fatal_marker, root_cause
+from unit.timing import wait_until
 
 PORT = UNIT_PORT_BASE + 50
 HEALTH = f"http://127.0.0.1:{PORT}/health"
@@ -93,7 +92,8 @@ def test_a_healthy_role_is_no_death(spawn):
     server = spawn(DEAD_ENGINE_API_ALIVE.replace("> 0.5", "> 600").replace("< 0.5", "< 600"))
     wait_for_log(server.log_path, "api up")
     watch = EngineWatch([(server, HEALTH)]).start()
-    time.sleep(1.0)
+    (role,) = watch._roles
+    wait_until(lambda: role.health.healthy, what="the watch's first 200 from /health")
     watch.check()  # raises nothing
     watch.stop()
     assert watch.death is None

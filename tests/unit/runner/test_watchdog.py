@@ -6,7 +6,6 @@ import json
 import re
 import socket
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -207,8 +206,12 @@ http.server.HTTPServer(("127.0.0.1", {port}), Handler).serve_forever()
 """
 
 
-def silent_servers(tmp_path, port: int, on_startup_stall=None, script: str = SILENT) -> CaseServers:
-    case = stand_in_case("silent", script, port=port, startup_timeout_s=6.0)
+def silent_servers(
+    tmp_path, port: int, on_startup_stall=None, script: str = SILENT, startup_timeout_s: float = 60.0
+) -> CaseServers:
+    """A case whose start-up stalls: budgets.stall_s 2 s; a start-up budget far longer unless a test needs it to
+    run out (then the stall must come first)."""
+    case = stand_in_case("silent", script, port=port, startup_timeout_s=startup_timeout_s)
     settings = TelemetrySettings(
         stall_s=2.0, workload_phases=frozenset({"smoke"}), path=tmp_path / "telemetry" / "silent.jsonl.gz"
     )
@@ -224,14 +227,13 @@ def silent_servers(tmp_path, port: int, on_startup_stall=None, script: str = SIL
     )
 
 
-def test_a_silent_start_up_fails_as_a_start_up_stall_within_stall_s_plus_2_s(tmp_path):
+def test_a_silent_start_up_fails_as_a_start_up_stall_before_its_start_up_budget(tmp_path):
+    """The stall (2 s of nothing) ends the wait, not the start-up budget (60 s): a StartupTimeout would fail this.
+    How soon after stall_s on a real engine: benchmarks/lifecycle.py's hang-to-verdict."""
     with silent_servers(tmp_path, UNIT_PORT_BASE + 61) as servers:
         servers.launch()
-        began = time.monotonic()
         with pytest.raises(Stalled) as stalled:
             servers.wait_ready(CancelFlag())
-        took = time.monotonic() - began
-    assert took <= 2.0 + 2.0, took
     assert stalled.value.stall.kind == "startup"
     assert stalled.value.stall.message.startswith("start-up stalled: no role logged a line or used CPU for 2 s")
     assert re.search(rf"; server \S+ pid {servers.servers[0].pid} is sleeping", stalled.value.stall.message)
@@ -252,7 +254,9 @@ def test_the_watchs_own_health_probes_in_the_log_do_not_hide_a_start_up_stall(tm
 
 def test_a_start_up_stall_the_profile_waits_on_is_reported_then_startup_s_still_applies(tmp_path):
     reported = []
-    with silent_servers(tmp_path, UNIT_PORT_BASE + 62, on_startup_stall=reported.append) as servers:
+    with silent_servers(
+        tmp_path, UNIT_PORT_BASE + 62, on_startup_stall=reported.append, startup_timeout_s=6.0
+    ) as servers:
         servers.launch()
         with pytest.raises(StartupTimeout):
             servers.wait_ready(CancelFlag())

@@ -1,66 +1,25 @@
-"""The software check asks the `vllm` it will launch: its interpreter answers, not afd-e2e's.
+"""Unit tier: the software probe against stand-in `vllm` scripts: the interpreter named by the shebang answers
+(not afd-e2e's), shebang forms are read, and a probe that hangs or breaks is bounded and says why.
 
-The main test runs afd-e2e from a fresh virtual environment that has no vLLM, against the real CPU vLLM's `vllm`.
-"""
+The probe of the real CPU vLLM's `vllm` is in tests/engine/test_software_probe_cpu_vllm.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import venv
 from pathlib import Path
 
 import pytest
-import yaml
 
 from afd_e2e.system import engine_probe
 from afd_e2e.system.engine_probe import ProbeFailed, interpreter_of, probe_engine
-from repo_paths import REPO
-
-REAL_VLLM = shutil.which("vllm")
-needs_vllm = pytest.mark.skipif(REAL_VLLM is None, reason="no vllm on PATH (scripts/install-cpu-vllm installs one)")
 
 
 def script(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     path.chmod(0o755)
     return path
-
-
-@needs_vllm
-def test_afd_e2e_without_vllm_reports_the_vllm_it_will_launch(tmp_path):
-    bare = tmp_path / "novllm"
-    venv.create(bare, with_pip=False)
-    python = bare / "bin" / "python"
-    deps = tmp_path / "deps"  # afd-e2e's own dependency for this path (PyYAML), without the rest of this venv
-    deps.mkdir()
-    (deps / "yaml").symlink_to(Path(yaml.__file__).parent)
-    ask = (
-        "import json, sys; from afd_e2e.preflight.software import read_installed; "
-        f"s = read_installed({REAL_VLLM!r}); "
-        "print(json.dumps({**s.to_dict(), 'has_vllm_here': 'vllm' in sys.modules}))"
-    )
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'python'}{os.pathsep}{deps}"}
-    done = subprocess.run([str(python), "-c", ask], capture_output=True, text=True, env=env, timeout=120, check=True)
-    found = json.loads(done.stdout)
-    assert found["afd_e2e_python"] == str(python)
-    assert found["vllm_executable"] == REAL_VLLM
-    assert found["vllm_python"] == interpreter_of(REAL_VLLM) != str(python)
-    assert found["vllm"] and found["vllm"][0].isdigit() and found["torch"]
-    assert found["has_vllm_here"] is False
-    here = subprocess.run(
-        [str(python), "-c", "import importlib.util as u; print(u.find_spec('vllm'))"], capture_output=True, text=True
-    )
-    assert here.stdout.strip() == "None"  # the answer really came from the other environment
-
-
-@needs_vllm
-def test_the_routing_strategies_of_the_real_vllm_are_listed():
-    engine = probe_engine(REAL_VLLM, routing_strategies=True)
-    assert engine.routing_strategies is not None and "uniform_random" in engine.routing_strategies
-    assert "afd_balanced" not in engine.routing_strategies  # the released vLLM has no forced-balance strategy
 
 
 def test_an_interpreter_without_vllm_reports_none_not_afd_e2es_own(tmp_path):
@@ -98,23 +57,3 @@ def test_a_probe_that_hangs_or_breaks_is_bounded_and_says_why(tmp_path, monkeypa
         probe_engine(str(script(tmp_path / "vllm2", f"#!{broken}\n")))
     with pytest.raises(ProbeFailed, match="cannot run /nowhere/python"):
         probe_engine(str(script(tmp_path / "vllm3", "#!/nowhere/python\n")))
-
-
-@needs_vllm
-def test_run_skips_the_forced_routing_control_the_real_vllm_cannot_run_before_any_load():
-    from afd_e2e.plan import build_plan
-    from afd_e2e.profile import load_profile
-    from afd_e2e.runner.admission import without_unrunnable_control
-
-    profile = load_profile("tiny-gpu-1a1f")
-    rebuild = {"model_path": "/models/tiny-dsv2", "devices": (0, 1), "case_ids": (), "port_base": None}
-    plan = build_plan(profile, **rebuild, forced_routing_control=True)
-    assert any(case.control for case in plan.cases)
-
-    kept, reason = without_unrunnable_control(profile, plan)
-
-    assert not any(case.control for case in kept.cases) and not any(c.control for c in kept.comparisons)
-    assert reason is not None
-    assert reason.startswith("forced-routing control skipped: VLLM_MOE_ROUTING_SIMULATION_STRATEGY=afd_balanced")
-    assert "it knows uniform_random, normal_routing" in reason and "(fix: " in reason
-    assert without_unrunnable_control(profile, kept) == (kept, None)  # nothing to skip without a control

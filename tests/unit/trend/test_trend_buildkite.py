@@ -2,7 +2,8 @@
 runs of `afd-e2e run --profile tiny-cpu`, plus runs derived from them by tests/fixtures/trend/make_history.py with
 a 1.3x slowdown of cpu-tp2 injected from build #116 and a messy past) and drives `afd-e2e trend --buildkite`.
 
-No vLLM is started: the runs are real, the history around them is derived at test time.
+Unit tier (moved from tests/engine): no vLLM is started: the runs are real, the history around them is derived at
+test time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from afd_e2e.cli import main
 from afd_e2e.trend.run import TrendOptions
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite, serve_history
 from fixtures.trend.make_history import History, make_history
+from repo_paths import REPO
 
 TOKEN = "bkua_trend_secret_value"
 LATENCY_AND_THROUGHPUT = (
@@ -126,7 +128,7 @@ def test_the_token_goes_to_the_api_only_and_results_are_cached_by_build(history,
 def test_the_report_runs_the_configured_trend_and_the_annotation_warns(history, buildkite_env, monkeypatch, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stub = Path(__file__).resolve().parents[2] / "stubs" / "record-call"
+    stub = REPO / "tests" / "stubs" / "record-call"
     (bin_dir / "buildkite-agent").symlink_to(stub)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("STUB_CALLS", str(tmp_path / "calls.log"))

@@ -31,7 +31,7 @@ def check_inputs(profile, gsm8k_dir):
     check_performance_inputs(profile, gsm8k_dir)
 
 
-def test_staged_data_and_vllm_found(monkeypatch):
+def test_staged_data_and_vllm_found(monkeypatch, vllm_on_path):
     monkeypatch.delenv("AFD_E2E_GSM8K_DIR", raising=False)
     check_inputs(load_profile("qwen3.5-122b-a10b"), GSM8K_DIR)
 
@@ -46,7 +46,7 @@ def test_missing_dataset_named_with_its_env_var(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def ctx_without_server(tmp_path, monkeypatch):
+def ctx_without_server(tmp_path, monkeypatch, vllm_on_path):
     monkeypatch.delenv("AFD_E2E_GSM8K_DIR", raising=False)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

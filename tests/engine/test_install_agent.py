@@ -1,6 +1,10 @@
 """scripts/install-agent as a provisioning team runs it, offline from a folder of wheels: afd-e2e in a venv of its
 own that sees the vLLM environment (here the CPU vLLM's venv), and a refusal naming the package an install would
-change. Wheels are built here with `pip wheel --no-deps --no-build-isolation` (no registry needed)."""
+change. Wheels are built here with `pip wheel --no-deps --no-build-isolation` (no registry needed).
+
+Engine tier (moved from tests/unit/foundation): it installs into the real CPU vLLM's environment and builds wheels
+with that environment's setuptools and wheel, which the unit tier's venv (the package and its test tools) lacks.
+Launches no vLLM server."""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import pytest
 
 from afd_e2e import __version__
 from repo_paths import REPO
+
+pytestmark = pytest.mark.engine
 
 INSTALL_AGENT = REPO / "scripts" / "install-agent"
 
