@@ -153,4 +153,6 @@ def test_bench_repetitions_pass_and_aggregate_into_a_comparison(measured):
     assert {"request_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "p99_ttft_ms"} <= keys
     for metric in performance["metrics"]:
         assert len(metric["baseline"]["values"]) == len(metric["candidate"]["values"]) == 2
-        assert metric["verdict"] in ("better", "worse", "parity") and metric["ci95_pct"] is not None
+        assert metric["verdict"] in ("better", "worse", "parity", "inconclusive") and metric["ci95_pct"] is not None
+        if metric["verdict"] == "inconclusive":  # two repetitions a side rarely decide: it says what would
+            assert "margin" in metric["reason"], metric

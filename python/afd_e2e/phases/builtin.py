@@ -8,6 +8,7 @@ its ``Phase`` (see ``afd_e2e.phases.registry``) and one ``register`` call, here 
 from __future__ import annotations
 
 from afd_e2e.phases.capacity import CAPACITY
+from afd_e2e.phases.execution import EXECUTION
 from afd_e2e.phases.registry import (
     Budget,
     CaseColumn,
@@ -31,7 +32,7 @@ def _no_parts(results: object, plots: object) -> list:
 
 def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
     """Every warmup and formal repetition's budget, plus one request for the model card."""
-    repetitions = (profile.bench.warmups + profile.bench.repetitions) if profile.bench else 0
+    repetitions = (profile.bench.warmups + profile.bench.most_repetitions) if profile.bench else 0
     return repetitions * per_repetition_s + profile.budgets.request_s
 
 
@@ -162,5 +163,17 @@ TELEMETRY = CaseSection(
     annotation=telemetry.telemetry_section,
 )
 
-for _entry in (SMOKE, CORRECTNESS, REPLAY, SERVING, PROFILER, PERFORMANCE, CAPACITY, HYGIENE, FORENSICS, TELEMETRY):
+for _entry in (
+    SMOKE,
+    CORRECTNESS,
+    REPLAY,
+    SERVING,
+    PROFILER,
+    PERFORMANCE,
+    CAPACITY,
+    HYGIENE,
+    FORENSICS,
+    TELEMETRY,
+    EXECUTION,
+):
     register(_entry)

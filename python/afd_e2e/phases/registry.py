@@ -138,6 +138,7 @@ class CaseSection:
     budget: Budget | None = None
     junit: Callable[[SuiteTestcases, CaseResults], None] | None = None
     annotation: Callable[[RunResults, Mapping[str, str]], list[AnnotationPart]] | None = None
+    columns: tuple[CaseColumn, ...] = ()  # after the phases' columns in the per-case table
     doc: str = ""
 
 
@@ -207,6 +208,11 @@ def phase(name: str) -> Phase:
 def case_sections() -> tuple[CaseSection, ...]:
     """The case sections no phase writes."""
     return tuple(_loaded().sections.values())
+
+
+def case_columns() -> tuple[CaseColumn, ...]:
+    """The per-case table's columns: every phase's, then every case section's."""
+    return tuple(c for entry in (*phases(), *case_sections()) for c in entry.columns)
 
 
 def measures() -> tuple[Measure, ...]:

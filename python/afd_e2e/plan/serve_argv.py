@@ -25,6 +25,10 @@ AFD_ENV = {"VLLM_PLUGINS": "afd", "VLLM_USE_V2_MODEL_RUNNER": "0"}
 # The AFD plugin's per-role torch profiler (afd_plugin/compat/profiler.py): <prefix>_ENABLE, _WAIT, _WARMUP,
 # _ACTIVE, _REPEAT, _SKIP_FIRST and _DIR, where the tensorboard trace handler writes.
 PROFILER_PREFIX = {"attention": "AFD_GPU_ATTENTION_PROFILER", "ffn": "AFD_GPU_FFN_PROFILER"}
+# A native case's profiler is vLLM's own (``--profiler-config``); its trace folder is named in argv, where the runner
+# puts the results folder in for this placeholder (a shell variable, so ``afd-e2e plan``'s text stays paste-able).
+OUT_DIR = "${AFD_E2E_OUT}"
+PROFILER_FLAG = "--profiler-config"
 # Flags a graph case sets itself; whatever the engine's serve_args say about them gives way.
 GRAPH_FLAGS = (
     "--enforce-eager",
@@ -118,11 +122,35 @@ def profiler_env(role_name: str, spec: ProfilerSpec) -> dict[str, str]:
     }
 
 
+def trace_dir(case_id: str, role_name: str) -> str:
+    """Where a role's profiler writes, relative to the run's results folder: ``traces/<case>/<role>``
+    (``server`` for a native case)."""
+    return f"traces/{case_id}/{role_name}"
+
+
 def profiler_dir_env(case: CaseSpec, role_name: str) -> dict[str, str]:
     """``<prefix>_DIR`` as a folder relative to the run's results folder: ``traces/<case>/<role>``."""
     if case.profiler is None or role_name not in PROFILER_PREFIX:
         return {}
-    return {f"{PROFILER_PREFIX[role_name]}_DIR": f"traces/{case.id}/{role_name}"}
+    return {f"{PROFILER_PREFIX[role_name]}_DIR": trace_dir(case.id, role_name)}
+
+
+def native_profiler_args(case: CaseSpec) -> list[str]:
+    """vLLM's own torch profiler on a native server, started and stopped by the profiler phase (``/start_profile``,
+    ``/stop_profile``); the spec's schedule maps to vLLM's iterations (wait and warmup 0: every step between start
+    and stop). No Python stacks and no front-end trace: the traces stay small, and only the engine's steps count."""
+    spec = case.profiler
+    assert spec is not None
+    config = {
+        "profiler": "torch",
+        "torch_profiler_dir": f"{OUT_DIR}/{trace_dir(case.id, 'server')}",
+        "torch_profiler_with_stack": False,
+        "ignore_frontend": True,
+        "wait_iterations": spec.wait,
+        "warmup_iterations": spec.warmup,
+        "active_iterations": spec.active,
+    }
+    return [f"{PROFILER_FLAG}=" + json.dumps(config, separators=(",", ":"))]
 
 
 def flight_recorder_env(case: CaseSpec) -> dict[str, str]:
@@ -182,6 +210,8 @@ def serve_argv(
             f"--dbo-decode-token-threshold={case.dbo.decode_token_threshold}",
             f"--dbo-prefill-token-threshold={case.dbo.prefill_token_threshold}",
         ]
+    if case.profiler is not None and case.kind == "native":
+        args = remove_flag(args, PROFILER_FLAG) + native_profiler_args(case)
     for edit in case.edits:
         if edit.applies_to(role_name):
             for flag in edit.remove_args:

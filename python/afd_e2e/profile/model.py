@@ -280,13 +280,30 @@ BENCH_METRICS = (
 )
 
 
+# Default equivalence margins (``workloads.bench.margin_pct``), in % of the baseline: a throughput within 3% is the
+# same capacity plan (the seed's steady-state throughput varies by 0.4-0.8% between repetitions, so 3-5 repetitions
+# a side reach ±3%), a latency within 5% is below what a user of a serving SLO notices and above the run-to-run
+# noise of a mean latency (the seed's TTFT varies by 3.6%, its TPOT by 0.8%).
+DEFAULT_MARGIN_PCT = {"throughput": 3.0, "latency": 5.0}
+REQUIRES = ("", "parity")  # ``require: parity``: a metric that must be shown equivalent, inconclusive fails it
+GATED_THROUGHPUT = ("per_gpu", "total")
+
+
 @dataclass(frozen=True)
 class MetricGate:
     """A metric a performance comparison judges, and what a ``worse`` verdict on it does: ``fail`` fails the
-    comparison, ``warn`` passes it with a warning, ``note`` only shows it."""
+    comparison, ``warn`` passes it with a warning, ``note`` only shows it. ``margin_pct``: the ±% within which it is
+    ``parity``; ``require: parity`` also fails it when ``inconclusive``."""
 
     metric: BenchMetric
     on_worse: str
+    margin_pct: float = 0.0
+    require: str = ""
+
+    @property
+    def gated(self) -> bool:
+        """Whether a verdict on it can fail the comparison: what repetitions are added to decide."""
+        return self.on_worse == "fail" or self.require == "parity"
 
 
 @dataclass(frozen=True)
@@ -300,10 +317,25 @@ class BenchSpec:
     temperature: float
     seed: int
     warmups: int
-    repetitions: int
+    repetitions: int  # the fixed count, or a range's min
     parity_threshold_pct: float
     timeout_s: float  # budgets.bench_repetition_s, carried here for the bench driver
     metrics: tuple[MetricGate, ...]
+    max_repetitions: int = 0  # a range's max (``repetitions: {min, max}``); equal to ``repetitions`` when fixed
+    gated_throughput: str = "per_gpu"  # where the cases' GPU counts differ: which throughput view is gated
+
+    @property
+    def ranged(self) -> bool:
+        return self.max_repetitions > self.repetitions
+
+    @property
+    def most_repetitions(self) -> int:
+        return max(self.repetitions, self.max_repetitions)
+
+    @property
+    def looks(self) -> int:
+        """The planned looks of a sequential comparison: after min, then after each added repetition up to max."""
+        return self.most_repetitions - self.repetitions + 1
 
 
 @dataclass(frozen=True)
@@ -375,6 +407,16 @@ class ComparisonSpec:
 
 
 ON_REGRESSION = ("warn", "fail")
+# A profile whose description names one of these execution modes requires each case to prove its mode by default.
+MODE_WORDS = ("eager", "graph", "compiled", "dbo")
+
+
+@dataclass(frozen=True)
+class ExecutionSpec:
+    """``execution.require_proof``: an ``unproven`` execution mode fails its case instead of warning. None: the
+    default, true when the profile's description names a mode (``MODE_WORDS``)."""
+
+    require_proof: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -412,7 +454,15 @@ class Profile:
     replay: ReplaySpec | None = None
     serving: ServingSpec | None = None
     trend: TrendSpec = TrendSpec()
+    execution: ExecutionSpec = ExecutionSpec()
     workloads: Mapping[str, Any] = field(default_factory=dict)  # ``workloads.<key>`` of registered phases
+
+    @property
+    def require_proof(self) -> bool:
+        """Whether an unproven execution mode fails its case (``ExecutionSpec``)."""
+        if self.execution.require_proof is not None:
+            return self.execution.require_proof
+        return any(word in self.description.lower() for word in MODE_WORDS)
 
     @property
     def multi_agent(self) -> bool:

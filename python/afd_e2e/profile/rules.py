@@ -124,8 +124,6 @@ def _check_features(p: Profile, case: CaseSpec, fail: Callable[[str, str, str], 
     for name, option in (*options, ("nccl_flight_recorder", case.nccl_flight_recorder)):
         if option is not None and p.platform != "cuda":
             fail(f"{key}.{name}", f"{name} needs platform cuda", f"remove {name} or use a cuda profile")
-    if case.profiler is not None and case.kind != "afd":
-        fail(f"{key}.profiler", "the per-role profiler is the AFD plugin's: AFD cases only", "remove profiler")
     if (case.profiler is not None) != ("profiler" in case.phases):
         fail(f"{key}.phases", "the profiler option and the profiler phase go together", "set both or neither")
     if case.graph and "replay" in case.phases and p.replay and p.replay.batch > case.graph.capture_size:

@@ -8,14 +8,18 @@ from typing import Any
 from afd_e2e.phases import registry
 from afd_e2e.profile.model import (
     BENCH_METRICS,
+    DEFAULT_MARGIN_PCT,
+    GATED_THROUGHPUT,
     INTERCONNECTS,
     MAX_TOP_LOGPROBS,
     ON_REGRESSION,
     ON_WORSE,
     PARITY_MODES,
     PLATFORMS,
+    REQUIRES,
     SCHEMA_VERSION,
     ArgEdit,
+    BenchMetric,
     BenchSpec,
     BudgetSpec,
     CaseSpec,
@@ -23,6 +27,7 @@ from afd_e2e.profile.model import (
     ComparisonSpec,
     DboSpec,
     EngineSpec,
+    ExecutionSpec,
     FlightRecorderSpec,
     GateSpec,
     GraphSpec,
@@ -311,8 +316,54 @@ def _read_budgets(r: Reader) -> BudgetSpec:
     return budgets
 
 
+def _read_repetitions(r: Reader) -> tuple[int, int]:
+    """``repetitions: N`` or ``repetitions: {min: A, max: B}`` (added one at a time after A until decided)."""
+    if not isinstance(r.data.get("repetitions"), dict):
+        count = r.positive_int("repetitions")
+        return count, count
+    g = r.child("repetitions")
+    assert g is not None
+    low, high = g.positive_int("min", minimum=2), g.positive_int("max", minimum=2)
+    if high < low:
+        g.fail(g.key("max"), f"{high} is below min {low}", "set max to at least min")
+    g.done()
+    return low, high
+
+
+def _read_margins(r: Reader) -> dict[str, float]:
+    """``margin_pct: N`` (every metric) or ``{throughput: N, latency: M}``; the defaults are justified beside
+    ``DEFAULT_MARGIN_PCT``."""
+    value = r.data.get("margin_pct")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        margin = _positive_pct(r, "margin_pct", r.get("margin_pct", float))
+        return dict.fromkeys(DEFAULT_MARGIN_PCT, margin)
+    g = r.child("margin_pct", None)
+    if g is None:
+        return dict(DEFAULT_MARGIN_PCT)
+    margins = {
+        kind: _positive_pct(g, kind, g.get(kind, float, default)) for kind, default in DEFAULT_MARGIN_PCT.items()
+    }
+    g.done()
+    return margins
+
+
+def _positive_pct(r: Reader, name: str, value: float) -> float:
+    if not value > 0:
+        r.fail(r.key(name), f"must be > 0 percent, got {value:g}", f"set {name} to a positive percentage")
+    return value
+
+
 def _read_bench(r: Reader, budgets: BudgetSpec) -> BenchSpec:
     _refuse_moved_keys(r)
+    low, high = _read_repetitions(r)
+    margins = _read_margins(r)
+    gated_throughput = r.get("gated_throughput", str, "per_gpu")
+    if gated_throughput not in GATED_THROUGHPUT:
+        r.fail(
+            r.key("gated_throughput"),
+            f"unknown view {gated_throughput!r}",
+            f"use one of: {', '.join(GATED_THROUGHPUT)}",
+        )
     spec = BenchSpec(
         dataset=r.get("dataset", str, "random"),
         input_len=r.positive_int("input_len"),
@@ -323,20 +374,27 @@ def _read_bench(r: Reader, budgets: BudgetSpec) -> BenchSpec:
         temperature=r.get("temperature", float, 0.0),
         seed=r.get("seed", int, 0),
         warmups=r.positive_int("warmups", 1, minimum=0),
-        repetitions=r.positive_int("repetitions"),
+        repetitions=low,
         parity_threshold_pct=r.get("parity_threshold_pct", float, 2.0),
         timeout_s=budgets.bench_repetition_s,
-        metrics=_read_metric_gates(r.child("metrics", None)),
+        metrics=_read_metric_gates(r.child("metrics", None), margins),
+        max_repetitions=high,
+        gated_throughput=gated_throughput,
     )
     r.done()
     return spec
 
 
-def _read_metric_gates(r: Reader | None) -> tuple[MetricGate, ...]:
-    """``metrics: {key: {on_worse: fail|warn|note}}``; without it every known metric, warned when worse."""
+def _default_margin(metric: BenchMetric, margins: dict[str, float]) -> float:
+    return margins["throughput" if metric.higher_is_better else "latency"]
+
+
+def _read_metric_gates(r: Reader | None, margins: dict[str, float]) -> tuple[MetricGate, ...]:
+    """``metrics: {key: {on_worse: fail|warn|note, margin_pct: N, require: parity}}``; without it every known
+    metric, warned when worse."""
     known = {metric.key: metric for metric in BENCH_METRICS}
     if r is None:
-        return tuple(MetricGate(metric, "warn") for metric in BENCH_METRICS)
+        return tuple(MetricGate(metric, "warn", _default_margin(metric, margins)) for metric in BENCH_METRICS)
     gates = []
     for key in list(r.data):
         if key not in known:
@@ -345,8 +403,12 @@ def _read_metric_gates(r: Reader | None) -> tuple[MetricGate, ...]:
         on_worse = g.get("on_worse", str, "warn")
         if on_worse not in ON_WORSE:
             g.fail(g.key("on_worse"), f"unknown action {on_worse!r}", f"use one of: {', '.join(ON_WORSE)}")
+        margin = _positive_pct(g, "margin_pct", g.get("margin_pct", float, _default_margin(known[key], margins)))
+        require = g.get("require", str, "")
+        if require not in REQUIRES:
+            g.fail(g.key("require"), f"unknown requirement {require!r}", "use require: parity, or leave it out")
         g.done()
-        gates.append(MetricGate(known[key], on_worse))
+        gates.append(MetricGate(known[key], on_worse, margin, require))
     if not gates:
         r.fail(r.path, "lists no metrics", "name at least one metric, or remove metrics for the default set")
     r.done()
@@ -382,6 +444,12 @@ def _read_trend(r: Reader) -> TrendSpec:
         r.fail(r.key("on_regression"), f"unknown value {spec.on_regression!r}", "use warn or fail")
     if spec.threshold_pct < 0:
         r.fail(r.key("threshold_pct"), f"{spec.threshold_pct:g} is negative", "use a percentage >= 0, e.g. 5")
+    r.done()
+    return spec
+
+
+def _read_execution(r: Reader) -> ExecutionSpec:
+    spec = ExecutionSpec(require_proof=r.get("require_proof", bool, None))
     r.done()
     return spec
 
@@ -555,6 +623,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         replay=replay,
         serving=serving,
         trend=_read_trend(r.child("trend", {})),
+        execution=_read_execution(r.child("execution", {})),
     )
     if extra:
         read = {workload.key: workload.read(wr, profile) for workload, wr in extra if workload.read is not None}

@@ -272,8 +272,9 @@ def smoke_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
 
 
 def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
-    """The per-case table: status and readiness, then the registered phases' columns; then their parts."""
-    columns = [column for phase in registry.phases() for column in phase.columns]
+    """The per-case table: status and readiness, then the registered phases' and case sections' columns; then the
+    phases' parts."""
+    columns = list(registry.case_columns())
     header = ["Case", "Status", "Ready after", *(c.header for c in columns)]
     rows = [
         "### Correctness",

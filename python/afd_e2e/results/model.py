@@ -232,6 +232,36 @@ class CasePerformance:
     warmups: list[Repetition] = field(default_factory=list)
     repetitions: list[Repetition] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # the bench client's environment (secrets redacted)
+    gpus: int = 0  # devices the case occupies: the per-GPU throughput view divides by it (0 on the CPU)
+    # repetitions added one at a time after ``workloads.bench.repetitions.min`` until decided (a range only)
+    sequential: SequentialRecord | None = None
+
+
+@dataclass
+class PerformanceLook:
+    """One look of a sequential comparison: the passed repetitions each side had then, every gated metric's verdict
+    at that look's share of the error rates, and whether all of them were decided (the series stopped there)."""
+
+    look: int
+    baseline_repetitions: int
+    candidate_repetitions: int
+    verdicts: dict[str, Verdict]
+    decided: bool
+
+
+@dataclass
+class SequentialRecord:
+    """How a ranged series ran: the case whose repetitions each look compared with (measured before this one, as
+    cases run one at a time), the range, every look, why it stopped, and every formal repetition of the pair in the
+    order run."""
+
+    baseline: str
+    candidate: str
+    min: int
+    max: int
+    looks: list[PerformanceLook] = field(default_factory=list)
+    stopped: str = ""  # decided | max | failed | cancelled
+    order: list[str] = field(default_factory=list)  # "cpu-tp1 rep 1", ...
 
 
 @dataclass
@@ -485,9 +515,15 @@ class ParityComparison:
 
 @dataclass
 class SideStats:
+    """One side of a metric: mean ± sample std of its values, and their noise (``stats.noise``): coefficient of
+    variation, the first measured repetition against the rest (warm-up effect), MAD outliers (1-based)."""
+
     mean: float
     std: float
     values: list[float]
+    cv_pct: float | None = None
+    warmup_pct: float | None = None
+    outliers: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -499,9 +535,23 @@ class MetricComparison:
     baseline: SideStats
     candidate: SideStats
     delta_pct: float | None  # None when the baseline mean is 0
-    ci95_pct: list[float] | None  # Welch's 95% interval of the delta, in % of the baseline mean
+    ci95_pct: list[float] | None  # Welch's 95% interval of the delta, in % of the baseline mean (split over looks)
     verdict: Verdict
     on_worse: str = "warn"  # the profile's gate for a worse verdict: fail | warn | note
+    # Absent in results written before equivalence testing: their ``parity`` meant "the 95% interval includes zero
+    # or the delta is within the threshold" (``judged_by_equivalence`` False), and is shown so.
+    margin_pct: float | None = None  # parity when ci90_pct lies inside ±margin
+    ci90_pct: list[float] | None = None  # the equivalence (TOST) interval, split over looks
+    require: str = ""  # "parity": inconclusive fails it too
+    needed_repetitions: int | None = None  # inconclusive: repetitions per side that would decide it
+    reason: str = ""  # inconclusive: the sentence (interval vs margin, repetitions needed)
+    looks: int = 1  # the planned looks both error rates were split over
+    view: str = ""  # "per_gpu" | "total" where the cases' GPU counts differ; "" otherwise
+    gated: bool = True  # False for the view that is shown, not gated
+
+    @property
+    def judged_by_equivalence(self) -> bool:
+        return self.margin_pct is not None
 
 
 @dataclass
@@ -514,6 +564,7 @@ class PerformanceComparison:
     control: bool = False
     metrics: list[MetricComparison] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    sequential: SequentialRecord | None = None  # the candidate's ranged series, its looks and order
 
 
 @dataclass

@@ -30,9 +30,9 @@ class Status(str, Enum):
 
 
 class Verdict(str, Enum):
-    """A performance metric's direction: candidate ``better`` or ``worse`` than the baseline beyond noise and
-    threshold, else ``parity``; ``inconclusive`` makes no claim (fewer than two passed repetitions on a side, so no
-    interval, or no finite delta)."""
+    """A performance metric's verdict: candidate ``better`` or ``worse`` than the baseline beyond noise and
+    threshold; ``parity`` only when an equivalence test shows the delta inside the margin (``workloads/stats.py``);
+    ``inconclusive`` makes no claim (too few repetitions for the noise, or no interval at all), saying why."""
 
     BETTER = "better"
     WORSE = "worse"
@@ -51,6 +51,19 @@ class ParityVerdict(str, Enum):
     CLOSE = "close"
     DIFFERENT = "different"
     NOT_COMPARED = "not compared"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Proof(str, Enum):
+    """Whether a role's own evidence shows the execution mode its case asked for: ``proven`` (it does),
+    ``contradicted`` (it shows another mode: asked graphs, none captured or replayed; asked eager, graphs or
+    compilation), ``unproven`` (no evidence either way; the section says what would prove it)."""
+
+    PROVEN = "proven"
+    CONTRADICTED = "contradicted"
+    UNPROVEN = "unproven"
 
     def __str__(self) -> str:
         return self.value

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 from urllib.parse import urlsplit
 
+from afd_e2e.execution.judge import judge_case
 from afd_e2e.forensics import Trigger, capture_case
 from afd_e2e.multi_agent.agent import agent_name
 from afd_e2e.multi_agent.board import RendezvousFailed
@@ -246,6 +247,8 @@ def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
             traceback.print_exc(file=sys.stderr)
             _fail(results, Status.CRASHED, f"harness error while stopping: {type(exc).__name__}: {exc}")
         _summarize_telemetry(ctx, case, results, servers)
+        if side is None or side.runs_phases:
+            _judge_execution(ctx, case, results)
     results.timings.wall_s = round(time.monotonic() - started, 3)
     ctx.store.flush()
     ctx.progress(f"case {results.status}" + (f": {results.failure}" if results.failure else ""))
@@ -487,6 +490,21 @@ def _summarize_telemetry(ctx: RunContext, case: CasePlan, results: CaseResults, 
             stalls=[stall_record(w, kept=servers.kept and w.kind == "stall") for w in found],
         ),
     )
+
+
+def _judge_execution(ctx: RunContext, case: CasePlan, results: CaseResults) -> None:
+    """Each role's execution mode against its own evidence, once its logs and traces are complete (after the
+    teardown). A contradicted role (or an unproven one where the profile requires proof) fails a case that passed
+    otherwise, with the evidence; an unproven one is a warning. A case that never got ready has nothing to judge."""
+    if results.timings.launch_to_ready_s is None or results.status is Status.CANCELLED:
+        return
+    logs = {p.name: p.log for p in results.processes if p.log}
+    section = judge_case(case, ctx.plan.platform, ctx.layout.out_dir, logs, ctx.profile.require_proof)
+    results.set_section("execution", section)
+    ctx.progress(f"execution: {section.proof}" + (f": {section.failure}" if section.failure else ""))
+    if section.status is Status.FAILED and results.status is Status.PASSED:
+        results.status, results.failure = Status.FAILED, f"execution: {section.failure}"
+    ctx.store.flush()
 
 
 def _phase_context(

@@ -30,6 +30,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from afd_e2e.plan.model import CasePlan, ProcessPlan
+from afd_e2e.plan.serve_argv import OUT_DIR
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.child_env import child_environment
 from afd_e2e.runner.hygiene import remove_leftover_files, shm_entries
@@ -165,6 +166,8 @@ class CaseServers:
                     (self.out_dir / relative).parent.mkdir(parents=True, exist_ok=True)
             executable = self.executables.get(process.argv[0]) or resolve_executable(process.argv[0])
             argv = (executable, *process.argv[1:])
+            if self.out_dir is not None:  # a folder in the results folder named in argv (a native profiler's)
+                argv = tuple(arg.replace(OUT_DIR, str(self.out_dir)) for arg in argv)
             try:
                 server = launch(process.name, argv, env, self.log_path(process.name))
             except OSError as exc:

@@ -1,4 +1,5 @@
-"""The one HTTP client the workloads use: greedy ``/v1/completions`` and the served model's card on ``/v1/models``."""
+"""The one HTTP client the workloads use: greedy ``/v1/completions``, the served model's card on ``/v1/models``, and control
+requests (the profiler's start and stop)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,13 @@ def served_model_root(base_url: str, model: str, *, timeout_s: float) -> str:
         if card.get("id") == model and card.get("root"):
             return str(card["root"])
     raise CompletionError(f"GET {base_url}/v1/models: no model {model!r} with a root path")
+
+
+def post(url: str, *, timeout_s: float) -> None:
+    """A control request whose answer carries nothing but its status (vLLM's ``/start_profile``, ``/stop_profile``)."""
+    try:
+        response = requests.post(url, timeout=timeout_s)
+    except requests.RequestException as exc:
+        raise CompletionError(f"POST {url}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from exc
+    if response.status_code != 200:
+        raise CompletionError(f"POST {url}: HTTP {response.status_code}: {' '.join(response.text.split())[:300]}")

@@ -1,15 +1,33 @@
-"""Performance comparison: per metric, mean ± std over passed repetitions of each side, delta, interval, verdict,
-and the metric's gate: a ``worse`` verdict fails the comparison (``on_worse: fail``), warns (``warn``) or is only
-shown (``note``). A forced-routing control is never gated: its metrics are shown, not judged."""
+"""Performance comparison: per metric, mean ± std over passed repetitions of each side, delta, both intervals, one of
+four verdicts (``stats``: better, worse, parity by equivalence within the metric's margin, inconclusive with the
+repetitions it would need), each side's noise, and the metric's gate: a ``worse`` verdict fails the comparison
+(``on_worse: fail``), warns (``warn``) or is only shown (``note``); with ``require: parity`` an ``inconclusive`` one
+fails it too. A forced-routing control is never gated: its metrics are shown, not judged.
+
+Where the two cases occupy different numbers of GPUs every throughput metric is shown twice, in total and per GPU;
+``workloads.bench.gated_throughput`` names the view that is gated (the other is shown, never gated).
+
+``looks`` is the number of planned looks of a ranged series (``workloads.bench.repetitions: {min, max}``): every
+verdict spends its share of the error rates (``stats``), at each look and in the final comparison alike, so the final
+verdict is the last look's.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from afd_e2e.profile import MetricGate
-from afd_e2e.results.model import CasePerformance, MetricComparison, PerformanceComparison, SideStats
-from afd_e2e.results.status import Status, Verdict
+from afd_e2e.results.execution import CaseExecution
+from afd_e2e.results.model import (
+    CasePerformance,
+    MetricComparison,
+    PerformanceComparison,
+    PerformanceLook,
+    SideStats,
+)
+from afd_e2e.results.status import Proof, Status, Verdict
 from afd_e2e.workloads import stats
 
 
@@ -31,29 +49,151 @@ def _side_problem(case_id: str, section: CasePerformance | None) -> str | None:
 def worse_line(metric: MetricComparison) -> str:
     """One line for a metric judged worse (which has a delta and an interval): name, delta and interval."""
     low, high = metric.ci95_pct or (math.nan, math.nan)
-    return f"{metric.name} worse: {metric.delta_pct:+.2f}% (95% CI [{low:+.2f}%, {high:+.2f}%])"
+    level = "95% CI" if metric.looks == 1 else f"CI over {metric.looks} looks"
+    return f"{metric.name} worse: {metric.delta_pct:+.2f}% ({level} [{low:+.2f}%, {high:+.2f}%])"
 
 
-def _metric(gate: MetricGate, base: list[float], cand: list[float], threshold_pct: float) -> MetricComparison:
-    base_mean, cand_mean = stats.mean(base), stats.mean(cand)
-    delta_pct = ci_pct = None
-    verdict = Verdict.INCONCLUSIVE
-    if base_mean > 0.0:
-        delta_pct = (cand_mean - base_mean) / base_mean * 100.0
-        interval = stats.welch_interval(base, cand)
-        ci_pct = None if interval is None else [bound / base_mean * 100.0 for bound in interval]
-        verdict = stats.verdict(delta_pct, ci_pct, threshold_pct, gate.metric.higher_is_better)
-    return MetricComparison(
-        key=gate.metric.key,
-        name=gate.metric.name,
-        unit=gate.metric.unit,
+def not_parity_line(metric: MetricComparison) -> str:
+    """One line for a ``require: parity`` metric that is not shown at parity: the verdict and its sentence."""
+    why = metric.reason or f"judged {metric.verdict}"
+    return f"{metric.name} not shown at parity (require: parity): {why}"
+
+
+def fails(metric: MetricComparison) -> bool:
+    """Whether the metric fails its gate (the comparison's ``control`` is the caller's to check)."""
+    if not metric.gated:
+        return False
+    if metric.verdict is Verdict.WORSE and metric.on_worse == "fail":
+        return True
+    return metric.require == "parity" and metric.verdict is not Verdict.PARITY
+
+
+@dataclass(frozen=True)
+class _View:
+    """One row to judge: a metric in total, or a throughput per GPU; ``gated`` False: shown, never gated."""
+
+    gate: MetricGate
+    key: str
+    name: str
+    unit: str
+    divisors: tuple[int, int]
+    view: str
+    gated: bool
+
+
+def _views(metrics: Sequence[MetricGate], gpus: tuple[int, int], gated_throughput: str) -> list[_View]:
+    per_gpu = gpus[0] != gpus[1] and min(gpus) > 0
+    views = []
+    for gate in metrics:
+        m = gate.metric
+        if not (per_gpu and m.higher_is_better):
+            views.append(_View(gate, m.key, m.name, m.unit, (1, 1), "total" if per_gpu else "", True))
+            continue
+        views.append(_View(gate, m.key, m.name, m.unit, (1, 1), "total", gated_throughput == "total"))
+        views.append(
+            _View(
+                gate,
+                f"{m.key}_per_gpu",
+                f"{m.name} per GPU",
+                f"{m.unit} per GPU",
+                gpus,
+                "per_gpu",
+                gated_throughput == "per_gpu",
+            )
+        )
+    return views
+
+
+def _side(values: list[float]) -> SideStats:
+    noise = stats.noise(values)
+    return SideStats(
+        stats.mean(values), stats.sample_std(values), values, noise.cv_pct, noise.warmup_pct, noise.outliers
+    )
+
+
+def _metric(view: _View, base: list[float], cand: list[float], threshold_pct: float, looks: int) -> MetricComparison:
+    base = [v / view.divisors[0] for v in base]
+    cand = [v / view.divisors[1] for v in cand]
+    gate = view.gate
+    judged = stats.judge(
+        stats.Summary.of(base),
+        stats.Summary.of(cand),
+        threshold_pct=threshold_pct,
+        margin_pct=gate.margin_pct,
         higher_is_better=gate.metric.higher_is_better,
-        baseline=SideStats(base_mean, stats.sample_std(base), base),
-        candidate=SideStats(cand_mean, stats.sample_std(cand), cand),
-        delta_pct=delta_pct,
-        ci95_pct=ci_pct,
-        verdict=verdict,
+        looks=looks,
+    )
+    return MetricComparison(
+        key=view.key,
+        name=view.name,
+        unit=view.unit,
+        higher_is_better=gate.metric.higher_is_better,
+        baseline=_side(base),
+        candidate=_side(cand),
+        delta_pct=judged.delta_pct,
+        ci95_pct=judged.ci95_pct,
+        verdict=judged.verdict,
         on_worse=gate.on_worse,
+        margin_pct=gate.margin_pct,
+        ci90_pct=judged.ci90_pct,
+        require=gate.require,
+        needed_repetitions=judged.needed,
+        reason=judged.reason,
+        looks=looks,
+        view=view.view,
+        gated=view.gated,
+    )
+
+
+def judge_metrics(
+    baseline: CasePerformance,
+    candidate: CasePerformance,
+    *,
+    threshold_pct: float,
+    metrics: Sequence[MetricGate],
+    looks: int = 1,
+    gated_throughput: str = "per_gpu",
+) -> list[MetricComparison]:
+    """Every metric (and per-GPU view) both sides have passed values of, judged."""
+    judged = []
+    for view in _views(metrics, (baseline.gpus, candidate.gpus), gated_throughput):
+        base, cand = _passed_values(baseline, view.gate.metric.key), _passed_values(candidate, view.gate.metric.key)
+        if base and cand:
+            judged.append(_metric(view, base, cand, threshold_pct, looks))
+    return judged
+
+
+def look(
+    index: int,
+    baseline: CasePerformance,
+    candidate: CasePerformance,
+    *,
+    threshold_pct: float,
+    metrics: Sequence[MetricGate],
+    looks: int,
+    gated_throughput: str = "per_gpu",
+) -> PerformanceLook:
+    """One look of a ranged series: the verdict on every gated metric (every metric where none is gated) at this
+    look's share of the error rates; decided when none is ``inconclusive``."""
+    judged = judge_metrics(
+        baseline,
+        candidate,
+        threshold_pct=threshold_pct,
+        metrics=metrics,
+        looks=looks,
+        gated_throughput=gated_throughput,
+    )
+    watched = [m for m in judged if m.gated and (m.on_worse == "fail" or m.require == "parity")] or [
+        m for m in judged if m.gated
+    ]
+    verdicts = {m.key: m.verdict for m in watched}
+    count = sum(rep.status is Status.PASSED for rep in baseline.repetitions)
+    return PerformanceLook(
+        look=index,
+        baseline_repetitions=count,
+        candidate_repetitions=sum(rep.status is Status.PASSED for rep in candidate.repetitions),
+        verdicts=verdicts,
+        decided=bool(verdicts) and Verdict.INCONCLUSIVE not in verdicts.values(),
     )
 
 
@@ -66,22 +206,99 @@ def compare_performance(
     threshold_pct: float,
     control: bool,
     metrics: Sequence[MetricGate],
+    looks: int = 1,
+    gated_throughput: str = "per_gpu",
 ) -> PerformanceComparison:
     """The ``performance`` block of a comparison. Metrics use passed repetitions only; a side with failed
     repetitions fails the comparison (its figures are still shown); a side without any is ``skipped``. A metric
-    judged ``worse`` with ``on_worse: fail`` fails it; with ``warn`` it lands in ``warnings``."""
+    judged ``worse`` with ``on_worse: fail``, or not ``parity`` with ``require: parity``, fails it; a worse ``warn``
+    one lands in ``warnings``. The ranged series' record (looks, order) comes along from the side that ran it."""
     problems = [p for p in (_side_problem(baseline_id, baseline), _side_problem(candidate_id, candidate)) if p]
     result = PerformanceComparison(status=Status.PASSED, control=control)
     if not baseline or not candidate:
         result.status, result.failure = Status.SKIPPED, "; ".join(problems)
         return result
-    for gate in metrics:
-        base, cand = _passed_values(baseline, gate.metric.key), _passed_values(candidate, gate.metric.key)
-        if base and cand:
-            result.metrics.append(_metric(gate, base, cand, threshold_pct))
-    worse = [m for m in result.metrics if m.verdict is Verdict.WORSE and not control]
-    problems += [worse_line(m) for m in worse if m.on_worse == "fail"]
-    result.warnings = [worse_line(m) for m in worse if m.on_worse == "warn"]
+    result.metrics = judge_metrics(
+        baseline,
+        candidate,
+        threshold_pct=threshold_pct,
+        metrics=metrics,
+        looks=looks,
+        gated_throughput=gated_throughput,
+    )
+    result.sequential = next(
+        (
+            s.sequential
+            for s in (candidate, baseline)
+            if s.sequential and {s.sequential.baseline, s.sequential.candidate} == {baseline_id, candidate_id}
+        ),
+        None,
+    )
+    if not control:
+        for metric in result.metrics:
+            worse = metric.verdict is Verdict.WORSE
+            if fails(metric):
+                problems.append(worse_line(metric) if worse else not_parity_line(metric))
+            elif worse and metric.gated and metric.on_worse == "warn":
+                result.warnings.append(worse_line(metric))
     if problems:
         result.status, result.failure = Status.FAILED, "; ".join(problems)
     return result
+
+
+# Words of a comparison id that name an execution mode: "eager-vs-graph" says the baseline runs eager and the
+# candidate CUDA graphs.
+MODE_WORDS = {
+    "eager": "eager",
+    "compiled": "compiled",
+    "compile": "compiled",
+    "graph": "cuda graphs",
+    "graphs": "cuda graphs",
+    "cudagraph": "cuda graphs",
+    "cudagraphs": "cuda graphs",
+}
+
+
+def _named_modes(comparison_id: str) -> tuple[str | None, str | None]:
+    """The modes an ``X-vs-Y`` comparison id names for its baseline and candidate (None where it names none)."""
+    parts = comparison_id.lower().split("-vs-")
+    if len(parts) != 2:
+        return None, None
+    named = [next((MODE_WORDS[w] for w in part.split("-") if w in MODE_WORDS), None) for part in parts]
+    return named[0], named[1]
+
+
+def _side_mode(side: str, case_id: str, said: str | None, execution: CaseExecution | None) -> str | None:
+    """Why one side does not run the mode the comparison says (the id's word, else what the case asked), or None."""
+    if execution is None or not execution.roles:
+        return None
+    for role in execution.roles:
+        wanted = said or role.asked.mode
+        if said is not None and role.asked.mode != said:
+            return f"{side} {case_id}'s {role.process} role asked {role.asked.mode}, the comparison says {said}"
+        if role.proof is Proof.CONTRADICTED:
+            return f"{side} {case_id}'s {role.process} role did not run {wanted}: {role.reason}"
+        if role.proof is Proof.UNPROVEN and execution.require_proof:
+            return f"{side} {case_id}'s {role.process} role's {wanted} mode is unproven: {role.reason}"
+    return None
+
+
+def mode_problem(
+    comparison_id: str,
+    baseline_id: str,
+    baseline: CaseExecution | None,
+    candidate_id: str,
+    candidate: CaseExecution | None,
+) -> str | None:
+    """Why a performance comparison must not judge its numbers: a side's proven mode is not the one the comparison
+    says it compares (its id's ``X-vs-Y`` mode words, else each side's asked mode), or None."""
+    said_base, said_cand = _named_modes(comparison_id)
+    problems = [
+        p
+        for p in (
+            _side_mode("baseline", baseline_id, said_base, baseline),
+            _side_mode("candidate", candidate_id, said_cand, candidate),
+        )
+        if p
+    ]
+    return "execution modes: " + "; ".join(problems) if problems else None

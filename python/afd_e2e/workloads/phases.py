@@ -16,6 +16,7 @@ from typing import Any
 
 from afd_e2e.phases import registry
 from afd_e2e.plan.model import ComparisonPlan
+from afd_e2e.plan.serve_argv import trace_dir
 from afd_e2e.profile import Profile
 from afd_e2e.results.model import (
     CasePerformance,
@@ -202,7 +203,10 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
     """Every AFD role's profiler trace under ``traces/<case>/<role>/``, and which of them are uploaded."""
     case = ctx.case
     spec = ctx.profile.case(case.id).profiler
-    role_dirs = {p.role: folder for p in case.processes for folder in p.out_dir_env.values()}
+    if case.kind == "native":  # vLLM's own profiler, folder named in argv (plan.serve_argv.native_profiler_args)
+        role_dirs = {p.name: trace_dir(case.id, p.name) for p in case.processes}
+    else:  # the AFD plugin's per-role profiler, folder named in the environment
+        role_dirs = {p.role: folder for p in case.processes for folder in p.out_dir_env.values()}
     section = profiler_traces.check_traces(
         spec,
         out_dir=ctx.out_dir,
@@ -213,6 +217,7 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
         progress=ctx.progress,
         cancelled=ctx.cancelled,
         request_timeout_s=ctx.profile.budgets.request_s,
+        started_by_request=case.kind == "native",
     )
     _publisher(ctx, "profiler")(section)
     return _outcome([PhaseOutcome(section.status, section.failure)])
@@ -262,6 +267,9 @@ def compare_performance(
     profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
 ) -> PerformanceComparison:
     assert profile.bench is not None
+    sides = [case.section("execution") if case else None for case in (base, cand)]
+    if problem := performance.mode_problem(cmp.id, cmp.baseline, sides[0], cmp.candidate, sides[1]):
+        return PerformanceComparison(Status.FAILED, problem, control=cmp.control)  # before any number is judged
     return performance.compare_performance(
         cmp.baseline,
         base.performance if base else None,
@@ -270,4 +278,6 @@ def compare_performance(
         threshold_pct=profile.bench.parity_threshold_pct,
         control=cmp.control,
         metrics=profile.bench.metrics,
+        looks=profile.bench.looks,
+        gated_throughput=profile.bench.gated_throughput,
     )

@@ -1,6 +1,8 @@
-"""Profiler traces: each AFD role's torch profiler must write a non-empty trace; what is uploaded is capped.
+"""Profiler traces: each role's torch profiler must write a non-empty trace; what is uploaded is capped.
 
-The case's roles write into ``traces/<case>/<role>/`` of the results folder (``plan.serve_argv``). The phase sends
+The case's roles write into ``traces/<case>/<role>/`` of the results folder (``plan.serve_argv``): an AFD role's
+through the plugin's per-role profiler, a native server's through vLLM's own, which the phase starts and stops
+(``/start_profile``, ``/stop_profile``: the stop writes the trace). The phase sends
 a few requests so the profiler's schedule completes, then waits for every role's trace (the tensorboard trace
 handler writes a file when the active steps end) until its size holds still. Uploads take the newest traces first
 while they fit the profile's size limit; the rest stay on the agent.
@@ -16,10 +18,11 @@ from pathlib import Path
 from afd_e2e.profile import ProfilerSpec
 from afd_e2e.results.model import ProfilerResult, RoleTrace, TraceFile
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.completions import CompletionError, complete
+from afd_e2e.workloads.completions import CompletionError, complete, post
 
 POLL_S = 1.0
 REQUESTS = 3  # as the plugin's own profiler test: enough steps for its two-step schedule, several times over
+TOKENS = 8  # each request: one prefill step and seven decode steps
 
 
 def _files(folder: Path) -> list[Path]:
@@ -66,13 +69,22 @@ def check_traces(
     progress: Callable[[str], None],
     cancelled: threading.Event,
     request_timeout_s: float,
+    started_by_request: bool = False,
 ) -> ProfilerResult:
-    """Drive the profiler's schedule, then judge each role's folder (``role_dirs``: role -> relative folder)."""
-    for number in range(1, REQUESTS + 1):
-        try:
-            complete(base_url, model, prompt, max_tokens=8, timeout_s=request_timeout_s)
-        except CompletionError as exc:
-            return ProfilerResult(Status.FAILED, f"request {number} failed: {exc}", spec.upload_limit_mib)
+    """Drive the profiler's schedule, then judge each role's folder (``role_dirs``: role -> relative folder);
+    ``started_by_request``: the server's profiler runs between ``/start_profile`` and ``/stop_profile``."""
+    try:
+        if started_by_request:
+            post(f"{base_url}/start_profile", timeout_s=request_timeout_s)
+        for number in range(1, REQUESTS + 1):
+            try:
+                complete(base_url, model, prompt, max_tokens=TOKENS, timeout_s=request_timeout_s)
+            except CompletionError as exc:
+                return ProfilerResult(Status.FAILED, f"request {number} failed: {exc}", spec.upload_limit_mib)
+        if started_by_request:
+            post(f"{base_url}/stop_profile", timeout_s=request_timeout_s)
+    except CompletionError as exc:
+        return ProfilerResult(Status.FAILED, f"profiler control failed: {exc}", spec.upload_limit_mib)
     return judge_traces(spec, out_dir=out_dir, role_dirs=role_dirs, progress=progress, cancelled=cancelled)
 
 

@@ -1,4 +1,19 @@
-"""Statistics for repetitions: mean, sample std, relative delta, Welch's 95% interval, and a noise-aware verdict.
+"""Statistics for repetitions: mean, sample std, Welch's intervals, the four performance verdicts, the repetitions
+a verdict would need, and each side's noise.
+
+A verdict says what the data support, never what they fail to refute:
+- ``better``/``worse``: the delta's two-sided 95% Welch interval lies wholly beyond zero and the delta is beyond
+  the metric's threshold;
+- ``parity``: equivalence by two one-sided tests at 5% each (TOST, Schuirmann 1987), i.e. the delta's 90% interval
+  lies wholly inside ±margin;
+- ``inconclusive``: neither, with a sentence saying the interval, the margin and about how many repetitions per side
+  would decide it at the observed noise.
+Where the same pair is looked at repeatedly (repetitions added until decided), each look spends an equal share of
+both error rates (Bonferroni over the planned looks, ``looks``): the chance of a false ``worse`` over all looks stays
+at or under the single-look 2.5% one-sided (and of a false ``parity`` under 5%), whatever the data do between looks.
+Bonferroni rather than an O'Brien-Fleming or Pocock boundary because it needs no joint distribution of the looks
+(Welch's degrees of freedom change at every look, and a look may add repetitions to one side only) and is exact in
+its guarantee, at the price of being conservative.
 
 Pure standard library (no SciPy on agents): Student's t quantile comes from the regularised incomplete beta
 function (continued fraction, as in Numerical Recipes) inverted by bisection.
@@ -8,10 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from afd_e2e.results.status import Verdict
 
-CONFIDENCE = 0.95
+CONFIDENCE = 0.95  # the difference interval (better/worse): 2.5% one-sided false-worse rate
+EQUIVALENCE_CONFIDENCE = 0.90  # TOST at 5% per side: parity when this interval lies inside ±margin
+MAX_ESTIMATE = 1000  # repetitions per side beyond which the estimate reads "more than"
+OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) beyond which one repetition is flagged
 
 
 def mean(values: Sequence[float]) -> float:
@@ -73,27 +92,209 @@ def student_t_quantile(p: float, df: float) -> float:
     return (low + high) / 2.0
 
 
-def welch_interval(baseline: Sequence[float], candidate: Sequence[float]) -> tuple[float, float] | None:
-    """95% interval for mean(candidate) - mean(baseline) under Welch's unequal-variance t; None below 2 values."""
-    if len(baseline) < 2 or len(candidate) < 2:
-        return None
-    diff = mean(candidate) - mean(baseline)
-    vb, vc = sample_std(baseline) ** 2 / len(baseline), sample_std(candidate) ** 2 / len(candidate)
+@dataclass(frozen=True)
+class Summary:
+    """One side's repetitions as mean, sample std and count: what a published table gives (the seed's ``mean ± std``,
+    n = 5) and all the verdict needs."""
+
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        return cls(mean(values), sample_std(values), len(values))
+
+
+def _welch(base: Summary, cand: Summary) -> tuple[float, float]:
+    """Standard error of mean(candidate) - mean(baseline), and Welch-Satterthwaite degrees of freedom."""
+    vb, vc = base.std**2 / base.n, cand.std**2 / cand.n
     se = math.sqrt(vb + vc)
     if se == 0.0:
+        return 0.0, math.inf
+    return se, (vb + vc) ** 2 / (vb**2 / (base.n - 1) + vc**2 / (cand.n - 1))
+
+
+def _interval(diff: float, se: float, df: float, confidence: float) -> tuple[float, float]:
+    if se == 0.0:
         return (diff, diff)
-    df = (vb + vc) ** 2 / (vb**2 / (len(baseline) - 1) + vc**2 / (len(candidate) - 1))
-    half = student_t_quantile(1.0 - (1.0 - CONFIDENCE) / 2.0, df) * se
+    half = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * se
     return (diff - half, diff + half)
 
 
-def verdict(delta_pct: float, ci_pct: Sequence[float] | None, threshold_pct: float, higher_is_better: bool) -> Verdict:
-    """``better``/``worse`` only when the change exceeds the threshold and its 95% interval excludes zero;
-    ``parity`` otherwise. Without an interval (fewer than two repetitions on a side) or with a non-finite delta
-    there is no claim: ``inconclusive``."""
-    if ci_pct is None or not all(math.isfinite(v) for v in (delta_pct, *ci_pct)):
+def welch_interval(
+    baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """Interval for mean(candidate) - mean(baseline) under Welch's unequal-variance t; None below 2 values."""
+    if len(baseline) < 2 or len(candidate) < 2:
+        return None
+    base, cand = Summary.of(baseline), Summary.of(candidate)
+    return _interval(cand.mean - base.mean, *_welch(base, cand), confidence)
+
+
+def verdict(
+    delta_pct: float,
+    ci_pct: Sequence[float] | None,
+    threshold_pct: float,
+    higher_is_better: bool,
+    *,
+    margin_pct: float,
+    equivalence_ci_pct: Sequence[float] | None = None,
+) -> Verdict:
+    """The verdict from intervals already in % of the baseline: ``better``/``worse`` when ``ci_pct`` excludes zero
+    and the delta exceeds the threshold; ``parity`` when ``equivalence_ci_pct`` (default: ``ci_pct`` itself, the
+    stricter choice for a caller without a 90% interval) lies inside ±margin; ``inconclusive`` otherwise, and
+    always without an interval or with a non-finite figure (never parity from NaN)."""
+    equivalence = ci_pct if equivalence_ci_pct is None else equivalence_ci_pct
+    if ci_pct is None or equivalence is None:
         return Verdict.INCONCLUSIVE
-    significant = ci_pct[0] > 0.0 or ci_pct[1] < 0.0
-    if abs(delta_pct) <= threshold_pct or not significant:
+    if not all(math.isfinite(v) for v in (delta_pct, *ci_pct, *equivalence)):
+        return Verdict.INCONCLUSIVE
+    if (ci_pct[0] > 0.0 or ci_pct[1] < 0.0) and abs(delta_pct) > threshold_pct:
+        return Verdict.BETTER if (delta_pct > 0) == higher_is_better else Verdict.WORSE
+    if -margin_pct < equivalence[0] and equivalence[1] < margin_pct:
         return Verdict.PARITY
-    return Verdict.BETTER if (delta_pct > 0) == higher_is_better else Verdict.WORSE
+    return Verdict.INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One metric judged: delta, both intervals (all in % of the baseline mean, at this look's share of the error
+    rates), the verdict, and for ``inconclusive`` the reason and the repetitions per side that would decide it."""
+
+    verdict: Verdict
+    delta_pct: float | None = None
+    ci95_pct: list[float] | None = None  # the difference interval (95% on a single look)
+    ci90_pct: list[float] | None = None  # the equivalence interval (90% on a single look)
+    needed: int | None = None  # repetitions per side that would decide it at the observed noise
+    reason: str = ""
+
+
+def _needed(delta_pct: float, base: Summary, cand: Summary, threshold_pct: float, margin_pct: float) -> int | None:
+    """The fewest repetitions per side (both sides n, one look) at which the observed delta and standard deviations
+    would reach a verdict: parity when |delta| < margin, a difference when |delta| > threshold; None when neither
+    can be reached (the delta sits between margin and threshold) or beyond ``MAX_ESTIMATE``."""
+    var = (base.std**2 + cand.std**2) / base.mean**2 * 1e4  # in %^2
+    if var == 0.0:
+        return 2
+    weight = (base.std**4 + cand.std**4) / base.mean**4 * 1e8
+    goals = []
+    if abs(delta_pct) < margin_pct:
+        goals.append((margin_pct - abs(delta_pct), EQUIVALENCE_CONFIDENCE))
+    if abs(delta_pct) > threshold_pct:
+        goals.append((abs(delta_pct), CONFIDENCE))
+    best = None
+    for room, confidence in goals:
+        n = 2
+        while n <= MAX_ESTIMATE:
+            df = (n - 1) * var**2 / weight if weight > 0 else math.inf
+            t = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, df)
+            if t * math.sqrt(var / n) < room:
+                break
+            n = n + 1 if n < 20 else int(n * 1.1) + 1
+        if n <= MAX_ESTIMATE:
+            best = n if best is None else min(best, n)
+    return best
+
+
+def _sentence(
+    delta_pct: float, ci90_pct: Sequence[float], needed: int | None, margin_pct: float, threshold_pct: float
+) -> str:
+    """Why an inconclusive metric is: "interval [-9.1%, +4.2%] is wider than the ±3% margin: about 12 repetitions
+    per side would decide it at this noise"."""
+    low, high = ci90_pct
+    shown = f"interval [{low:+.1f}%, {high:+.1f}%]"
+    if margin_pct <= abs(delta_pct) <= threshold_pct:
+        return (
+            f"{shown}: the delta {delta_pct:+.1f}% lies between the ±{margin_pct:g}% margin and the "
+            f"{threshold_pct:g}% threshold, so no number of repetitions decides it (set margin_pct >= threshold)"
+        )
+    what = "is wider than" if high - low >= 2 * margin_pct else "is not inside"
+    if needed is None:
+        more = f"more than {MAX_ESTIMATE} repetitions per side would be needed at this noise"
+    else:
+        more = f"about {needed} repetitions per side would decide it at this noise"
+    return f"{shown} {what} the ±{margin_pct:g}% margin: {more}"
+
+
+def judge(
+    base: Summary,
+    cand: Summary,
+    *,
+    threshold_pct: float,
+    margin_pct: float,
+    higher_is_better: bool,
+    looks: int = 1,
+) -> Judgement:
+    """The verdict on one metric from the two sides' summaries (the entry point for published ``mean ± std`` tables
+    too); ``looks``: the planned looks of a sequential comparison, over which both error rates are split."""
+    if base.n < 1 or cand.n < 1 or not base.mean > 0.0 or not math.isfinite(cand.mean):
+        return Judgement(Verdict.INCONCLUSIVE, reason="no finite delta: the baseline mean is not positive")
+    delta_pct = (cand.mean - base.mean) / base.mean * 100.0
+    if base.n < 2 or cand.n < 2:
+        return Judgement(
+            Verdict.INCONCLUSIVE, delta_pct, reason="fewer than two repetitions on a side: no interval, no claim"
+        )
+    se, df = _welch(base, cand)
+    diff, scale = cand.mean - base.mean, 100.0 / base.mean
+    ci95 = [b * scale for b in _interval(diff, se, df, 1.0 - (1.0 - CONFIDENCE) / looks)]
+    ci90 = [b * scale for b in _interval(diff, se, df, 1.0 - (1.0 - EQUIVALENCE_CONFIDENCE) / looks)]
+    found = verdict(delta_pct, ci95, threshold_pct, higher_is_better, margin_pct=margin_pct, equivalence_ci_pct=ci90)
+    judgement = Judgement(found, delta_pct, ci95, ci90)
+    if found is not Verdict.INCONCLUSIVE:
+        return judgement
+    needed = _needed(delta_pct, base, cand, threshold_pct, margin_pct)
+    reason = _sentence(delta_pct, ci90, needed, margin_pct, threshold_pct)
+    return Judgement(found, delta_pct, ci95, ci90, needed, reason)
+
+
+def decides(base: Summary, cand: Summary, *, threshold_pct: float, margin_pct: float, looks: int) -> bool:
+    """Whether ``judge`` would reach a verdict, from p-values (three t CDFs, no quantile search): what a sequential
+    driver asks after each repetition and what the simulation in the tests asks thousands of times."""
+    if base.n < 2 or cand.n < 2 or not base.mean > 0.0:
+        return False
+    se, df = _welch(base, cand)
+    diff, scale = cand.mean - base.mean, 100.0 / base.mean
+    if se == 0.0:  # no noise at all: the delta itself decides
+        return abs(diff * scale) > threshold_pct or abs(diff * scale) < margin_pct
+    alpha_diff, alpha_eq = (1.0 - CONFIDENCE) / looks, (1.0 - EQUIVALENCE_CONFIDENCE) / looks
+    if abs(diff * scale) > threshold_pct and 2.0 * (1.0 - student_t_cdf(abs(diff) / se, df)) < alpha_diff:
+        return True
+    margin = margin_pct / scale
+    return (
+        1.0 - student_t_cdf((diff + margin) / se, df) < alpha_eq / 2.0
+        and student_t_cdf((diff - margin) / se, df) < alpha_eq / 2.0
+    )
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One side's noise: coefficient of variation, the warm-up effect (first measured repetition against the mean of
+    the rest, needs three), and the repetitions (1-based) a robust rule calls outliers."""
+
+    cv_pct: float | None
+    warmup_pct: float | None
+    outliers: list[int] = field(default_factory=list)
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
+
+
+def noise(values: Sequence[float]) -> Noise:
+    """CV = std / mean; outliers by the modified z-score 0.6745 |x - median| / MAD > 3.5 (Iglewicz & Hoaglin): the
+    median absolute deviation is not moved by the outlier itself, as a std would be. With MAD 0 (most values equal)
+    nothing is flagged: a rule that flags every other value would say nothing."""
+    m = mean(values) if values else 0.0
+    cv = sample_std(values) / m * 100.0 if len(values) >= 2 and m > 0 else None
+    rest = values[1:]
+    warmup = (values[0] - mean(rest)) / mean(rest) * 100.0 if len(values) >= 3 and mean(rest) > 0 else None
+    outliers: list[int] = []
+    if len(values) >= 3:
+        center = median(values)
+        mad = median([abs(v - center) for v in values])
+        if mad > 0:
+            outliers = [i for i, v in enumerate(values, 1) if 0.6745 * abs(v - center) / mad > OUTLIER_Z]
+    return Noise(cv, warmup, outliers)

@@ -43,7 +43,7 @@ def test_every_phase_has_every_part(phase):
 
 
 def test_case_sections_that_are_no_phase_have_a_home_too():
-    hygiene, forensics, telemetry = registry.case_sections()
+    hygiene, forensics, telemetry, execution = registry.case_sections()
     assert hygiene.name == "hygiene" and hygiene.section.name in CASE_FIELDS
     assert callable(hygiene.junit) and callable(hygiene.annotation)
     assert forensics.name == "forensics" and forensics.section.name in CASE_FIELDS and callable(forensics.annotation)
@@ -51,6 +51,9 @@ def test_case_sections_that_are_no_phase_have_a_home_too():
     assert telemetry.name == "telemetry" and telemetry.section.type is not None and callable(telemetry.annotation)
     assert telemetry.budget is not None and telemetry.budget.key == "stall_s"
     assert registry.extra_case_sections()["telemetry"] is telemetry.section.type
+    # execution: stored beside them too, with a column of the per-case table and a testcase per role
+    assert execution.name == "execution" and registry.extra_case_sections()["execution"] is execution.section.type
+    assert [c.header for c in execution.columns] == ["Mode"] and callable(execution.junit)
     # stalls are judged in every phase but the profiler's (stop_profile holds its request while traces are written)
     assert registry.stall_watched_phases() == set(registry.phase_names()) - {"profiler"}
 

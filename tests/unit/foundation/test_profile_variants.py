@@ -131,7 +131,7 @@ def test_a_removed_flag_goes_with_its_value_in_either_spelling():
         (lambda c: c["afd-1a1f-dbo"].update(roles={"server": {"add_args": ["-x"]}}), "no role 'server' in a afd case"),
         (lambda c: c["afd-1a1f-dbo"].update(remove_args=["--seed=0"]), "'--seed=0' is not a flag name"),
         (lambda c: c["afd-1a1f-dbo"].update(dbo={"decode_token_threshold": 1}), "prefill_token_threshold: missing"),
-        (lambda c: c["native-dp1"].update(profiler={}, phases=["smoke", "profiler"]), "AFD cases only"),
+        (lambda c: c["native-dp1"].update(profiler={}), "the profiler option and the profiler phase go together"),
         (lambda c: c["afd-1a1f-graph"].update(phases=["smoke", "profiler"]), "profiler option and the profiler phase"),
         (
             lambda c: c["afd-1a1f-graph"].update(graph={"capture_size": 32}),

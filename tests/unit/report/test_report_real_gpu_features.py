@@ -54,10 +54,27 @@ SOFTWARE_NOW = (
 )
 
 
+def with_mode_column(text: str) -> str:
+    """The per-case table as rendered since the execution section: a "Mode" column, empty for results written
+    before it."""
+    lines, table = text.split("\n"), False
+    for i, line in enumerate(lines):
+        table = (table or line == "### Correctness") and (line.startswith("|") or line in ("### Correctness", ""))
+        if table and line.startswith("| Case |"):
+            lines[i] = line + " Mode |"
+        elif table and line.startswith("| --- |"):
+            lines[i] = line + " --- |"
+        elif table and line.startswith("|"):
+            lines[i] = line + " — |"
+        if table and line == "" and i and lines[i - 1].startswith("|"):
+            table = False
+    return "\n".join(lines)
+
+
 def as_rendered_now(on_device: str) -> str:
-    """The device's annotation with the one line rendered differently since."""
+    """The device's annotation with the lines rendered differently since: the software line, the Mode column."""
     assert on_device.count(SOFTWARE_ON_DEVICE) == 1
-    return before_artifacts(on_device.replace(SOFTWARE_ON_DEVICE, SOFTWARE_NOW))
+    return before_artifacts(with_mode_column(on_device.replace(SOFTWARE_ON_DEVICE, SOFTWARE_NOW)))
 
 
 def test_the_feature_matrix_ran_clean_and_graph_replay_needed_closeness(tmp_path: Path) -> None:

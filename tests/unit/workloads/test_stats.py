@@ -54,7 +54,7 @@ def test_welch_interval_edge_cases():
         (8.87, (4.46, 13.29), True, "better"),
         (-5.0, (-9.0, -1.0), False, "better"),
         (1.03, (0.04, 2.03), True, "parity"),  # within the threshold though significant
-        (5.0, (-1.0, 11.0), True, "parity"),  # beyond the threshold but within noise
+        (5.0, (-1.0, 11.0), True, "inconclusive"),  # includes zero but not inside the margin: no claim
         (-2.0, (-3.0, -1.0), True, "parity"),  # exactly at the threshold
         (50.0, None, True, "inconclusive"),  # a single repetition a side: no interval, no claim
         (-50.0, None, False, "inconclusive"),
@@ -63,4 +63,93 @@ def test_welch_interval_edge_cases():
     ],
 )
 def test_verdict(delta, ci, higher, expected):
-    assert stats.verdict(delta, ci, 2.0, higher) == expected
+    assert stats.verdict(delta, ci, 2.0, higher, margin_pct=5.0) == expected
+
+
+SEED = {  # the seed PR's table: (native mean, std, AFD mean, std, higher is better), n = 5 a side
+    "request_throughput": (2.4047, 0.0195, 2.4295, 0.0092, True),
+    "output_throughput": (307.80, 2.50, 310.98, 1.18, True),
+    "mean_ttft_ms": (371.29, 13.39, 404.24, 6.16, False),
+    "mean_tpot_ms": (100.13, 0.78, 98.88, 0.38, False),
+    "mean_itl_ms": (100.13, 0.78, 98.88, 0.38, False),
+    "mean_e2el_ms": (13088.36, 109.82, 12962.50, 49.08, False),
+}
+
+
+def test_seed_table_judged_from_its_summary_statistics_at_the_default_margins():
+    verdicts = {}
+    for key, (bm, bs, cm, cs, higher) in SEED.items():
+        margin = 3.0 if higher else 5.0
+        judged = stats.judge(
+            stats.Summary(bm, bs, 5),
+            stats.Summary(cm, cs, 5),
+            threshold_pct=2.0,
+            margin_pct=margin,
+            higher_is_better=higher,
+        )
+        verdicts[key] = str(judged.verdict)
+    assert verdicts == {
+        "request_throughput": "parity",
+        "output_throughput": "parity",
+        "mean_ttft_ms": "worse",
+        "mean_tpot_ms": "parity",
+        "mean_itl_ms": "parity",
+        "mean_e2el_ms": "parity",
+    }
+
+
+def _judge(base, cand, looks=1):
+    return stats.judge(
+        stats.Summary.of(base),
+        stats.Summary.of(cand),
+        threshold_pct=2.0,
+        margin_pct=3.0,
+        higher_is_better=False,
+        looks=looks,
+    )
+
+
+def test_equal_distributions_with_enough_repetitions_are_parity():
+    base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8]
+    assert _judge(base, list(reversed(base))).verdict == "parity"
+
+
+def test_a_20_percent_shift_is_worse_and_better():
+    base = [100.0, 101.0, 99.0, 100.5]
+    slow = [v * 1.2 for v in base]
+    assert _judge(base, slow).verdict == "worse"
+    assert _judge(slow, base).verdict == "better"
+
+
+def test_two_repetitions_with_10_percent_noise_are_inconclusive_with_a_repetition_estimate():
+    judged = _judge([90.0, 110.0], [91.0, 109.0])
+    assert judged.verdict == "inconclusive" and judged.needed is not None and judged.needed > 2
+    assert "is wider than the ±3% margin: about" in judged.reason
+    assert f"about {judged.needed} repetitions per side" in judged.reason
+
+
+def test_noise_cv_warmup_and_mad_outlier():
+    found = stats.noise([12.0, 10.0, 10.2, 9.9, 10.1, 10.0])
+    assert found.outliers == [1] and found.warmup_pct == pytest.approx(19.52, abs=0.01)
+    assert found.cv_pct == pytest.approx(7.78, abs=0.01)
+    assert stats.noise([10.0, 10.0, 10.0, 11.0]).outliers == []  # MAD 0: nothing flagged
+
+
+def test_sequential_rule_keeps_false_worse_at_or_under_2_5_percent_over_2000_equal_pairs():
+    """min 3, max 8: the baseline measured first with 8 repetitions, the candidate adds one at a time after 3 and
+    stops when decided; every look spends 1/6 of the error rates. Equal distributions, 5% noise, threshold 0."""
+    import random
+
+    rng, looks, worse = random.Random(31), 6, 0
+    for _ in range(2000):
+        base = stats.Summary.of([rng.gauss(100.0, 5.0) for _ in range(8)])
+        cand_values = [rng.gauss(100.0, 5.0) for _ in range(3)]
+        while True:
+            cand = stats.Summary.of(cand_values)
+            if stats.decides(base, cand, threshold_pct=0.0, margin_pct=3.0, looks=looks) or len(cand_values) == 8:
+                break
+            cand_values.append(rng.gauss(100.0, 5.0))
+        diff_pct = (cand.mean - base.mean) / base.mean * 100.0
+        if diff_pct > 0 and stats.decides(base, cand, threshold_pct=0.0, margin_pct=1e-9, looks=looks):
+            worse += 1  # decided with no room for parity: a significant slowdown
+    assert worse / 2000 <= 0.025, worse

@@ -106,7 +106,9 @@ def compare_capacity(
         result.delta_pct = (cand - base) / base * 100.0
         if b_est.interval is not None and c_est.interval is not None and b_range and c_range:
             result.ci95_pct = [(c_range[0] - b_range[1]) / base * 100.0, (c_range[1] - b_range[0]) / base * 100.0]
-        result.verdict = stats.verdict(result.delta_pct, result.ci95_pct, threshold_pct, higher_is_better=True)
+        result.verdict = stats.verdict(
+            result.delta_pct, result.ci95_pct, threshold_pct, higher_is_better=True, margin_pct=threshold_pct
+        )
     if result.ci95_pct is None and b_range and c_range:  # no interval: the brackets or one-sided bounds decide
         result.verdict = _apart(b_range, c_range) or result.verdict
     for cid, est in ((baseline_id, b_est), (candidate_id, c_est)):

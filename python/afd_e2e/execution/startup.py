@@ -1,0 +1,86 @@
+"""What a role's start-up log says it did, in vLLM's own words (the same on vLLM 0.26 for CUDA and 0.32 for the
+CPU, read from their sources and real logs: ``tests/fixtures/execution/``):
+
+- the engine's resolved config (``Initializing a V1 LLM engine ... compilation_config={'mode':
+  <CompilationMode.VLLM_COMPILE: 3>, ... 'cudagraph_mode': <CUDAGraphMode.FULL_DECODE_ONLY: ...>,
+  'cudagraph_capture_sizes': [64], ...``);
+- compilation: ``torch.compile took X s in total``, ``Compiling a graph for compile range``, ``Directly load the
+  compiled graph(s)``, ``Dynamo bytecode transform time``, AOT ``saved``/``Directly load AOT compilation``;
+- eager: ``Enforce eager set, disabling torch.compile ...``, ``Cudagraph is disabled under eager mode``;
+- graph capture: ``Capturing CUDA graphs (decode, FULL)`` (the progress bar) and ``Graph capturing finished in
+  N secs, took X GiB``;
+- the AFD connector's set-up: a line naming the connector the role was asked for.
+"""
+
+from __future__ import annotations
+
+import re
+
+from afd_e2e.results.execution import MAX_EVIDENCE_LINES, MAX_LINE_CHARS, StartupEvidence
+
+_CONFIG = re.compile(r"Initializing a V1 LLM engine")
+_CONFIG_MODE = re.compile(r"compilation_config=\{'mode': <CompilationMode\.(\w+)")
+_CONFIG_GRAPHS = re.compile(r"'cudagraph_mode': <CUDAGraphMode\.(\w+)")
+_CONFIG_SIZES = re.compile(r"'cudagraph_capture_sizes': \[([\d, ]*)\]")
+_COMPILE_TOTAL = re.compile(r"torch\.compile took ([\d.]+) s in total")
+_COMPILED = re.compile(
+    r"Compiling a graph for compile range|Directly load the compiled graph|Dynamo bytecode transform time|"
+    r"saved AOT compiled function|Directly load AOT compilation|torch\.compile took"
+)
+_EAGER = re.compile(r"Enforce eager set, disabling torch\.compile|Cudagraph is disabled under eager mode")
+_CAPTURING = re.compile(r"Capturing CUDA graphs \(([^)]*)\)")
+_CAPTURED = re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.]+) GiB")
+_NO_GRAPH_MODES = ("NONE",)
+
+
+def _cut(line: str) -> str:
+    line = line.rstrip()
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return line[:MAX_LINE_CHARS] + f" [{len(line) - MAX_LINE_CHARS} characters cut]"
+
+
+def read_startup(text: str, log: str, connector: str | None = None) -> StartupEvidence:
+    """The evidence in one role's log ``text`` (``log``: its path as results.json names it)."""
+    found = StartupEvidence(log=log)
+    kept: dict[str, str] = {}  # one exact line per kind, in the order first seen
+
+    def keep(kind: str, line: str) -> None:
+        kept.setdefault(kind, _cut(line.split("\r")[-1]))
+
+    for line in text.splitlines():
+        if _CONFIG.search(line):
+            if m := _CONFIG_MODE.search(line):
+                found.engine_compile_mode = m.group(1)
+            if m := _CONFIG_GRAPHS.search(line):
+                found.engine_cudagraph_mode = m.group(1)
+            if m := _CONFIG_SIZES.search(line):
+                found.engine_capture_sizes = [int(v) for v in m.group(1).replace(",", " ").split()]
+        if _EAGER.search(line):
+            found.eager = True
+            keep("eager", line)
+        if _COMPILED.search(line):
+            found.compiled = True
+            keep("compiled", line)
+            if m := _COMPILE_TOTAL.search(line):
+                found.compile_s = float(m.group(1))
+                kept["compiled"] = _cut(line)
+        for m in _CAPTURING.finditer(line):
+            if m.group(1) not in found.capture_modes:
+                found.capture_modes.append(m.group(1))
+                keep(f"capturing {m.group(1)}", line[m.start() :])
+        if m := _CAPTURED.search(line):
+            found.graphs_captured = True
+            found.capture_s, found.capture_gib = float(m.group(1)), float(m.group(2))
+            keep("captured", line)
+        if connector and connector in line and "non-default args" not in line and not _CONFIG.search(line):
+            found.connector_line = True
+            keep("connector", line)
+    if found.engine_compile_mode == "NONE" and found.compiled is None:
+        found.compiled = False
+    if found.engine_cudagraph_mode in _NO_GRAPH_MODES and found.graphs_captured is None:
+        found.graphs_captured = False
+    if found.capture_modes and found.graphs_captured is None:
+        found.graphs_captured = True  # the capture began; its end line may not be flushed yet
+    found.lines = list(kept.values())[:MAX_EVIDENCE_LINES]
+    return found

@@ -1,0 +1,57 @@
+"""Engine tier: the execution section on the real CPU vLLM. One ``afd-e2e run`` of three smoke-only cases (three
+vLLM launches, one per engine configuration, none shared: each start-up is the evidence): compiled (no
+``--enforce-eager``) and eager are each ``proven``; a case whose profile asks compiled but whose engine a ``vllm``
+wrapper forces eager (an argument the harness does not control, injected through a variable only the wrapper
+reads) is ``contradicted`` and fails with the engine's own line. Ports 21600, 21620, 21640.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from afd_e2e.results import load_results
+from afd_e2e.results.status import Proof, Status
+from execution_support import cpu_profile, run_profile, write_wrapper
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
+]
+PORT_BASE = 21600
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, tiny_model):
+    work = tmp_path_factory.mktemp("execution-cpu")
+    done = run_profile(cpu_profile(PORT_BASE, write_wrapper(work)), work, work / "out", tiny_model)
+    return done, load_results(work / "out")
+
+
+def _role(results, case_id):
+    section = results.case(case_id).section("execution")
+    assert section is not None, results.case(case_id).failure
+    (role,) = section.roles
+    return role
+
+
+def test_compiled_and_eager_cases_are_proven(run):
+    _, results = run
+    compiled, eager = _role(results, "cpu-compiled"), _role(results, "cpu-eager")
+    assert compiled.asked.mode == "compiled" and compiled.proof is Proof.PROVEN, compiled.reason
+    assert compiled.startup.compiled and compiled.startup.engine_compile_mode != "NONE"
+    assert eager.asked.mode == "eager" and eager.proof is Proof.PROVEN, eager.reason
+    assert "Enforce eager set" in eager.reason
+    for case_id in ("cpu-compiled", "cpu-eager"):
+        assert results.case(case_id).status is Status.PASSED, results.case(case_id).failure
+
+
+def test_a_compiled_case_forced_eager_behind_the_harness_is_contradicted_and_fails(run):
+    done, results = run
+    role = _role(results, "cpu-forced-eager")
+    assert role.asked.mode == "compiled" and role.proof is Proof.CONTRADICTED
+    case = results.case("cpu-forced-eager")
+    assert case.status is Status.FAILED and done.returncode == 1
+    assert case.failure.startswith("execution: server role asked compiled") and "Enforce eager set" in case.failure
+    assert "--enforce-eager" not in results.case("cpu-forced-eager").processes[0].argv  # not the harness's doing
