@@ -24,7 +24,6 @@ from afd_e2e.results.model import (
     CasePerformance,
     MetricComparison,
     PerformanceComparison,
-    PerformanceLook,
     SideStats,
 )
 from afd_e2e.results.status import Proof, Status, Verdict
@@ -161,40 +160,6 @@ def judge_metrics(
         if base and cand:
             judged.append(_metric(view, base, cand, threshold_pct, looks))
     return judged
-
-
-def look(
-    index: int,
-    baseline: CasePerformance,
-    candidate: CasePerformance,
-    *,
-    threshold_pct: float,
-    metrics: Sequence[MetricGate],
-    looks: int,
-    gated_throughput: str = "per_gpu",
-) -> PerformanceLook:
-    """One look of a ranged series: the verdict on every gated metric (every metric where none is gated) at this
-    look's share of the error rates; decided when none is ``inconclusive``."""
-    judged = judge_metrics(
-        baseline,
-        candidate,
-        threshold_pct=threshold_pct,
-        metrics=metrics,
-        looks=looks,
-        gated_throughput=gated_throughput,
-    )
-    watched = [m for m in judged if m.gated and (m.on_worse == "fail" or m.require == "parity")] or [
-        m for m in judged if m.gated
-    ]
-    verdicts = {m.key: m.verdict for m in watched}
-    count = sum(rep.status is Status.PASSED for rep in baseline.repetitions)
-    return PerformanceLook(
-        look=index,
-        baseline_repetitions=count,
-        candidate_repetitions=sum(rep.status is Status.PASSED for rep in candidate.repetitions),
-        verdicts=verdicts,
-        decided=bool(verdicts) and Verdict.INCONCLUSIVE not in verdicts.values(),
-    )
 
 
 def compare_performance(
