@@ -186,3 +186,21 @@ def test_cases_that_read_the_same_are_told_apart_by_their_ids_in_a_comparison():
         f"{baseline.label} ({comparison.candidate})",
     )
     assert SEED.comparisons[comparison.id].baseline_label == baseline.label  # different labels stay as they are
+
+
+def test_require_parity_fails_an_undecided_metric_with_the_repetitions_it_would_need():
+    native, afd = _seed_sides()
+    native.repetitions, afd.repetitions = native.repetitions[:2], afd.repetitions[:2]  # too few to decide TPOT
+    required = tuple(
+        MetricGate(m, "warn", margin_pct=1.0, require="parity" if m.key == "mean_tpot_ms" else "")
+        for m in BENCH_METRICS
+    )
+    unrequired = tuple(replace(gate, require="") for gate in required)
+
+    assert _metric(_compare(native, afd, metrics=unrequired), "mean_tpot_ms").verdict is Verdict.INCONCLUSIVE
+    result = _compare(native, afd, metrics=required)
+    assert _metric(result, "mean_tpot_ms").verdict is Verdict.INCONCLUSIVE
+    assert result.status is Status.FAILED
+    assert result.failure is not None and result.failure.startswith("TPOT not shown at parity (require: parity): ")
+    assert "is wider than the ±1% margin: about " in result.failure
+    assert "repetitions per side would decide it" in result.failure
