@@ -2,10 +2,11 @@
 recorded as cancelled, never as an engine failure, in results.json, the annotation and JUnit (``skipped``, no
 failure), and nothing is left running (``tests/cancel_support.py``).
 
-Four vLLM launches, one per phase cancelled (smoke, correctness, performance, capacity): a cancel ends its run, so
-each phase's cancel needs a server of its own. The two other phases are cancelled in runs that launch a server
-anyway: start-up by ``afd-e2e run``'s SIGTERM in ``test_runner_cpu_vllm.py``, teardown in the slow-step run of
-``test_stall_cpu_vllm.py``.
+Three vLLM launches, one per phase cancelled here (smoke, performance, capacity): a cancel ends its run, so each
+phase's cancel needs a server of its own. The other phases are cancelled in runs that launch a server anyway:
+start-up by ``afd-e2e run``'s SIGTERM in ``test_runner_cpu_vllm.py``, correctness in the leader of
+``test_two_agents_cpu_vllm.py``'s cancelled build (the leader runs the workloads against its follower's real
+engine), teardown in the slow-step run of ``test_stall_cpu_vllm.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.engine
 PORT_BASE = 19660  # this module's block: one case at a time on 19660
 PROFILE = load_profile("tiny-cpu")
 # When to cancel after entering the phase: with requests or a bench in flight.
-CANCEL_AFTER_S = {"smoke": 0.0, "correctness": 1.0, "performance": 3.0, "capacity": 3.0}
+CANCEL_AFTER_S = {"smoke": 0.0, "performance": 3.0, "capacity": 3.0}
 WORKLOAD_PHASES = ("smoke", "correctness", "performance", "capacity")
 
 
@@ -58,6 +59,6 @@ def test_a_cancel_during_each_phase_is_recorded_as_cancelled_everywhere(tiny_mod
     data = results_to_json(execute_run(PROFILE, plan, tmp_path, gsm8k_dir=GSM8K_DIR, progress=progress, flag=flag))
 
     assert phase in progress.entered
-    assert plan.cases[0].phases == WORKLOAD_PHASES  # every phase of the case is cancelled in turn
+    assert plan.cases[0].phases == WORKLOAD_PHASES  # every phase of the case is cancelled in turn (or elsewhere)
     saved = assert_cancelled_everywhere(tmp_path, "cpu-tp1", phase)
     assert saved == json.loads(json.dumps(data))

@@ -6,7 +6,8 @@ artifacts): the leader is ``afd-e2e run``, the follower ``afd-e2e join --follow`
 - killing the follower's EngineCore fails the leader within 5 s, naming the follower's agent;
 - stopping it (SIGSTOP) is a stall the follower's watchdog finds (requests in flight at its server, no token moving
   for ``budgets.stall_s``), and the leader fails within seconds of it, naming the follower's agent;
-- cancelling the leader ends the follower, and nothing is left on either side;
+- cancelling the leader ends the follower, and nothing is left on either side; the leader's correctness phase,
+  cancelled, is recorded as cancelled everywhere (the cancel-per-phase test's correctness case);
 - a leader killed outright (SIGKILL: no end published) ends its follower once its heartbeat stops, with the
   follower's own teardown and hygiene; a follower killed outright fails the leader once its heartbeat stops;
 - cancelling the follower (its job cancelled, its agent stopped) fails the leader within 5 s, naming its agent;
@@ -34,6 +35,7 @@ import pytest
 import yaml
 
 from afd_e2e.multi_agent.lifecycle import HEARTBEAT_EVERY_S, LOST_AFTER_S
+from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR, REPO
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
 
@@ -139,6 +141,9 @@ def test_cancelling_the_leader_ends_the_follower_and_leaves_nothing_on_either_si
 
     results = json.loads(build.leader_results.read_text(encoding="utf-8"))
     assert results["status"] == "cancelled" and results["cases"][CASE]["status"] == "cancelled"
+    # the leader runs the workloads: its correctness phase, cancelled on a real engine, is the cancel-per-phase
+    # test's correctness case (tests/cancel_support.py)
+    assert_cancelled_everywhere(build.leader_dir / "out", CASE, "correctness")
     assert build.meta_data(f"{CASE}/phase") == "ended:cancelled"
     assert build.meta_data("leader") == "ended:cancelled"
     assert ended_s < 30, ended_s
