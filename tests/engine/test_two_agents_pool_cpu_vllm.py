@@ -45,11 +45,12 @@ def leader_steps(gate_env: dict[str, str]) -> list[dict]:
     return group["steps"]
 
 
-def meta_data(store: Path, leader_job: str, key: str, scratch: Path) -> str | None:
-    """The build's ``afd-e2e/<leader job>/<key>``, read through the buildkite-agent stub on the pool's store."""
+def meta_data(agent: Path, store: Path, leader_job: str, key: str, scratch: Path) -> str | None:
+    """The build's ``afd-e2e/<leader job>/<key>``, read through the buildkite-agent stub (``agent``, linked under
+    that name: the stub answers by its name) on the pool's store."""
     env = {**os.environ, "STUB_BUILDKITE_STORE": str(store), "STUB_CALLS": str(scratch / "meta-data-calls.log")}
     done = subprocess.run(
-        [str(RECORD_CALL), "meta-data", "get", f"afd-e2e/{leader_job}/{key}"],
+        [str(agent), "meta-data", "get", f"afd-e2e/{leader_job}/{key}"],
         env=env,
         capture_output=True,
         text=True,
@@ -93,8 +94,10 @@ def test_a_build_runs_its_leader_and_the_follower_it_uploads_under_the_real_hook
     for check in ("forced_kill", "ports", "gpu_memory"):  # nothing of the case runs there: said, not "passed"
         assert on_leader[check] == ("skipped", NOTHING_HERE), case["hygiene"]
     assert (out / case["telemetry"]["path"]).exists()  # the follower sampled its server
-    assert meta_data(store, leader.id, "leader", tmp_path) == "ended:passed"
-    ready = json.loads(meta_data(store, leader.id, f"{CASE}/{PROCESS}/ready", tmp_path) or "{}")
+    assert meta_data(tools / "buildkite-agent", store, leader.id, "leader", tmp_path) == "ended:passed"
+    ready = json.loads(
+        meta_data(tools / "buildkite-agent", store, leader.id, f"{CASE}/{PROCESS}/ready", tmp_path) or "{}"
+    )
     assert (ready["agent"], ready["host"], ready["ports"]) == (follower.agent, "127.0.0.1", [PORT_BASE])
     assert ready["identity"]["hosts"] == PROCESS and ready["identity"]["checkpoint"].startswith("sha256:")
     same = {c["name"]: c for c in results["preflight"]["checks"] if c["name"].startswith("same software")}
