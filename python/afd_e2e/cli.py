@@ -26,6 +26,7 @@ COMMANDS = (
     "join",
     "agent-tags",
     "tiny-model",
+    "install-agent",
 )
 
 
