@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from afd_e2e import __version__
-from afd_e2e.commands.install_agent import PIP, conflicts, describe, dry_run
+from afd_e2e.commands.install_agent import PIP, conflicts, describe, dry_run, pip_env
 from repo_paths import FIXTURES, REPO
 
 pytestmark = pytest.mark.engine
@@ -91,14 +91,15 @@ def gpu_image_venv(root: Path, changes: dict[str, str] | None = None) -> str:
 @pytest.fixture(autouse=True)
 def _nothing_inherited(monkeypatch):
     """The image's packages are the venv's alone: no PYTHONPATH (a checkout's afd_e2e.egg-info would read as an
-    installed afd-e2e), no find-links or constraints from this machine's pip setup."""
+    installed afd-e2e), no find-links or constraints from this machine's pip setup (install-agent drops those)."""
     for name in ("PYTHONPATH", "PIP_FIND_LINKS", "PIP_CONSTRAINT"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
 
 
 def resolution(python: str, extra: list[str]) -> tuple[list[str], list[str]]:
     """What pip's resolver would install (name==version) and what of the environment that would change."""
-    report = dry_run(python, extra, "afd-e2e")
+    report = dry_run(python, extra, "afd-e2e", pip_env(WHEELHOUSE, None))  # as install-agent --wheels runs pip
     installs = sorted(f"{i['metadata']['name']}=={i['metadata']['version']}" for i in report.get("install", []))
     return installs, conflicts(report, describe(python)["dists"])
 

@@ -45,6 +45,7 @@ PTH_NAME = "afd_e2e_sees_vllm_env.pth"
 COMMIT = re.compile(r"[0-9a-f]{40}")  # a git URL pinned to a commit
 TAG = re.compile(r"v?\d+(\.\d+)+([.-]?(a|b|rc|post|dev)\d*)?")  # or to a release tag: v0.1.0, 1.2rc1
 PIP: dict[str, list[str]] = {}  # a venv made without pip -> the base's pip pointed at it
+PIP_SOURCES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX")
 # What a Python reports about itself: its site-packages folders and every distribution it can import.
 DESCRIBE = """
 import json, site, sysconfig
@@ -158,6 +159,15 @@ def pip_args(wheels: Path | None, index_url: str | None = None) -> list[str]:
     return ["--index-url", index_url] if index_url else []
 
 
+def pip_env(wheels: Path | None, index_url: str | None) -> dict[str, str] | None:
+    """For --wheels or --index-url, pip sees that source alone: no index, extra index or find-links from pip's
+    configuration files or environment (which would be resolved beside it). None: pip's own setup."""
+    if wheels is None and index_url is None:
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in PIP_SOURCES}
+    return {**env, "PIP_CONFIG_FILE": os.devnull}  # os.devnull: pip loads no configuration file
+
+
 def conflicts(report: dict, installed: dict[str, str]) -> list[str]:
     """Each package pip would install over one the environment has, with both versions and who asks for it."""
     found = []
@@ -169,11 +179,11 @@ def conflicts(report: dict, installed: dict[str, str]) -> list[str]:
     return found
 
 
-def dry_run(python: str, extra: list[str], source: str) -> dict:
+def dry_run(python: str, extra: list[str], source: str, env: dict[str, str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         cmd = [*pip(python), "install", "--quiet", "--dry-run", "--report", str(report)]
-        done = subprocess.run([*cmd, *extra, source], capture_output=True, text=True, check=False)
+        done = subprocess.run([*cmd, *extra, source], capture_output=True, text=True, check=False, env=env)
         if done.returncode != 0:
             lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or [done.stderr.strip()]
             raise Refused(f"pip cannot resolve {source} here: {' '.join(lines)[-600:]}", "provide the wheels it names")
@@ -210,7 +220,7 @@ def agent_tags(afd_e2e: Path) -> str | None:
 
 def install(args: argparse.Namespace) -> int:
     source = check_source(args.source, args.wheels, args.index_url)
-    extra = pip_args(args.wheels, args.index_url)
+    extra, env = pip_args(args.wheels, args.index_url), pip_env(args.wheels, args.index_url)
     if args.into:
         python = args.into
         venv_option = describe(python)["prefix"]
@@ -224,7 +234,7 @@ def install(args: argparse.Namespace) -> int:
         else (f"index {args.index_url}" if args.index_url else "pip's index for its requirements")
     )
     say(f"resolving {source} in {python} ({len(before)} packages there, {where})")
-    changed = conflicts(dry_run(python, extra, source), before)
+    changed = conflicts(dry_run(python, extra, source, env), before)
     if changed:
         raise Refused(
             f"installing {source} would change {len(changed)} package(s) this environment has: {', '.join(changed)}",
@@ -232,8 +242,8 @@ def install(args: argparse.Namespace) -> int:
         )
     install_cmd = [*pip(python), "install", "--quiet", *extra]
     # afd-e2e itself into this environment even where the base already shows one; then what it still lacks.
-    subprocess.run([*install_cmd, "--no-deps", "--ignore-installed", source], check=True)
-    subprocess.run([*install_cmd, source], check=True)
+    subprocess.run([*install_cmd, "--no-deps", "--ignore-installed", source], check=True, env=env)
+    subprocess.run([*install_cmd, source], check=True, env=env)
     after = describe(python)["dists"]
     moved = [f"{n} {v} -> {after.get(n)}" for n, v in before.items() if after.get(n) != v and n != "afd-e2e"]
     if moved:

@@ -59,12 +59,16 @@ class _Section:
     essential: bool  # kept in the summary that replaces an over-size annotation
 
 
+def job_step(env: Mapping[str, str]) -> str | None:
+    """The Buildkite step a job runs, by its key (a retry keeps it), else by the job id; None outside Buildkite."""
+    return env.get("BUILDKITE_STEP_KEY") or env.get("BUILDKITE_JOB_ID") or None
+
+
 def annotation_context(profile: str | None, env: Mapping[str, str]) -> str:
-    """The job's annotation context: the profile and the step, so two jobs of one profile in a build (a matrix over
-    agent pools, a bisect step) keep an annotation each, and a retry of a step (same key) replaces its own. The step
-    is named by its key (a retry keeps it), else by the job id (a keyless step's retry then adds one); outside
-    Buildkite by the profile alone."""
-    step = env.get("BUILDKITE_STEP_KEY") or env.get("BUILDKITE_JOB_ID")
+    """The job's annotation context: the profile and the step (``job_step``), so two jobs of one profile in a build
+    (a matrix over agent pools, a bisect step) keep an annotation each, and a retry of a keyed step replaces its own
+    (a keyless step's retry has a new job id, so it adds one); outside Buildkite the profile alone."""
+    step = job_step(env)
     parts = [profile or "unknown", *([step] if step else [])]
     return "afd-e2e-" + "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", part) for part in parts)
 

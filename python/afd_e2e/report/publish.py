@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from afd_e2e.buildkite.test_engine_upload import BUDGET_S, TEST_ENGINE_URL, upload_junit
-from afd_e2e.report.annotation import annotation_context
+from afd_e2e.report.annotation import annotation_context, job_step
 from afd_e2e.report.artifacts import matching_globs
 from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.render import ReportPaths
@@ -63,7 +63,7 @@ def summary_line(paths: ReportPaths, env: Mapping[str, str]) -> str:
     """This job's line of the build's summary annotation: its verdict, profile and step, linked to its annotation
     (Buildkite's build page anchors each annotation as ``#annotation-<context>``)."""
     context = annotation_context(paths.profile, env)
-    step = env.get("BUILDKITE_STEP_KEY") or env.get("BUILDKITE_JOB_ID") or "local"
+    step = job_step(env) or "local"
     agent = env.get("BUILDKITE_AGENT_NAME", "an agent")
     link = f'<a href="{html.escape(env.get("BUILDKITE_BUILD_URL", ""))}#annotation-{context}">annotation</a>'
     return (

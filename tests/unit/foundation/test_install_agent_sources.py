@@ -7,6 +7,7 @@ tests/engine/test_wheelhouse.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from afd_e2e.cli import build_parser
-from afd_e2e.commands.install_agent import Refused, check_source, pip_args
+from afd_e2e.commands.install_agent import Refused, check_source, pip_args, pip_env
 from repo_paths import REPO
 
 COMMIT = "934ccaf288eb2d40b0b5241af98df1dce31bee9f"
@@ -65,6 +66,17 @@ def test_a_wheel_folder_installs_offline_and_must_hold_afd_e2e(tmp_path):
     assert pip_args(tmp_path) == ["--no-index", "--find-links", str(tmp_path)]
     with pytest.raises(Refused, match="--wheels and --index-url both given"):
         check_source(None, tmp_path, "https://pypi.internal/simple")
+
+
+def test_a_folder_or_an_index_named_is_the_only_source_pip_sees(monkeypatch, tmp_path):
+    """pip's configuration (files, PIP_* variables) may add indexes and find-links: not beside the one named."""
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://elsewhere/simple")
+    monkeypatch.setenv("PIP_FIND_LINKS", "/opt/wheels")
+    monkeypatch.setenv("PIP_CERT", "/etc/ssl/certs/ca.crt")
+    for env in (pip_env(tmp_path, None), pip_env(None, "https://pypi.internal/simple")):
+        assert "PIP_EXTRA_INDEX_URL" not in env and "PIP_FIND_LINKS" not in env
+        assert (env["PIP_CONFIG_FILE"], env["PIP_CERT"]) == (os.devnull, "/etc/ssl/certs/ca.crt")
+    assert pip_env(None, None) is None  # a wheel file, a checkout, a git URL: its requirements from pip's setup
 
 
 def test_a_wheel_file_must_exist(tmp_path):
