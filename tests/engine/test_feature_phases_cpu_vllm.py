@@ -20,9 +20,9 @@ from afd_e2e.profile import ReplaySpec, ServingSpec, load_profile
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.child_env import client_environment
-from afd_e2e.runner.markers import marker_env
 from afd_e2e.runner.server import CaseServers
+from afd_e2e.system.child_env import client_environment
+from afd_e2e.system.markers import marker_env
 from afd_e2e.workloads import replay
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.phases import run_replay, run_serving

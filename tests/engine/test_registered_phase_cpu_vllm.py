@@ -11,11 +11,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from afd_e2e.phases import registry
+from afd_e2e.phases.rendering import rendered
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
-from throwaway_phase import ECHO
+from afd_e2e.system.progress import Progress
+from throwaway_phase import ECHO, ECHO_REPORT
 
 pytestmark = pytest.mark.engine
 
@@ -26,7 +27,7 @@ PROFILE = load_profile("tiny-cpu")
 @pytest.fixture(scope="module")
 def echoed(tiny_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("echo")
-    with registry.registered(ECHO):
+    with registry.registered(ECHO), rendered(ECHO_REPORT):
         plan = build_plan(PROFILE, model_path=str(tiny_model), case_ids=["cpu-tp1"], port_base=PORT_BASE)
         plan = dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=("smoke", "echo")),))
         execute_run(PROFILE, plan, out, progress=Progress(stream=io.StringIO()))

@@ -24,9 +24,9 @@ from afd_e2e.results.model import SCHEMA, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.case import new_case_results
-from afd_e2e.runner.child_env import client_environment
-from afd_e2e.runner.markers import marker_env
 from afd_e2e.runner.server import CaseServers
+from afd_e2e.system.child_env import client_environment
+from afd_e2e.system.markers import marker_env
 from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.phases import compare, run_correctness, run_performance
 from repo_paths import GSM8K_DIR, REPO

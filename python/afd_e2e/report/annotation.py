@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from afd_e2e import __version__
-from afd_e2e.phases import registry
-from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.plan.model import CasePlan
 from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting
+from afd_e2e.report import sections as report_sections
 from afd_e2e.report.escape import markdown_text, preformatted
+from afd_e2e.report.sections import AnnotationPart
 from afd_e2e.report.status import icon
+from afd_e2e.results import sections as results_sections
 from afd_e2e.results.model import (
     LOG_TAIL_CHARS,
     CasePerformance,
@@ -79,8 +80,8 @@ def performance_warnings(results: RunResults) -> list[str]:
     return [
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
-        for measure in registry.measures()
-        for warning in getattr(comparison.section(measure.section.name), "warnings", None) or []
+        for section in results_sections.measure_sections().values()
+        for warning in getattr(comparison.section(section), "warnings", None) or []
     ]
 
 
@@ -283,7 +284,7 @@ def smoke_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
 def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
     """The per-case table: status and readiness, then the registered phases' and case sections' columns; then the
     phases' parts."""
-    columns = list(registry.case_columns())
+    columns = list(report_sections.case_columns())
     header = ["Case", "Status", "Ready after", *(c.header for c in columns)]
     rows = [
         "### Correctness",
@@ -562,7 +563,7 @@ def _failures(results: RunResults) -> str:
         parts = [("case", case.status, case.failure)]
         parts += [
             (name, part.status, part.failure)
-            for name in registry.written_sections()
+            for name in results_sections.written_sections()
             if (part := case.section(name)) is not None and hasattr(part, "failure")
         ]
         failures = [
@@ -625,10 +626,15 @@ def _model_output(results: RunResults) -> str:
 def _sections(results: RunResults, plots: Mapping[str, str], artifacts: Sequence[str]) -> list[_Section]:
     """The headline and preflight; the per-case table with its parts and the Features tables; every other part
     of the registered phases, then of the other case sections; failures, environment, artifacts, model output."""
-    phase_parts = [part for phase in registry.phases() for part in phase.annotation(results, plots)]
+    phase_parts = [
+        part
+        for phase in report_sections.phase_reports()
+        if phase.annotation
+        for part in phase.annotation(results, plots)
+    ]
     section_parts = [
         part
-        for section in registry.case_sections()
+        for section in report_sections.case_section_reports()
         if section.annotation
         for part in section.annotation(results, plots)
     ]

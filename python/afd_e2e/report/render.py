@@ -15,9 +15,9 @@ from afd_e2e.report.capacity import write_capacity_plots
 from afd_e2e.report.junit import write_junit
 from afd_e2e.report.plots import write_plots
 from afd_e2e.report.telemetry import write_telemetry_plots
+from afd_e2e.report.trend_attach import attach as attach_trend
 from afd_e2e.results import load_results
 from afd_e2e.results.status import Status
-from afd_e2e.trend.attach import attach as attach_trend
 
 ANNOTATION_FILE = "annotation.md"
 
