@@ -8,7 +8,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from afd_e2e.runner.markers import find_marked
+from afd_e2e.system.markers import find_marked
 
 
 def junit_results(out: Path) -> dict[str, list[str]]:

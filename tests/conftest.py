@@ -19,9 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from afd_e2e.phases import rendering
+
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "engine", "gpu")
 LAUNCH_POLL_S = 0.2  # a vllm serve lives for seconds at the least (imports alone take longer), so none is missed
+
+rendering.install()  # the built-in phases and their renderers, as the commands that run or render install them
 
 
 def tier_of(path: Path) -> str | None:

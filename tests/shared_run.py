@@ -5,7 +5,7 @@ run read its results folder instead of launching their own (``tests/engine/conft
 
 Beside the shipped phases (smoke, correctness, performance, capacity) each case runs ``serving`` and ``replay``
 (their workloads added here; the parity prompts are the parity test's, ``fixtures/parity/record_tiny_cpu.py``, so
-cpu-tp1's parity records are that test's bf16 outputs), the throwaway ``echo`` phase registered from ``tests/throwaway_phase.py``, and on
+cpu-tp1's parity records are that test's bf16 outputs), the throwaway ``echo`` phase registered (and rendered) from ``tests/throwaway_phase.py``, and on
 cpu-tp1 a ``probe`` phase registered from here: while the server is up it asks what the tests judge later against
 the same server (the serving checks under a name the server does not serve, and lm-eval's own GSM8K when its venv
 is installed), records what it saw in memory and passes, so the run's verdict is the shipped profile's.
@@ -26,7 +26,7 @@ from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import ReplaySpec, ServingSpec, load_profile
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
-from afd_e2e.runner.progress import Progress
+from afd_e2e.system.progress import Progress
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.phases import run_serving
 from fixtures.parity.record_tiny_cpu import PROMPTS as PARITY_PROMPTS
@@ -100,9 +100,7 @@ def probe_phase(probed: Probed, model: Path, work: Path) -> Phase:
         doc="asks the live server what the engine tests judge later (tests/shared_run.py)",
         budget=Budget("probe_s", 600.0),
         run=run,
-        sections=(),
-        junit=lambda _suite, _case: None,
-        annotation=lambda _results, _plots: [],
+        sections=(),  # nothing for the reports: what it saw is the tests' to judge
     )
 
 

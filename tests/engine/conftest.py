@@ -34,18 +34,20 @@ def tiny_cpu_run(tiny_model, tmp_path_factory):
 
     At the end of the session, nothing of the run may be left: no marked process, no port of its block held."""
     from afd_e2e.phases import registry
+    from afd_e2e.phases.rendering import rendered
     from afd_e2e.results.store import results_to_json
-    from afd_e2e.runner.markers import find_marked
     from afd_e2e.runner.run import execute_run
+    from afd_e2e.system.markers import find_marked
     from afd_e2e.system.ports import busy_ports
     from repo_paths import GSM8K_DIR
     from shared_run import PROFILE, Lines, Probed, SharedRun, probe_phase, shared_plan
-    from throwaway_phase import ECHO
+    from throwaway_phase import ECHO, ECHO_REPORT
 
     out = tmp_path_factory.mktemp("tiny-cpu-run")
     probed, lines = Probed(), Lines()
     with (
         registry.registered(ECHO),
+        rendered(ECHO_REPORT),
         registry.registered(probe_phase(probed, tiny_model, tmp_path_factory.mktemp("probe"))),
     ):
         plan = shared_plan(tiny_model)

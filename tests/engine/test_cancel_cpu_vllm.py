@@ -21,8 +21,8 @@ from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.progress import Progress
 from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR
 

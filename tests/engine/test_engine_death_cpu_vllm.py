@@ -23,9 +23,9 @@ from afd_e2e.forensics.pyspy import find_pyspy
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
-from afd_e2e.runner.markers import find_marked
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.markers import find_marked
+from afd_e2e.system.progress import Progress
 from repo_paths import GSM8K_DIR
 from stall_support import bench_processes, engine_core_of
 

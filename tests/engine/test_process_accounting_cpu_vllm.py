@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from afd_e2e.profile import load_profile
-from afd_e2e.runner.markers import RUN_ID_ENV, find_run
+from afd_e2e.system.markers import RUN_ID_ENV, find_run
 from repo_paths import REPO
 from stall_support import bench_processes, engine_core_of
 

@@ -21,8 +21,8 @@ from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.markers import find_marked
 from afd_e2e.telemetry.sampler import read_telemetry
 from cancel_support import assert_cancelled_everywhere
 from stall_support import LastToken, VerdictClock, bench_processes, stop_engine_mid_bench

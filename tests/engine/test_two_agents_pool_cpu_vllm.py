@@ -24,7 +24,7 @@ from afd_e2e.pipeline.generate import GpuStepSettings, build_pipeline
 from afd_e2e.pipeline.steps import render
 from afd_e2e.profile import load_profile
 from afd_e2e.runner.hygiene import NOTHING_HERE
-from afd_e2e.runner.markers import find_marked
+from afd_e2e.system.markers import find_marked
 from agent_pool import RECORD_CALL, AgentPool, PoolAgent
 from repo_paths import GSM8K_DIR
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from afd_e2e.buildkite import meta_data
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.addresses import meta_data_key
+from afd_e2e.runner.side import SideFailed
 
 WAITING, RUNNING, ENDED = "waiting", "running", "ended"
 HEARTBEAT_EVERY_S = 5.0
@@ -93,7 +94,7 @@ class Pulse:
         return f"{self.whose} heartbeat stopped ({last}, nothing new for {silent:.0f} s): killed, or its agent lost"
 
 
-class LeaderLost(Exception):
+class LeaderLost(SideFailed):
     """A follower's leader stopped beating without ending its case: the follower tears down and fails."""
 
 

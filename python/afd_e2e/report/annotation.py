@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from afd_e2e import __version__
-from afd_e2e.phases import registry
-from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.plan.model import CasePlan
 from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting
+from afd_e2e.report import sections as report_sections
 from afd_e2e.report.escape import markdown_text, preformatted
+from afd_e2e.report.sections import AnnotationPart
 from afd_e2e.report.status import icon
+from afd_e2e.results import sections as results_sections
 from afd_e2e.results.model import (
     LOG_TAIL_CHARS,
     CasePerformance,
@@ -50,7 +51,6 @@ class Annotation:
     body: str  # what `buildkite-agent annotate` gets: at most MAX_BYTES
     full_body: str | None  # the complete text, when ``body`` had to be a summary
     style: str  # success | warning | error
-    context: str  # stable per profile, so a re-run replaces the annotation
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,18 @@ class _Section:
     essential: bool  # kept in the summary that replaces an over-size annotation
 
 
-def annotation_context(profile: str | None) -> str:
-    return "afd-e2e-" + re.sub(r"[^A-Za-z0-9._-]", "_", profile or "unknown")
+def job_step(env: Mapping[str, str]) -> str | None:
+    """The Buildkite step a job runs, by its key (a retry keeps it), else by the job id; None outside Buildkite."""
+    return env.get("BUILDKITE_STEP_KEY") or env.get("BUILDKITE_JOB_ID") or None
+
+
+def annotation_context(profile: str | None, env: Mapping[str, str]) -> str:
+    """The job's annotation context: the profile and the step (``job_step``), so two jobs of one profile in a build
+    (a matrix over agent pools, a bisect step) keep an annotation each, and a retry of a keyed step replaces its own
+    (a keyless step's retry has a new job id, so it adds one); outside Buildkite the profile alone."""
+    step = job_step(env)
+    parts = [profile or "unknown", *([step] if step else [])]
+    return "afd-e2e-" + "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", part) for part in parts)
 
 
 def performance_warnings(results: RunResults) -> list[str]:
@@ -70,8 +80,8 @@ def performance_warnings(results: RunResults) -> list[str]:
     return [
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
-        for measure in registry.measures()
-        for warning in getattr(comparison.section(measure.section.name), "warnings", None) or []
+        for section in results_sections.measure_sections().values()
+        for warning in getattr(comparison.section(section), "warnings", None) or []
     ]
 
 
@@ -274,7 +284,7 @@ def smoke_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
 def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
     """The per-case table: status and readiness, then the registered phases' and case sections' columns; then the
     phases' parts."""
-    columns = list(registry.case_columns())
+    columns = list(report_sections.case_columns())
     header = ["Case", "Status", "Ready after", *(c.header for c in columns)]
     rows = [
         "### Correctness",
@@ -553,7 +563,7 @@ def _failures(results: RunResults) -> str:
         parts = [("case", case.status, case.failure)]
         parts += [
             (name, part.status, part.failure)
-            for name in registry.written_sections()
+            for name in results_sections.written_sections()
             if (part := case.section(name)) is not None and hasattr(part, "failure")
         ]
         failures = [
@@ -616,10 +626,15 @@ def _model_output(results: RunResults) -> str:
 def _sections(results: RunResults, plots: Mapping[str, str], artifacts: Sequence[str]) -> list[_Section]:
     """The headline and preflight; the per-case table with its parts and the Features tables; every other part
     of the registered phases, then of the other case sections; failures, environment, artifacts, model output."""
-    phase_parts = [part for phase in registry.phases() for part in phase.annotation(results, plots)]
+    phase_parts = [
+        part
+        for phase in report_sections.phase_reports()
+        if phase.annotation
+        for part in phase.annotation(results, plots)
+    ]
     section_parts = [
         part
-        for section in registry.case_sections()
+        for section in report_sections.case_section_reports()
         if section.annotation
         for part in section.annotation(results, plots)
     ]
@@ -659,9 +674,9 @@ def render_annotation(
     """``plots``: comparison id -> PNG path and ``artifacts``: paths, both relative to the results folder."""
     sections = _sections(results, plots or {}, artifacts)
     full = "\n".join(section.text for section in sections)
-    style, context = annotation_style(results), annotation_context(results.profile)
+    style = annotation_style(results)
     if _size(full) <= max_bytes:
-        return Annotation(full, None, style, context)
+        return Annotation(full, None, style)
     kept = [sections[0], *(s for s in sections[1:] if s.essential)]
     if _size("\n".join(s.text for s in kept)) > max_bytes - 4096:
         kept = sections[:1]  # so many cases that even the tables overflow: headline and pointer only
@@ -672,4 +687,4 @@ def render_annotation(
         "Everything is also in results.json.\n"
     )
     summary = "\n".join([kept[0].text, pointer, *(s.text for s in kept[1:])])
-    return Annotation(summary, full, style, context)
+    return Annotation(summary, full, style)

@@ -3,7 +3,8 @@
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
 testcases: smoke, GSM8K aggregate and per question, replay, serving checks, profiler traces, the performance runs;
 then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, replay parity, each
-performance metric) and ``.run`` (the verdict). The phases' renderers are named in ``afd_e2e.phases``. A GSM8K question answered wrongly fails only where the profile says
+performance metric) and ``.run`` (the verdict). The phases' renderers are registered by
+``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A GSM8K question answered wrongly fails only where the profile says
 accuracy is meaningful; a performance metric fails only when it is worse and its profile says ``on_worse: fail``
 (``warn`` passes with a warning). At most 5000 testcases per file, as Test Engine requires.
 """
@@ -16,10 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from afd_e2e.phases import registry
+from afd_e2e.profile import catalogue
 from afd_e2e.report import formatting
+from afd_e2e.report import sections as report_sections
 from afd_e2e.report.escape import cut_head, one_line, xml_text
-from afd_e2e.report.parity import describe, parity_summary
+from afd_e2e.results import sections as results_sections
 from afd_e2e.results.model import (
     CaseResults,
     Comparison,
@@ -30,6 +32,7 @@ from afd_e2e.results.model import (
     Repetition,
     RunResults,
 )
+from afd_e2e.results.parity_text import describe, parity_summary
 from afd_e2e.results.status import Status, Verdict
 
 MAX_TESTCASES_PER_FILE = 5000
@@ -138,9 +141,10 @@ def build_testcases(results: RunResults) -> list[Testcase]:
         _add_case(builder.suite(f"case.{case_id}", case), case)
     for comparison_id, comparison in results.comparisons.items():
         suite = builder.suite(f"comparison.{comparison_id}")
-        for measure in registry.measures():
-            if measure.junit is not None and (section := comparison.section(measure.section.name)) is not None:
-                measure.junit(suite, comparison, section)
+        testcases = report_sections.measure_testcases()
+        for measure, name in results_sections.measure_sections().items():
+            if (junit := testcases.get(measure)) is not None and (section := comparison.section(name)) is not None:
+                junit(suite, comparison, section)
     _add_verdict(builder, results)
     return builder.items
 
@@ -158,17 +162,28 @@ def _add_case(suite: SuiteTestcases, case: CaseResults) -> None:
         suite.add("launch and readiness", Status.PASSED, elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s")
     else:
         suite.add("launch and readiness", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
-    for phase in registry.phases():
-        phase.junit(suite, case)
+    reports = {report.name: report for report in report_sections.phase_reports()}
+    for phase in catalogue.phase_names():
+        if (report := reports.get(phase)) is None:
+            _section_testcases(suite, case, phase)
+        elif report.junit is not None:
+            report.junit(suite, case)
     if case.status.is_failure and not suite.builder.reported_a_problem(suite.name):
         # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
         suite.add("case", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
-    for section in registry.case_sections():
+    for section in report_sections.case_section_reports():
         if section.junit is not None:
             section.junit(suite, case)
 
 
-# ---- each phase's and section's testcases (named in its ``afd_e2e.phases`` descriptor) ----------------------------
+def _section_testcases(suite: SuiteTestcases, case: CaseResults, phase: str) -> None:
+    """A phase that registered no renderer: one testcase per section it wrote, from its status and failure."""
+    for name in results_sections.phase_sections(phase):
+        if isinstance(status := getattr(part := case.section(name), "status", None), Status):
+            suite.add(name, status, message=getattr(part, "failure", None))
+
+
+# ---- each phase's and section's testcases (registered by ``afd_e2e.phases.rendering``) ----------------------------
 
 
 def smoke_testcases(suite: SuiteTestcases, case: CaseResults) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afd_e2e.plan.model import RunPlan
+from afd_e2e.results import sections
 from afd_e2e.results.codec import EXTRAS
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
 
@@ -407,15 +408,11 @@ class TelemetrySummary:
 
 
 def _registered_case_sections() -> Mapping[str, Any]:
-    from afd_e2e.phases import registry  # the registry sits above the records; it is read when a file is
-
-    return registry.extra_case_sections()
+    return sections.extra_case_sections()
 
 
 def _registered_comparison_sections() -> Mapping[str, Any]:
-    from afd_e2e.phases import registry
-
-    return registry.extra_comparison_sections()
+    return sections.extra_comparison_sections()
 
 
 class _Sections:

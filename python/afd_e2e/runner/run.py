@@ -26,10 +26,10 @@ from afd_e2e.runner.case import AgentSide, RunContext, new_case_results, run_cas
 from afd_e2e.runner.environment import describe_environment
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.markers import new_run_id
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.verdict import decide_verdict
+from afd_e2e.system.markers import new_run_id
+from afd_e2e.system.progress import Progress
 from afd_e2e.workloads import phases
 
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from afd_e2e.phases import registry
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.plan.serve_argv import trace_dir
-from afd_e2e.profile import Profile
+from afd_e2e.profile import Profile, catalogue
+from afd_e2e.results import sections
 from afd_e2e.results.model import (
     CasePerformance,
     CaseResults,
@@ -30,7 +30,17 @@ from afd_e2e.results.model import (
 from afd_e2e.results.side_files import write_records
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance, profiler_traces, replay, serving_checks
+from afd_e2e.workloads import (
+    bench,
+    gsm8k,
+    gsm8k_eval,
+    parity,
+    performance,
+    profiler_traces,
+    replay,
+    serving_checks,
+)
+from afd_e2e.workloads.comparisons import compare_function
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.smoke import smoke_completion
@@ -232,9 +242,9 @@ def compare(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, C
     for cmp in results.plan.comparisons:
         base, cand = results.case(cmp.baseline), results.case(cmp.candidate)
         entry = Comparison(cmp.baseline, cmp.candidate, *_told_apart(labels, cmp.baseline, cmp.candidate))
-        for measure in registry.measures():
-            if measure.name in cmp.measures and measure.needs(profile) is None:
-                entry.set_section(measure.section.name, measure.compare(profile, cmp, base, cand, out_dir))
+        for measure, section in sections.measure_sections().items():
+            if measure in cmp.measures and catalogue.measure(measure).needs(profile) is None:
+                entry.set_section(section, compare_function(measure)(profile, cmp, base, cand, out_dir))
         comparisons[cmp.id] = entry
     return comparisons
 

@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
-from afd_e2e.phases import registry
-from afd_e2e.profile import builtin_profiles, load_profile, parse_profile
+from afd_e2e.profile import builtin_profiles, catalogue, load_profile, parse_profile
 from repo_paths import REPO
 
 
@@ -188,5 +187,5 @@ def test_every_shipped_profile_states_its_budgets_and_the_bench_uses_the_repetit
             assert profile.bench.timeout_s == profile.budgets.bench_repetition_s
     seed = load_profile("qwen3.5-122b-a10b")
     # start-up 3600 + smoke 600 + correctness 3600 + teardown 20; the performance case adds 6 x 1800 + 600
-    assert registry.case_budget_s(seed, ("smoke", "correctness")) == 7820
-    assert registry.case_budget_s(seed, ("performance",)) == 3600 + 6 * 1800 + 600 + 20
+    assert catalogue.case_budget_s(seed, ("smoke", "correctness")) == 7820
+    assert catalogue.case_budget_s(seed, ("performance",)) == 3600 + 6 * 1800 + 600 + 20
