@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -127,7 +128,8 @@ def test_start_ready_smoke_and_teardown_leave_a_clean_machine(served):
 def test_the_real_run_is_reported(served):
     out, _ = served
     annotation = (out / "annotation.md").read_text(encoding="utf-8")
-    assert annotation.startswith("## ✅ SMOKE afd-e2e tiny\\-cpu: passed")
+    # passed; ⚠️ where a comparison of the shared run's full phases warns (two bench repetitions rarely decide)
+    assert re.match(r"## (✅|⚠️) SMOKE afd-e2e tiny\\-cpu: passed\n", annotation), annotation.splitlines()[0]
     hygiene = (
         "| native DP1/TP1 (<code>cpu\\-tp1</code>) | ✅ | ✅ | ⏭️ runs on the CPU\\: no GPU memory to check | ✅ | ✅ |"
     )
