@@ -20,6 +20,7 @@ COMMANDS = (
     "run",
     "report",
     "trend",
+    "bisect",
     "cleanup",
     "schema",
     "pipeline",

@@ -30,7 +30,7 @@ from afd_e2e.results.status import Proof, Status, Verdict
 from afd_e2e.workloads import stats
 
 
-def _passed_values(section: CasePerformance, key: str) -> list[float]:
+def passed_values(section: CasePerformance, key: str) -> list[float]:
     """The metric over passed repetitions; a value that is not a finite number is never aggregated."""
     values = [rep.metrics.get(key) for rep in section.repetitions if rep.status is Status.PASSED]
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
@@ -156,7 +156,7 @@ def judge_metrics(
     """Every metric (and per-GPU view) both sides have passed values of, judged."""
     judged = []
     for view in _views(metrics, (baseline.gpus, candidate.gpus), gated_throughput):
-        base, cand = _passed_values(baseline, view.gate.metric.key), _passed_values(candidate, view.gate.metric.key)
+        base, cand = passed_values(baseline, view.gate.metric.key), passed_values(candidate, view.gate.metric.key)
         if base and cand:
             judged.append(_metric(view, base, cand, threshold_pct, looks))
     return judged
