@@ -2,7 +2,7 @@
 point, hooked like ``tests/fault_plugin``) over ten first-parent commits, with planted changes:
 
 - every version's ``EngineCore.step`` first sleeps ``STEP_S`` inside ``afd_e2e_plugin_step_work`` (the plugin's
-  "work": it makes TPOT about 10 ms of steady sleep plus the tiny model's ~1.5 ms, so run-to-run noise is a few %);
+  "work": it makes TPOT about 40 ms of steady sleep plus the tiny model's few ms, so the shared cores' noise is a few %);
 - from ``CORRUPT_AT`` on, the sampler greedily picks from negated logits: every completion's tokens change (a
   correctness break that parity against the good revision sees);
 - from ``SLOW_AT`` on, the step sleeps ``SLOW_STEP_S`` instead (a per-step slowdown TPOT sees);
@@ -20,8 +20,8 @@ from pathlib import Path
 
 NAME = "afd-e2e-bisect-plugin"
 PACKAGE = "afd_e2e_bisect_plugin"
-STEP_S = 0.010
-SLOW_STEP_S = 0.025
+STEP_S = 0.040
+SLOW_STEP_S = 0.080
 CORRUPT_AT = 3
 SLOW_AT = 5
 BROKEN_AT = 6
@@ -89,7 +89,7 @@ def register():
 '''
 
 SUBJECTS = [
-    "plugin: step work of 10 ms",
+    "plugin: step work of 40 ms",
     "docs: say what the plugin does",
     "plugin: name the step constant",
     "sampler: pick from the plugin's logit transform",

@@ -53,6 +53,17 @@ class NotInstalled:
     seconds: float
 
 
+PIP_GENERIC_ERRORS = ("error: subprocess-exited-with-error", "error: metadata-generation-failed")
+
+
+def pip_error(log: str) -> str:
+    """The line of a failed pip run that says what broke (the build backend's own ``error:``, not pip's wrapper
+    lines), else the log's last lines."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if line.lower().startswith("error") and line not in PIP_GENERIC_ERRORS]
+    return errors[-1] if errors else " | ".join(lines[-LOG_TAIL_LINES:])
+
+
 def packages_dir(cache: Path) -> Path:
     return cache / "packages"
 
@@ -126,8 +137,7 @@ def install_at(
             time.sleep(POLL_S)
     if process.returncode != 0:
         shutil.rmtree(building, ignore_errors=True)
-        tail = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-        reason = f"pip install failed (exit {process.returncode}): " + " | ".join(tail[-LOG_TAIL_LINES:])
+        reason = f"pip install failed (exit {process.returncode}): {pip_error(log.read_text('utf-8', 'replace'))} (log {log})"
         failed.write_text(reason + "\n", encoding="utf-8")
         return NotInstalled(reason, clock() - start)
     checked = check_installed(building, sha)
