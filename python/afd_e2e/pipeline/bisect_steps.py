@@ -91,8 +91,12 @@ def bisect_command(profile_reference: str, offer: BisectOffer) -> str:
     argv = ["afd-e2e", "bisect", "--profile", profile_reference, "--case", offer.case_id, "--metric", offer.metric]
     argv += ["--good", offer.good, "--bad", offer.bad, "--out", BISECT_OUT]
     quoted = " ".join(shlex.quote(a) for a in argv)
-    annotate = f"buildkite-agent annotate --context afd-e2e-bisect-{step_slug(offer.case_id)} < {BISECT_OUT}/bisect.md"
-    return f'{quoted} --repo "${REPO_ENV}"; status=$?; {annotate}; exit $status'
+    # uploaded from inside the folder, so the section's artifact:// links (bisect.png) resolve
+    publish = (
+        f"cd {BISECT_OUT} && buildkite-agent artifact upload 'bisect.*' && "
+        f"buildkite-agent annotate --context afd-e2e-bisect-{step_slug(offer.case_id)} < bisect.md"
+    )
+    return f'{quoted} --repo "${REPO_ENV}"; status=$?; {publish}; exit $status'
 
 
 def bisect_pipeline(
@@ -117,7 +121,7 @@ def bisect_pipeline(
                 concurrency=1,
                 concurrency_group=leader_concurrency_group([profile]),
                 retry_on_agent_lost=True,
-                artifact_paths=(f"{BISECT_OUT}/bisect.*", f"{BISECT_OUT}/cache/runs/**/results.json"),
+                artifact_paths=(f"{BISECT_OUT}/cache/runs/**/results.json",),
             )
         )
     if selection.not_offered:

@@ -7,6 +7,7 @@ Drawn on matplotlib's Agg canvas like the other plots; everything from git (subj
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -99,7 +100,7 @@ def render_bisect_section(record: BisectRecord) -> str:
         lines += ["", "The first bad commit is one of:", ""]
         lines += [f"- `{sha}`" for sha in record.range.commits]
     if record.plot:
-        lines += ["", f"![bisect](artifact://{record.plot})"]
+        lines += ["", f'<img src="artifact://{quote(record.plot, safe="/._-")}" alt="the metric per probed commit">']
     lines += ["", f"Replay the words in the repository with `git bisect replay {record.log}`."]
     return "\n".join(lines) + "\n"
 
