@@ -1,6 +1,7 @@
 """Unit tier: ``afd-e2e bisect``'s command line over a real git history (``tests/bisect_plugin``, built in tmp by
 git, nothing installed or launched): ``--dry-run`` prints the first-parent list and the probe plan; bad input is
-one line and exit 2; ``afd-e2e schema bisect`` prints the shipped schema."""
+one line and exit 2; the log a search writes replays with ``git bisect replay`` to the same first bad commit;
+``afd-e2e schema bisect`` prints the shipped schema."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from bisect_support import StandIns, slowed_from
 
+from afd_e2e.bisect.commits import first_parent_commits
+from afd_e2e.bisect.drive import BisectSettings, run_bisect
+from afd_e2e.bisect.verdicts import metric_spec
 from afd_e2e.cli import main
+from afd_e2e.profile import load_profile
 from afd_e2e.results.bisect import bisect_schema_text
-from bisect_plugin.make_history import SUBJECTS, make_history
+from afd_e2e.runner.cancellation import CancelFlag
+from bisect_plugin.make_history import BROKEN_AT, SLOW_AT, SUBJECTS, make_history
 from repo_paths import FIXTURES
 
 PROFILE = str(FIXTURES / "profiles" / "bisect-cpu.yaml")
@@ -77,3 +84,26 @@ def test_a_folder_that_is_not_a_repository_is_bad_input(tmp_path: Path, capsys) 
 def test_schema_bisect_prints_the_shipped_schema(capsys) -> None:
     assert main(["schema", "bisect"]) == 0
     assert capsys.readouterr().out == bisect_schema_text()
+
+
+def test_the_log_replays_in_the_repository_with_git_bisect(history, tmp_path: Path) -> None:
+    repo, shas = history
+    spec = metric_spec(load_profile("tiny-cpu"), "cpu-tp1", "mean_tpot_ms")
+    settings = BisectSettings(
+        load_profile("tiny-cpu"), "cpu-tp1", spec, repo, "main~9", "main", tmp_path, tmp_path / "c"
+    )
+    stand_ins = StandIns(shas, tpot=slowed_from(SLOW_AT), uninstallable=(BROKEN_AT,))
+    run_bisect(
+        settings,
+        first_parent_commits(repo, "main~9", "main"),
+        install=lambda sha: stand_ins.install(sha, settings.cache),
+        launch=stand_ins.launch,
+        flag=CancelFlag(),
+        say=lambda _line: None,
+    )
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    replayed = subprocess.run(
+        ["git", "-C", str(clone), "bisect", "replay", str(tmp_path / "bisect.log")], capture_output=True, text=True
+    )
+    assert f"{shas[SLOW_AT]} is the first bad commit" in replayed.stdout
