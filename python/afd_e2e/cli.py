@@ -51,7 +51,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit statuses (README): 0 passed, 1 failed (a verdict, a preflight), 2 bad input, 3 not run (gates closed)."""
+    """Exit statuses (docs/reference.md): 0 passed, 1 failed (a verdict, a preflight), 2 bad input, 3 not run (gates closed)."""
     args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args))
