@@ -31,6 +31,7 @@ COMMANDS = (
     "join",
     "agent-tags",
     "tiny-model",
+    "install-agent",
 )
 
 

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in trend_if_configured(args.dir, os.environ):
         print(f"afd-e2e report: warning: {warning}", file=sys.stderr)
     paths = render_all(args.dir)
-    print("\n".join(describe(paths)), flush=True)
+    print("\n".join(describe(paths, os.environ)), flush=True)
     if args.publish:
         for warning in publish(paths, env=os.environ, test_engine_token_env=name):
             print(f"afd-e2e report: warning: {warning}", file=sys.stderr)

@@ -51,7 +51,6 @@ class Annotation:
     body: str  # what `buildkite-agent annotate` gets: at most MAX_BYTES
     full_body: str | None  # the complete text, when ``body`` had to be a summary
     style: str  # success | warning | error
-    context: str  # stable per profile, so a re-run replaces the annotation
 
 
 @dataclass(frozen=True)
@@ -61,8 +60,18 @@ class _Section:
     essential: bool  # kept in the summary that replaces an over-size annotation
 
 
-def annotation_context(profile: str | None) -> str:
-    return "afd-e2e-" + re.sub(r"[^A-Za-z0-9._-]", "_", profile or "unknown")
+def job_step(env: Mapping[str, str]) -> str | None:
+    """The Buildkite step a job runs, by its key (a retry keeps it), else by the job id; None outside Buildkite."""
+    return env.get("BUILDKITE_STEP_KEY") or env.get("BUILDKITE_JOB_ID") or None
+
+
+def annotation_context(profile: str | None, env: Mapping[str, str]) -> str:
+    """The job's annotation context: the profile and the step (``job_step``), so two jobs of one profile in a build
+    (a matrix over agent pools, a bisect step) keep an annotation each, and a retry of a keyed step replaces its own
+    (a keyless step's retry has a new job id, so it adds one); outside Buildkite the profile alone."""
+    step = job_step(env)
+    parts = [profile or "unknown", *([step] if step else [])]
+    return "afd-e2e-" + "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", part) for part in parts)
 
 
 def performance_warnings(results: RunResults) -> list[str]:
@@ -665,9 +674,9 @@ def render_annotation(
     """``plots``: comparison id -> PNG path and ``artifacts``: paths, both relative to the results folder."""
     sections = _sections(results, plots or {}, artifacts)
     full = "\n".join(section.text for section in sections)
-    style, context = annotation_style(results), annotation_context(results.profile)
+    style = annotation_style(results)
     if _size(full) <= max_bytes:
-        return Annotation(full, None, style, context)
+        return Annotation(full, None, style)
     kept = [sections[0], *(s for s in sections[1:] if s.essential)]
     if _size("\n".join(s.text for s in kept)) > max_bytes - 4096:
         kept = sections[:1]  # so many cases that even the tables overflow: headline and pointer only
@@ -678,4 +687,4 @@ def render_annotation(
         "Everything is also in results.json.\n"
     )
     summary = "\n".join([kept[0].text, pointer, *(s.text for s in kept[1:])])
-    return Annotation(summary, full, style, context)
+    return Annotation(summary, full, style)

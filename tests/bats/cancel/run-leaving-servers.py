@@ -1,4 +1,4 @@
-"""Stands in for ``afd-e2e run`` in the cancel test (tests/bats/cancel.bats): the real run record, and real servers
+"""Stands in for ``afd-e2e run`` in the cancel test (tests/cancel.bats): the real run record, and real servers
 that hold the plan's real ports, ignore SIGTERM and left the runner's session, as vLLM's processes can. On SIGTERM
 this runner spends ``TEARDOWN_S`` seconds and exits without them: they are pre-exit's to end.
 

@@ -67,11 +67,13 @@ def test_every_repository_path_resolves(page):
 
 
 def commands_in(text: str) -> list[list[str]]:
-    """Each ``afd-e2e SUBCOMMAND ...`` the page shows, as words up to a pipe, ``&&`` or the end of the line."""
+    """Each ``afd-e2e SUBCOMMAND ...`` the page shows as a command (not as output quoting the name), as words up to
+    a pipe, ``&&`` or the end of the line."""
     found = []
     for code in code_of(text):
         for line in code.splitlines():
-            for match in re.finditer(r"(?:^|[\s(;|&])afd-e2e\s+([^|&;#\n]*)", line):
+            # where a command starts: the line's start (a prompt, a YAML list item), after a pipe, && or ;, or $(
+            for match in re.finditer(r"(?:^\s*(?:\$\s+|-\s+)?|[|;&]\s*|\$\(\s*)afd-e2e\s+([^|&;#\n]*)", line):
                 words = match.group(1).split()
                 if words and re.fullmatch(r"[a-z][a-z-]*", words[0]):  # not a label, a placeholder or a flag
                     found.append(words)
