@@ -248,23 +248,39 @@ def judge(
     return Judgement(found, delta_pct, ci95, ci90, needed, reason)
 
 
-def decides(base: Summary, cand: Summary, *, threshold_pct: float, margin_pct: float, looks: int) -> bool:
-    """Whether ``judge`` would reach a verdict, from p-values (three t CDFs, no quantile search): what a sequential
-    driver asks after each repetition and what the simulation in the tests asks thousands of times."""
-    if base.n < 2 or cand.n < 2 or not base.mean > 0.0:
-        return False
+def quick_verdict(
+    base: Summary, cand: Summary, *, threshold_pct: float, margin_pct: float, higher_is_better: bool, looks: int
+) -> Verdict:
+    """``judge``'s verdict from p-values (three t CDFs, no quantile search): the interval excludes zero exactly when
+    the two-sided p-value is under its alpha, and lies inside ±margin exactly when both one-sided p-values are. What
+    a sequential series asks at every look and what the simulation in the tests asks thousands of times."""
+    if base.n < 2 or cand.n < 2 or not base.mean > 0.0 or not math.isfinite(cand.mean):
+        return Verdict.INCONCLUSIVE
     se, df = _welch(base, cand)
     diff, scale = cand.mean - base.mean, 100.0 / base.mean
+    delta_pct = diff * scale
+    beyond = abs(delta_pct) > threshold_pct
     if se == 0.0:  # no noise at all: the delta itself decides
-        return abs(diff * scale) > threshold_pct or abs(diff * scale) < margin_pct
-    alpha_diff, alpha_eq = (1.0 - CONFIDENCE) / looks, (1.0 - EQUIVALENCE_CONFIDENCE) / looks
-    if abs(diff * scale) > threshold_pct and 2.0 * (1.0 - student_t_cdf(abs(diff) / se, df)) < alpha_diff:
-        return True
-    margin = margin_pct / scale
-    return (
-        1.0 - student_t_cdf((diff + margin) / se, df) < alpha_eq / 2.0
-        and student_t_cdf((diff - margin) / se, df) < alpha_eq / 2.0
+        differs, equivalent = beyond and diff != 0.0, abs(delta_pct) < margin_pct
+    else:
+        alpha_diff, alpha_eq = (1.0 - CONFIDENCE) / looks, (1.0 - EQUIVALENCE_CONFIDENCE) / looks
+        differs = beyond and 2.0 * (1.0 - student_t_cdf(abs(diff) / se, df)) < alpha_diff
+        margin = margin_pct / scale
+        equivalent = not differs and (
+            1.0 - student_t_cdf((diff + margin) / se, df) < alpha_eq / 2.0
+            and student_t_cdf((diff - margin) / se, df) < alpha_eq / 2.0
+        )
+    if differs:
+        return Verdict.BETTER if (delta_pct > 0) == higher_is_better else Verdict.WORSE
+    return Verdict.PARITY if equivalent else Verdict.INCONCLUSIVE
+
+
+def decides(base: Summary, cand: Summary, *, threshold_pct: float, margin_pct: float, looks: int) -> bool:
+    """Whether ``judge`` would reach a verdict (``quick_verdict`` is not inconclusive)."""
+    found = quick_verdict(
+        base, cand, threshold_pct=threshold_pct, margin_pct=margin_pct, higher_is_better=True, looks=looks
     )
+    return found is not Verdict.INCONCLUSIVE
 
 
 @dataclass(frozen=True)
