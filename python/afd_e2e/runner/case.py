@@ -299,12 +299,13 @@ def _while_up(
     ctx: RunContext, results: CaseResults, servers: CaseServers, while_up: Callable[[CaseServers, CaseResults], None]
 ) -> None:
     while_up(servers, results)
-    ctx.flag.check()
     try:
         servers.check()
     except EngineDied as exc:
         raise died(servers, exc, "held up for a sequential series") from exc
     performance = results.performance
+    if performance is not None and performance.status is Status.CANCELLED:
+        raise Cancelled(f"performance: {performance.failure or 'cancelled'}")
     if performance is not None and performance.status.is_failure:
         raise CaseFailure(f"performance: {performance.failure or performance.status}", servers.api_log_tail())
 

@@ -31,9 +31,8 @@ from afd_e2e.runner.server import CaseServers, Stalled
 from afd_e2e.runner.watch import EngineDied
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.workloads import bench, sequential
-from afd_e2e.workloads.completions import served_model_root
-
-PROGRESS_EVERY_S = 10.0
+from afd_e2e.workloads.completions import CompletionError, served_model_root
+from afd_e2e.workloads.phases import PROGRESS_EVERY_S
 
 
 @dataclass(frozen=True)
@@ -204,10 +203,16 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         ctx.store.flush()
 
     def work() -> SequentialRecord:
-        targets = {side.id: target(side) for side in (held.case, case)}
         base_section, cand_section = writes[held.case.id].section, writes[case.id].section
         assert base_section is not None and cand_section is not None
         cand_section.sequential = record
+        try:
+            targets = {side.id: target(side) for side in (held.case, case)}
+        except CompletionError as exc:  # a server that no longer answers its model card
+            record.stopped, record.reason = "failed", str(exc)
+            cand_section.status, cand_section.failure = Status.FAILED, f"sequential series: {exc}"
+            publish()
+            return record
         for section in (base_section, cand_section):
             section.status = Status.RUNNING
 

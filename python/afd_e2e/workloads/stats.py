@@ -275,14 +275,6 @@ def quick_verdict(
     return Verdict.PARITY if equivalent else Verdict.INCONCLUSIVE
 
 
-def decides(base: Summary, cand: Summary, *, threshold_pct: float, margin_pct: float, looks: int) -> bool:
-    """Whether ``judge`` would reach a verdict (``quick_verdict`` is not inconclusive)."""
-    found = quick_verdict(
-        base, cand, threshold_pct=threshold_pct, margin_pct=margin_pct, higher_is_better=True, looks=looks
-    )
-    return found is not Verdict.INCONCLUSIVE
-
-
 @dataclass(frozen=True)
 class Noise:
     """One side's noise: coefficient of variation, the warm-up effect (first measured repetition against the mean of
