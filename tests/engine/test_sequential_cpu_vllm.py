@@ -111,12 +111,18 @@ def test_the_slowed_candidate_ends_worse_on_tpot_and_fails_its_comparison(run):
 def test_annotation_and_junit_show_the_series(run):
     data, out = run
     annotation = (out / "annotation.md").read_text(encoding="utf-8")
-    assert "Performance: slowed" in annotation and "worse" in annotation
-    assert "Sequential series" in annotation and "look" in annotation
+    assert "### Performance: native DP1/TP1 \\(slowed\\) vs native DP1/TP1 \\(base\\)" in annotation
+    assert "| **worse** ❌ fails the gate | 3+3 |" in annotation
+    assert "- Sequential series (3 to 8 repetitions a side, error rates split over 6 planned looks): " in annotation
+    assert "- Looks (repetitions base+cand, gated verdicts): 1\\: 3\\+3 " in annotation
     testcases = [case for path in sorted(out.glob("junit/*.xml")) for case in ET.parse(path).getroot().iter("testcase")]
     tpot = {case.get("classname"): case for case in testcases if case.get("name") == "performance mean_tpot_ms"}
     slowed = next(case for name, case in tpot.items() if "slowed" in name)
-    assert slowed.find("failure") is not None
+    message = slowed.find("failure").get("message")
+    assert (
+        message.startswith("TPOT: native DP1/TP1 (base) ")
+        and "(split over 6 looks), worse (3+3 repetitions)" in message
+    )
     twin = next(case for name, case in tpot.items() if "twin" in name)
     assert twin.find("failure") is None
     assert json.loads((out / "results.json").read_text())["comparisons"].keys() == data["comparisons"].keys()

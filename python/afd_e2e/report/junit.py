@@ -301,10 +301,12 @@ def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: b
     parity not shown leads with that, a ``parity`` of old results says it is the old rule's."""
     baseline = formatting.measure(metric.baseline.mean, metric.baseline.std, metric.unit)
     candidate = formatting.measure(metric.candidate.mean, metric.candidate.std, metric.unit)
-    if metric.judged_by_equivalence:
-        interval = f"90% CI {formatting.interval(metric.ci90_pct)} against ±{metric.margin_pct:g}%"
-        if metric.looks > 1:
-            interval += f" (split over {metric.looks} looks)"
+    split = f" (split over {metric.looks} looks)" if metric.looks > 1 else ""
+    if metric.judged_by_equivalence and metric.verdict in (Verdict.PARITY, Verdict.INCONCLUSIVE):
+        interval = f"90% CI {formatting.interval(metric.ci90_pct)} against ±{metric.margin_pct:g}%{split}"
+        verdict = str(metric.verdict)
+    elif metric.judged_by_equivalence:
+        interval = f"95% CI {formatting.interval(metric.ci95_pct)}{split}"
         verdict = str(metric.verdict)
     else:
         interval = f"95% CI {formatting.interval(metric.ci95_pct)}"

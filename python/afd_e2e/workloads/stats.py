@@ -170,19 +170,22 @@ class Judgement:
     reason: str = ""
 
 
-def _needed(delta_pct: float, base: Summary, cand: Summary, threshold_pct: float, margin_pct: float) -> int | None:
-    """The fewest repetitions per side (both sides n, one look) at which the observed delta and standard deviations
-    would reach a verdict: parity when |delta| < margin, a difference when |delta| > threshold; None when neither
-    can be reached (the delta sits between margin and threshold) or beyond ``MAX_ESTIMATE``."""
+def _needed(
+    delta_pct: float, base: Summary, cand: Summary, threshold_pct: float, margin_pct: float, looks: int
+) -> int | None:
+    """The fewest repetitions per side (both sides n, at this look's share of the error rates) at which the observed
+    delta and standard deviations would reach a verdict: parity when |delta| < margin, a difference when |delta| >
+    threshold; None when neither can be reached (the delta sits between margin and threshold) or beyond
+    ``MAX_ESTIMATE``."""
     var = (base.std**2 + cand.std**2) / base.mean**2 * 1e4  # in %^2
     if var == 0.0:
         return 2
     weight = (base.std**4 + cand.std**4) / base.mean**4 * 1e8
     goals = []
     if abs(delta_pct) < margin_pct:
-        goals.append((margin_pct - abs(delta_pct), EQUIVALENCE_CONFIDENCE))
+        goals.append((margin_pct - abs(delta_pct), 1.0 - (1.0 - EQUIVALENCE_CONFIDENCE) / looks))
     if abs(delta_pct) > threshold_pct:
-        goals.append((abs(delta_pct), CONFIDENCE))
+        goals.append((abs(delta_pct), 1.0 - (1.0 - CONFIDENCE) / looks))
     best = None
     for room, confidence in goals:
         n = 2
@@ -243,7 +246,7 @@ def judge(
     judgement = Judgement(found, delta_pct, ci95, ci90)
     if found is not Verdict.INCONCLUSIVE:
         return judgement
-    needed = _needed(delta_pct, base, cand, threshold_pct, margin_pct)
+    needed = _needed(delta_pct, base, cand, threshold_pct, margin_pct, looks)
     reason = _sentence(delta_pct, ci90, needed, margin_pct, threshold_pct)
     return Judgement(found, delta_pct, ci95, ci90, needed, reason)
 
