@@ -51,8 +51,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def is_vllm_serve(argv: list[str]) -> bool:
-    """The API server of a ``vllm serve`` (its EngineCore renames itself, so each server counts once)."""
-    return any(Path(arg).name == "vllm" for arg in argv[:2]) and "serve" in argv[1:3]
+    """The API server of a ``vllm serve`` (its EngineCore renames itself, so each server counts once): the console
+    script (``vllm serve``, ``python .../vllm serve``) or the GPU kit's wrapper, which runs
+    ``python -m vllm.entrypoints.cli.main serve``."""
+    console = any(Path(arg).name == "vllm" for arg in argv[:2]) and "serve" in argv[1:3]
+    return console or argv[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"]
 
 
 class LaunchCounter:

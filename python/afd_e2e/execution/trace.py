@@ -4,8 +4,11 @@ events, per engine step where the trace annotates its steps.
 
 vLLM's worker annotates every profiled step ``execute_context_N(T)_generation_M(G)`` (``gpu_worker.py``
 ``annotate_profile``): N context (prefill) requests with T tokens, M generation (decode) requests with G tokens.
-A step with N > 0 is a prefill step (mixed batches included), else a decode step. A launch belongs to the step whose
-annotation spans its start on the same process (the annotation's GPU-side copy is not a step). A trace without annotations gives totals only.
+A step with N > 0 is a prefill step (mixed batches included), one with M > 0 only a decode step; a step with neither
+(``execute_context_0(0)_generation_0(0)``: vLLM 0.26 on one H200 runs two after each request, ~0.3 ms, no launch) did
+no model work and is no step of either kind, so that "graph launches per decode step" counts decode work only. A
+launch belongs to the step whose annotation spans its start on the same process (the annotation's GPU-side copy is
+not a step). A trace without annotations gives totals only.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ def read_traces(paths: list[Path], names: list[str]) -> RuntimeEvidence:
         for event in events:
             name = str(event.get("name", ""))
             if (m := _STEP.match(name)) and event.get("cat") != "gpu_user_annotation":  # not its GPU-side copy
+                if m[1] == "0" and m[3] == "0":
+                    continue  # an empty step: no request was run
                 start = float(event.get("ts", 0))
                 steps.setdefault(event.get("pid"), []).append((start, start + float(event.get("dur", 0)), m[1] != "0"))
             elif name in _GRAPH:
