@@ -6,8 +6,8 @@ change is when a baseline's teardown happens: a case that is the baseline of a r
 torn down after its last such candidate (the cases in between run nested inside its ``while_up``). A pair is run
 as a series only where that is possible and honest: ``workloads.bench.repetitions`` is a range, the comparison
 measures performance and is no control, both cases run the performance phase on this agent alone, the baseline is
-planned first, and the two occupy no device in common (two servers cannot share a GPU's memory). Any other ranged
-pair keeps ``min`` repetitions a side, and its record says why.
+planned first, and no case that runs while the baseline is held shares a device with it (two servers cannot share
+a GPU's memory); holds nest. Any other ranged pair keeps ``min`` repetitions a side, and its record says why.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ class BaselineLost(Exception):
     """The held baseline died or stalled during the series: the series fails, the candidate case does not."""
 
 
-def _series_problem(profile: Profile, plan: RunPlan, cmp: ComparisonPlan) -> str | None:
-    """Why this ranged comparison cannot run as an alternating series, or None when it can."""
+def _pair_problem(plan: RunPlan, cmp: ComparisonPlan) -> str | None:
+    """Why this ranged comparison cannot run as an alternating series on its own, or None when it can."""
     cases = {c.id: c for c in plan.cases}
     base, cand = cases.get(cmp.baseline), cases.get(cmp.candidate)
     if base is None or cand is None or "performance" not in base.phases or "performance" not in cand.phases:
@@ -58,31 +58,52 @@ def _series_problem(profile: Profile, plan: RunPlan, cmp: ComparisonPlan) -> str
         return "a case placed on several agents is not held up for a series"
     if plan.cases.index(base) > plan.cases.index(cand):
         return f"the baseline {base.id} is planned after the candidate {cand.id}"
-    if shared := sorted(set(base.devices) & set(cand.devices)):
-        return f"{base.id} and {cand.id} share devices {shared}: the two cannot be up together"
+    return None
+
+
+def _hold_problem(plan: RunPlan, series: Mapping[str, str]) -> str | None:
+    """Why these series cannot all be held: a case that runs while a baseline is held (its candidates and the
+    cases between) sharing one of its devices (two servers cannot share a GPU's memory), or two holds that cross
+    (each baseline is torn down after its last candidate, so holds must nest)."""
+    order = [c.id for c in plan.cases]
+    holds = {}
+    for candidate, baseline in series.items():
+        first, last = holds.get(baseline, (order.index(baseline), order.index(baseline)))
+        holds[baseline] = (first, max(last, order.index(candidate)))
+    for baseline, (first, last) in holds.items():
+        devices = set(plan.cases[first].devices)
+        for case in plan.cases[first + 1 : last + 1]:
+            if shared := sorted(devices & set(case.devices)):
+                return f"{case.id} runs while {baseline} is held and shares devices {shared} with it"
+        for other, (o_first, o_last) in holds.items():
+            if first < o_first <= last < o_last:
+                return f"holding {baseline} until {order[last]} would cross holding {other} until {order[o_last]}"
     return None
 
 
 def plan_series(profile: Profile, plan: RunPlan) -> tuple[dict[str, str], dict[str, SequentialRecord]]:
     """The ranged comparisons run as series (candidate id -> baseline id, one series per candidate), and the
-    records of those that cannot be (candidate id -> a record saying why; ``min`` repetitions a side)."""
+    records of those that cannot be (candidate id -> a record saying why; ``min`` repetitions a side). Pairs are
+    taken in the plan's comparison order, each only where it and every hold so far can run."""
     series: dict[str, str] = {}
     refused: dict[str, SequentialRecord] = {}
-    if profile.bench is None or not profile.bench.ranged:
+    spec = profile.bench
+    if spec is None or not spec.ranged:
         return series, refused
     for cmp in plan.comparisons:
         if cmp.control or "performance" not in cmp.measures:
             continue
-        problem = _series_problem(profile, plan, cmp)
+        problem = _pair_problem(plan, cmp)
         if problem is None and cmp.candidate in series:
             problem = f"{cmp.candidate} already runs a series against {series[cmp.candidate]}"
         if problem is None:
+            problem = _hold_problem(plan, {**series, cmp.candidate: cmp.baseline})
+        if problem is None:
             series[cmp.candidate] = cmp.baseline
-        else:
-            spec = profile.bench
-            record = SequentialRecord(cmp.baseline, cmp.candidate, spec.repetitions, spec.most_repetitions)
-            record.stopped, record.reason = "not run", f"{problem}: {spec.repetitions} repetitions a side"
-            refused.setdefault(cmp.candidate, record)
+            continue
+        record = SequentialRecord(cmp.baseline, cmp.candidate, spec.repetitions, spec.most_repetitions)
+        record.stopped, record.reason = "not run", f"{problem}: {spec.repetitions} repetitions a side"
+        refused.setdefault(cmp.candidate, record)
     return series, refused
 
 

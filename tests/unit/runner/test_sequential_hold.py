@@ -37,16 +37,40 @@ def test_a_pair_sharing_a_device_keeps_min_repetitions_and_says_why():
     assert series == {}
     record = refused["cpu-tp2"]
     assert (record.stopped, record.looks) == ("not run", [])
-    assert record.reason == "cpu-tp1 and cpu-tp2 share devices [0]: the two cannot be up together: 3 repetitions a side"
+    assert record.reason == "cpu-tp2 runs while cpu-tp1 is held and shares devices [0] with it: 3 repetitions a side"
+
+
+def _cases(names, pairs, devices=None):
+    """Cases ``names`` (of one engine configuration; ``devices``: name -> its processes' devices) and the ranged
+    comparisons ``pairs`` (baseline, candidate)."""
+    one = _plan().cases[0]
+    cases = tuple(
+        replace(one, id=name, processes=tuple(replace(p, devices=(devices or {}).get(name, ())) for p in one.processes))
+        for name in names
+    )
+    comparisons = tuple(ComparisonPlan(f"{b}-vs-{c}", b, c, ("performance",)) for b, c in pairs)
+    return replace(_plan(), cases=cases, comparisons=comparisons)
 
 
 def _three_cases():
     """base, twin, slowed; both later ones compared with base."""
-    plan = _plan()
-    one = plan.cases[0]
-    cases = tuple(replace(one, id=name) for name in ("base", "twin", "slowed"))
-    comparisons = tuple(ComparisonPlan(f"base-vs-{c}", "base", c, ("performance",)) for c in ("twin", "slowed"))
-    return replace(plan, cases=cases, comparisons=comparisons)
+    return _cases(("base", "twin", "slowed"), (("base", "twin"), ("base", "slowed")))
+
+
+def test_a_case_run_while_a_baseline_is_held_may_not_share_its_devices():
+    """x needs base's GPU 0 and runs between base and its candidate: base cannot be held, the pair keeps min."""
+    plan = _cases(("base", "x", "cand"), (("base", "cand"),), devices={"base": (0,), "x": (0, 1), "cand": (2,)})
+    series, refused = sequential.plan_series(RANGED, plan)
+    assert series == {} and refused["cand"].reason.startswith("x runs while base is held and shares devices [0]")
+
+
+def test_holds_that_would_cross_are_refused_and_nested_ones_run():
+    crossing = _cases(("a", "b", "c", "d"), (("a", "c"), ("b", "d")))
+    series, refused = sequential.plan_series(RANGED, crossing)
+    assert series == {"c": "a"}
+    assert refused["d"].reason.startswith("holding a until c would cross holding b until d")
+    nested = _cases(("a", "b", "c", "d"), (("a", "d"), ("b", "c")))
+    assert sequential.plan_series(RANGED, nested) == ({"d": "a", "c": "b"}, {})
 
 
 def _recorded_run(monkeypatch, plan, failing=()):
@@ -95,4 +119,20 @@ def test_a_baseline_that_failed_is_not_held_and_the_rest_still_runs(monkeypatch)
         "down twin",
         "up slowed",
         "down slowed",
+    ]
+
+
+def test_nested_holds_run_inside_out(monkeypatch):
+    plan = _cases(("a", "b", "c", "d"), (("a", "d"), ("b", "c")))
+    assert _recorded_run(monkeypatch, plan) == [
+        "up a",
+        "up b",
+        "up c",
+        "series b vs c",
+        "down c",
+        "down b",
+        "up d",
+        "series a vs d",
+        "down d",
+        "down a",
     ]
