@@ -313,12 +313,12 @@ def run_series(
             if not cancelled.is_set():
                 on_timeout(f"performance {kind} {index}: {rep.failure}")
             break
-    section.status = ended(section, cancelled)
+    section.status = _ended(section, cancelled)
     publish(section)
     return section
 
 
-def ended(section: CasePerformance, cancelled: threading.Event) -> Status:
+def _ended(section: CasePerformance, cancelled: threading.Event) -> Status:
     """A series' status once it stops: cancelled, failed (any repetition), or passed."""
     if cancelled.is_set():
         section.failure = section.failure or "cancelled"
