@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import lm_eval_reference  # tests/lm_eval_reference.py: test and benchmark support, not part of the package
+from afd_e2e.phases import builtin
 from afd_e2e.plan import CasePlan, build_plan
 from afd_e2e.profile import Gsm8kSpec, load_profile
 from afd_e2e.results.status import Status
@@ -30,6 +31,8 @@ from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.tiny_model import build_tiny_model
 from afd_e2e.workloads import gsm8k, gsm8k_eval
+
+builtin.install()  # the built-in phases, which reading a profile needs (as cli.main installs them)
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = load_profile("tiny-cpu")

@@ -46,20 +46,21 @@ from pathlib import Path
 
 import psutil
 
-from afd_e2e.phases import registry
+from afd_e2e.phases import rendering
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
+from afd_e2e.runner import dispatch
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.child_env import child_environment
-from afd_e2e.runner.markers import find_marked, is_alive, marker_env, new_run_id
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.readiness import answers_ok
 from afd_e2e.runner.run import execute_run
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.runner.teardown import terminate
 from afd_e2e.runner.watch import EngineDied
+from afd_e2e.system.child_env import child_environment
 from afd_e2e.system.executables import resolve_executable
+from afd_e2e.system.markers import find_marked, is_alive, marker_env, new_run_id
+from afd_e2e.system.progress import Progress
 from afd_e2e.telemetry.sampler import Sampler, TelemetrySettings
 from afd_e2e.tiny_model import build_tiny_model
 from afd_e2e.workloads import stats
@@ -69,6 +70,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from stall_support import LastToken  # noqa: E402  (the stall tests' observer of the API's token counters)
 
+rendering.install()  # this benchmark runs and renders cases, as `afd-e2e run` does
 PROFILE = load_profile("tiny-cpu")
 PARTS = ("overheads", "deaths", "stall", "sampler")
 
@@ -387,7 +389,7 @@ def sampler_cost(model: Path, port_base: int, out: Path, pairs: int, prompts: in
     """One server; ``pairs`` x (telemetry on, telemetry off) bench repetitions of ``prompts`` prompts, alternating."""
     spec = dataclasses.replace(PROFILE.bench, num_prompts=prompts, output_len=64, max_concurrency=8, request_rate=64)
     case = smoke_plan(model, port_base).cases[0]
-    settings = TelemetrySettings(stall_s=PROFILE.budgets.stall_s, workload_phases=registry.stall_watched_phases())
+    settings = TelemetrySettings(stall_s=PROFILE.budgets.stall_s, workload_phases=dispatch.stall_watched_phases())
     runs: list[dict[str, float]] = []
     with CaseServers(case, out / "logs", scratch=out / "scratch", cache=out / "cache") as servers:
         servers.launch()

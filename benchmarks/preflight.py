@@ -32,9 +32,12 @@ from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings, load_readings
 from afd_e2e.gpu.recorded import ReplayNvml
 from afd_e2e.gpu.smi import read_topo_m, run_topo_m
+from afd_e2e.phases import builtin
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.runner import hardware_checks
 from afd_e2e.profile import Profile, load_profile
+
+builtin.install()  # the built-in phases, which reading a profile needs (as cli.main installs them)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "gpu"

@@ -75,6 +75,24 @@ use_venv() {
   esac
 }
 
+# check_pinned_version: a step that pins this plugin at a release (`afd-e2e#vX.Y.Z` in BUILDKITE_PLUGINS) runs only
+# with that release of afd-e2e on the agent: hooks and harness are released together, and one release's hooks driving
+# another's harness fail in ways nobody can read. A mismatch is annotated and returns 2 with the fix in one line; a
+# step pinned to a branch or a commit is not checked.
+check_pinned_version() {
+  local pinned installed problem
+  pinned="$(printf '%s' "${BUILDKITE_PLUGINS:-}" | grep -oE '(^|[/"])afd-e2e(-buildkite-plugin)?(\.git)?#v[0-9]+\.[0-9]+\.[0-9]+' | head -n 1)" || true
+  [[ -n "$pinned" ]] || return 0
+  pinned="${pinned##*#v}"
+  installed="$(afd-e2e --version 2>/dev/null)" || installed=""
+  installed="${installed#afd-e2e }"
+  [[ "$installed" != "$pinned" ]] || return 0
+  problem="the step pins the afd-e2e plugin at v${pinned}, but this agent's afd-e2e is ${installed:-not installed}"
+  annotate error version "$(where): ${problem}."
+  echo "afd-e2e plugin: error: ${problem}; fix: pin the plugin at #v${installed:-X.Y.Z of the agent} in the pipeline, or install afd-e2e ${pinned} on the agent (docs/provisioning.md)" >&2
+  return 2
+}
+
 # profiles: the profile option's items, one per line (a list: the GPU step of a profile set's agent pool, which runs
 # them one after another, each in its own folder below out-dir).
 profiles() {
@@ -192,7 +210,7 @@ check_gates() {
   printf '%s\n' "$output"
   case "$status" in
     0) ;;
-    3) # afd-e2e's exit status for "not run: gates closed" (README: exit statuses)
+    3) # afd-e2e's exit status for "not run: gates closed" (docs/reference.md: exit statuses)
       AFD_E2E_CLOSED="${AFD_E2E_CLOSED:-}${AFD_E2E_PROFILE}"$'\n'
       AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
       export AFD_E2E_CLOSED AFD_E2E_SKIPPED_JOB
@@ -224,7 +242,7 @@ check_leader() {
   printf '%s\n' "$output"
   case "$status" in
     0) ;;
-    3) # afd-e2e's exit status for "not run" (README: exit statuses)
+    3) # afd-e2e's exit status for "not run" (docs/reference.md: exit statuses)
       AFD_E2E_SKIPPED="follower ${follow}: ${output#afd-e2e join: }"
       AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
       AFD_E2E_CLOSED="$(profiles)"$'\n'
@@ -234,13 +252,14 @@ check_leader() {
   esac
 }
 
-# annotate STYLE WHAT BODY: best effort; an annotation that fails never fails the job.
+# annotate STYLE WHAT BODY: best effort; an annotation that fails never fails the job. One context per job and WHAT:
+# the step's key (a retry of the step replaces its own), else the job id.
 annotate() {
   if ! command -v buildkite-agent >/dev/null 2>&1; then
     printf '%s\n' "$3"
     return 0
   fi
-  buildkite-agent annotate --style "$1" --context "afd-e2e-${BUILDKITE_JOB_ID:-local}-$2" "$3" ||
+  buildkite-agent annotate --style "$1" --context "afd-e2e-${BUILDKITE_STEP_KEY:-${BUILDKITE_JOB_ID:-local}}-$2" "$3" ||
     warn "could not annotate the build ($1, $2)"
 }
 
@@ -369,7 +388,7 @@ run_follower() {
   [[ -z "$(plugin_option PORT_BASE)" ]] || args+=(--port-base "$(plugin_option PORT_BASE)")
   echo "--- :handshake: afd-e2e ${args[*]}"
   run_noting_cancel afd-e2e "${args[@]}" || status=$?
-  [[ $status -ne 3 ]] || status=0 # afd-e2e's "not run": nothing to join (README: exit statuses)
+  [[ $status -ne 3 ]] || status=0 # afd-e2e's "not run": nothing to join (docs/reference.md: exit statuses)
   return "$status"
 }
 

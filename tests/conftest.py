@@ -1,6 +1,6 @@
 """The suite's tiers, checked at collection, and the count of real vLLM servers the run started.
 
-Every test lives in exactly one tier, by folder (README, "Tests"):
+Every test lives in exactly one tier, by folder (docs/design.md, "Test tiers"):
 
 - ``tests/unit``: pure code and fast process tests with stand-ins; needs no vLLM;
 - ``tests/engine``: needs the real CPU vLLM (scripts/install-cpu-vllm); marked ``engine``;
@@ -19,9 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from afd_e2e.phases import rendering
+
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "engine", "gpu")
 LAUNCH_POLL_S = 0.2  # a vllm serve lives for seconds at the least (imports alone take longer), so none is missed
+
+rendering.install()  # the built-in phases and their renderers, as the commands that run or render install them
 
 
 def tier_of(path: Path) -> str | None:

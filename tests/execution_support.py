@@ -40,20 +40,21 @@ def write_wrapper(folder: Path) -> Path:
     return path
 
 
-def cpu_profile(port_base: int, executable: Path) -> dict:
-    """tiny-cpu with three smoke-only cases: compiled (no --enforce-eager), eager (as shipped), and compiled as
-    asked whose engine the wrapper forces eager."""
+def cpu_profile(port_base: int, executable: Path, cases: tuple[str, ...] = CASES) -> dict:
+    """tiny-cpu with smoke-only ``cases`` of three: compiled (no --enforce-eager), eager (as shipped), and compiled
+    as asked whose engine the wrapper forces eager."""
     document = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
     document["name"] = "tiny-cpu-execution"
     document["description"] = "SMOKE: tiny random-weight MoE on vLLM's CPU backend, compiled vs eager"
     document["engine"]["port_base"] = port_base
     document["engine"]["executable"] = str(executable)
     compiled = {"kind": "native", "phases": ["smoke"], "topology": {"dp": 1, "tp": 1, "ep": False}}
-    document["cases"] = {
+    every = {
         "cpu-compiled": {**compiled, "remove_args": ["--enforce-eager"]},
         "cpu-eager": dict(compiled),
         "cpu-forced-eager": {**compiled, "remove_args": ["--enforce-eager"], "env": {FORCE_EAGER_ENV: "1"}},
     }
+    document["cases"] = {case_id: every[case_id] for case_id in cases}
     document["workloads"] = {"smoke": document["workloads"]["smoke"]}
     document["comparisons"] = {}
     document.pop("trend", None)

@@ -4,7 +4,7 @@ The real ``join`` and ``gates``. ``run`` is a stand-in for the rendezvous a mult
 make through build meta-data (the real one is the runner's), with no engine; ``preflight``, ``cleanup`` and
 ``report`` answer 0.
 - leader (``run`` in a job without AFD_E2E_PROCESS): per case with followers, publish ``waiting``, upload the
-  follower steps (pipeline/followers.py through buildkite/pipeline_upload.py, the real ones), wait within the
+  follower steps (pipeline/followers.py through pipeline/upload.py, the real ones), wait within the
   profile's ``budgets.rendezvous_s`` for each to say it is ready, then ``running`` and ``ended:passed``. A follower not
   ready in time: ``ended:failed``, exit 1, naming it.
 - follower (``join --follow``, as the follower job's command hook runs it; the real ``join`` without ``--follow``):
@@ -19,13 +19,16 @@ import sys
 import time
 
 from afd_e2e.buildkite import meta_data
-from afd_e2e.buildkite.pipeline_upload import upload
 from afd_e2e.commands import gates, join
 from afd_e2e.multi_agent.lifecycle import ENDED, RUNNING, WAITING, ended, leader_state_key
+from afd_e2e.phases import rendering
 from afd_e2e.pipeline.followers import FollowerRendezvous, LeaderJob, follower_pipeline
+from afd_e2e.pipeline.upload import upload
 from afd_e2e.plan.addresses import meta_data_key
 from afd_e2e.plan.build import build_plan
 from afd_e2e.profile import load_profile
+
+rendering.install()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
 
 POLL_S = 0.25  # each look at meta-data starts the stubbed buildkite-agent twice
 FOLLOWER_HOLD_S = 60.0  # a follower whose leader never ends gives its agent back after this

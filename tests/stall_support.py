@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from afd_e2e.runner.progress import Progress
+from afd_e2e.system.progress import Progress
 from afd_e2e.telemetry.engine_metrics import read_metrics
 
 

@@ -1,7 +1,9 @@
 """A throwaway phase, defined and registered from here alone: it proves a phase needs no other file.
 
 ``echo`` asks the served API which models it serves and records them in its own results section (a type
-``CaseResults`` does not declare), renders a JUnit testcase and an annotation section of its own.
+``CaseResults`` does not declare), renders a JUnit testcase and an annotation section of its own. ``ECHO`` is what
+the layers below the reports need (``registry.registered``); ``ECHO_REPORT`` what the reports show
+(``rendering.rendered``).
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from dataclasses import dataclass, field
 
 import requests
 
-from afd_e2e.phases.registry import AnnotationPart, Budget, Phase, ResultsSection, Workload
+from afd_e2e.phases.registry import Budget, Phase, ResultsSection, Workload
 from afd_e2e.profile import Profile
 from afd_e2e.profile.reader import Reader
 from afd_e2e.report.junit import SuiteTestcases
+from afd_e2e.report.sections import AnnotationPart, SectionReport
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
@@ -80,6 +83,5 @@ ECHO = Phase(
     budget=Budget("echo_s", 60.0),
     run=run_echo,
     sections=(ResultsSection("echo", EchoResult),),
-    junit=echo_testcases,
-    annotation=echo_annotation,
 )
+ECHO_REPORT = SectionReport("echo", echo_testcases, echo_annotation)

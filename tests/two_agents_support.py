@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from afd_e2e.runner.markers import MarkedProcess, find_marked
 from afd_e2e.runner.teardown import signal_tree
+from afd_e2e.system.markers import MarkedProcess, find_marked
 from repo_paths import REPO
 from stall_support import engine_core_of
 

@@ -1,4 +1,8 @@
-"""The ``afd-e2e`` console command: one subcommand per module in ``afd_e2e.commands``."""
+"""The ``afd-e2e`` console command: one subcommand per module in ``afd_e2e.commands``.
+
+Only the named command's module is imported (all of them for ``--help`` or an unknown name), and the built-in
+phases are installed once before it runs: a command that prints YAML loads no runner, renderer or plotting code.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from collections.abc import Sequence
 
 from afd_e2e import __version__
 from afd_e2e.errors import EXIT_BAD_INPUT, UsageError
+from afd_e2e.phases import builtin
 
 # Each module defines ``register(subparsers)``, which adds its parser with ``func`` set to a handler
 # taking the parsed args and returning an exit code.
@@ -27,24 +32,29 @@ COMMANDS = (
     "join",
     "agent-tags",
     "tiny-model",
+    "install-agent",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``afd-e2e``: every subcommand, or, given the command line, only the one it names (if any)."""
+    builtin.install()
     parser = argparse.ArgumentParser(
         prog="afd-e2e",
         description="Opt-in large-model end-to-end tests of vLLM AFD against a native baseline.",
     )
     parser.add_argument("--version", action="version", version=f"afd-e2e {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    first = next((arg for arg in argv or () if not arg.startswith("-")), None)  # the command: the first positional
+    for name in [first] if first in COMMANDS else COMMANDS:
         importlib.import_module(f"afd_e2e.commands.{name.replace('-', '_')}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit statuses (README): 0 passed, 1 failed (a verdict, a preflight), 2 bad input, 3 not run (gates closed)."""
-    args = build_parser().parse_args(argv)
+    """Exit statuses (docs/reference.md): 0 passed, 1 failed (a verdict, a preflight), 2 bad input, 3 not run (gates closed)."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(given).parse_args(given)
     try:
         return int(args.func(args))
     except UsageError as exc:

@@ -1,4 +1,5 @@
-# Shared setup for the hook tests: bats libraries, stubbed commands on PATH, a clean plugin configuration.
+# Shared setup for the hook tests (tests/*.bats, where Buildkite's plugin tester runs `bats tests/`): bats
+# libraries, stubbed commands on PATH, a clean plugin configuration.
 # shellcheck shell=bash
 
 bats_require_minimum_version 1.5.0
@@ -7,7 +8,7 @@ bats_load_library bats-support
 bats_load_library bats-assert
 bats_load_library bats-file
 
-REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
 
 # Every test starts in an empty build directory with buildkite-agent, nvidia-smi and afd-e2e stubbed
 # (tests/stubs/record-call) and only the profile option set.
@@ -17,7 +18,7 @@ setup() {
 
 setup_stubs() {
   local name var
-  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB AFD_E2E_CLOSED AFD_E2E_LEADER_JOB BUILDKITE_JOB_CANCELLED BUILDKITE_CANCEL_GRACE_PERIOD BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
+  for var in $(compgen -v BUILDKITE_PLUGIN_AFD_E2E_) $(compgen -v STUB_) AFD_E2E_SKIPPED AFD_E2E_SKIPPED_JOB AFD_E2E_CLOSED AFD_E2E_LEADER_JOB BUILDKITE_PLUGINS BUILDKITE_STEP_KEY BUILDKITE_JOB_CANCELLED BUILDKITE_CANCEL_GRACE_PERIOD BUILDKITE_COMMAND BUILDKITE_COMMAND_EXIT_STATUS; do
     unset "$var"
   done
   STUB_BIN="$BATS_TEST_TMPDIR/bin"

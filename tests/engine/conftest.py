@@ -1,8 +1,16 @@
-"""Shared by engine tests: the real CPU vLLM's tiny model, built locally once per session."""
+"""Shared by engine tests: the real CPU vLLM's tiny model, built locally once per session, and the session's shared
+run of tiny-cpu (``tests/shared_run.py``), which every test that only needs a ready server or a finished run reads.
+
+A vLLM launch costs 40-90 s on CI's 2 cores and CI may launch about 12 in all, so engine configurations are shared:
+``tiny_cpu_run`` launches the two of tiny-cpu (cpu-tp1, cpu-tp2) once for the session, through the runner's own
+lifecycle, and checks after the last test that nothing of the run is left. Only tests about a server's life
+(start-up, faults, cancellation, teardown, death, stalls) launch their own.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -18,3 +26,34 @@ def tiny_model() -> Path:
     from afd_e2e.tiny_model import build_tiny_model
 
     return build_tiny_model(REPO / ".tiny-model")
+
+
+@pytest.fixture(scope="session")
+def tiny_cpu_run(tiny_model, tmp_path_factory):
+    """tiny-cpu run once, every phase a ready server serves (``shared_run``): two vLLM launches for the session.
+
+    At the end of the session, nothing of the run may be left: no marked process, no port of its block held."""
+    from afd_e2e.phases import registry
+    from afd_e2e.phases.rendering import rendered
+    from afd_e2e.results.store import results_to_json
+    from afd_e2e.runner.run import execute_run
+    from afd_e2e.system.markers import find_marked
+    from afd_e2e.system.ports import busy_ports
+    from repo_paths import GSM8K_DIR
+    from shared_run import PROFILE, Lines, Probed, SharedRun, probe_phase, shared_plan
+    from throwaway_phase import ECHO, ECHO_REPORT
+
+    out = tmp_path_factory.mktemp("tiny-cpu-run")
+    probed, lines = Probed(), Lines()
+    with (
+        registry.registered(ECHO),
+        rendered(ECHO_REPORT),
+        registry.registered(probe_phase(probed, tiny_model, tmp_path_factory.mktemp("probe"))),
+    ):
+        plan = shared_plan(tiny_model)
+        results = execute_run(PROFILE, plan, out, gsm8k_dir=GSM8K_DIR, progress=lines)
+        data = results_to_json(results)
+    yield SharedRun(out=out, data=data, results=results, probed=probed, lines=lines.by_case, plan=plan)
+    run_id = json.loads((out / "run-record.json").read_text())["run_id"]
+    assert find_marked(run_id) == [], "the shared run left processes behind"
+    assert busy_ports([port for case in plan.cases for port in case.ports]) == {}, "the shared run left its ports held"

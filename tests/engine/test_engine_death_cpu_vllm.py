@@ -1,6 +1,10 @@
 """A dead engine on the real CPU vLLM (tiny-cpu): the ``VLLM::EngineCore`` process is killed while its API server
 stays up, after ready (mid-bench) and during start-up. The case fails within 5 s naming the role and quoting the
-cause from its log, the bench stops at once, and nothing needs a forced kill.
+cause from its log, the bench stops at once, and nothing needs a forced kill. Killed mid-bench, the case's failure
+is in results.json before the teardown begins, with forensics of the processes that survived it (their state and
+stacks, dumped by py-spy), shown in the annotation.
+
+Two vLLM launches, one per death (each ends its server): mid-bench, and during start-up.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from afd_e2e.forensics.pyspy import find_pyspy
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
-from afd_e2e.runner.markers import find_marked
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.markers import find_marked
+from afd_e2e.system.progress import Progress
 from repo_paths import GSM8K_DIR
 from stall_support import bench_processes, engine_core_of
 
@@ -32,15 +37,19 @@ DETECTION_LIMIT_S = 5.0
 
 
 class PhaseClock(Progress):
-    """A quiet progress printer noting when each phase began (monotonic) and keeping every line."""
+    """A quiet progress printer noting when each phase began (monotonic) and keeping every line; it reads the
+    case's results.json from disk the moment the teardown begins (``at_teardown``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: Path | None = None) -> None:
         self.lines = io.StringIO()
         super().__init__(stream=self.lines)
         self.began: dict[str, float] = {}
+        self.out, self.at_teardown = out, None
 
     def enter(self, case_id, phase, logs=()):
         self.began.setdefault(phase, time.monotonic())
+        if phase == "teardown" and self.out is not None and self.at_teardown is None:
+            self.at_teardown = json.loads((self.out / "results.json").read_text())["cases"][case_id]
         super().enter(case_id, phase, logs)
 
 
@@ -56,6 +65,7 @@ class EngineKiller:
         self.out, self.ready_to_kill = out, ready_to_kill
         self.killed_at: float | None = None
         self.api_alive_after_kill: bool | None = None
+        self.pids: dict[str, int] = {}
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
@@ -66,6 +76,7 @@ class EngineKiller:
                 api_pid = processes[0]["pid"]
                 core = engine_core_of(api_pid)
                 if core is not None and self.ready_to_kill(self.out):
+                    self.pids.update(engine=core.pid, server=api_pid)
                     core.kill()
                     self.killed_at = time.monotonic()
                     time.sleep(0.1)
@@ -79,11 +90,14 @@ def run_id_of(out: Path) -> str:
 
 
 def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_bench(tiny_model, tmp_path):
+    """Also (merged from test_process_accounting_cpu_vllm.py, one launch for both) the failure is on record before
+    the teardown, with forensics of the survivors."""
+
     def bench_running(out: Path) -> bool:
         logs = list((out / "bench" / "cpu-tp1").glob("*.log")) if (out / "bench" / "cpu-tp1").exists() else []
         return any(log.stat().st_size > 0 for log in logs) and bool(bench_processes(PORT_BASE))
 
-    clock = PhaseClock()
+    clock = PhaseClock(tmp_path)
     killer = EngineKiller(tmp_path, bench_running)
     data = results_to_json(
         execute_run(
@@ -110,6 +124,26 @@ def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_
     assert hygiene["forced_kill"] == "passed" and hygiene["processes"] == "passed"
     assert find_marked(run_id_of(tmp_path)) == []
     assert data["verdict"]["status"] == "failed"
+    assert_on_record_before_teardown_with_forensics(tmp_path, case, clock.at_teardown, killer.pids)
+
+
+def assert_on_record_before_teardown_with_forensics(out: Path, case: dict, on_disk: dict | None, killed: dict) -> None:
+    """The failure was in results.json when the teardown began, with the forensics taken then (py-spy's dumps of
+    the API server that outlived its engine), and the annotation shows them."""
+    assert on_disk is not None and on_disk["status"] == "failed" and on_disk["failure"] == case["failure"]
+    [taken] = on_disk["forensics"]  # also taken before the teardown
+    assert taken["trigger"] == "death" and taken["reason"] == case["failure"] and taken["seconds"] < 10
+    if find_pyspy() is None:
+        pytest.skip("py-spy is not installed (pip install 'py-spy>=0.4.3,<0.5'): no stacks to check")
+    dumps = {d["pid"]: d for d in taken["processes"]}
+    server = dumps[killed["server"]]
+    assert server["role"] == "server" and server["mode"] in ("native", "python"), server
+    assert server["busy_frames"] and server["busy_thread"]
+    assert killed["engine"] not in dumps or dumps[killed["engine"]]["status"] == "zombie"
+    text = (out / server["path"]).read_text()
+    assert f"pid {killed['server']}" in text and "state: " in text and "Thread " in text
+    annotation = (out / "annotation.md").read_text()
+    assert "### Forensics" in annotation and f"artifact://{server['path']}" in annotation
 
 
 def test_an_engine_killed_during_startup_fails_the_case_within_seconds_naming_the_role(tiny_model, tmp_path):

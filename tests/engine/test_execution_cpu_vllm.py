@@ -1,8 +1,11 @@
-"""Engine tier: the execution section on the real CPU vLLM. One ``afd-e2e run`` of three smoke-only cases (three
-vLLM launches, one per engine configuration, none shared: each start-up is the evidence): compiled (no
-``--enforce-eager``) and eager are each ``proven``; a case whose profile asks compiled but whose engine a ``vllm``
-wrapper forces eager (an argument the harness does not control, injected through a variable only the wrapper
-reads) is ``contradicted`` and fails with the engine's own line. Ports 21600, 21620, 21640.
+"""Engine tier: the execution section on the real CPU vLLM. Compiled (no ``--enforce-eager``) and eager are each
+``proven``; a case whose profile asks compiled but whose engine a ``vllm`` wrapper forces eager (an argument the
+harness does not control, injected through a variable only the wrapper reads) is ``contradicted`` and fails with
+the engine's own line.
+
+Two vLLM launches: one ``afd-e2e run`` of two smoke-only cases, compiled and forced-eager (each start-up is the
+evidence, and neither configuration is shared). Eager is tiny-cpu's cpu-tp1 as shipped: its execution section is
+read from the session's shared run (``tiny_cpu_run``), which launched exactly that server. Ports 21600, 21620.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ PORT_BASE = 21600
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, tiny_model):
     work = tmp_path_factory.mktemp("execution-cpu")
-    done = run_profile(cpu_profile(PORT_BASE, write_wrapper(work)), work, work / "out", tiny_model)
+    document = cpu_profile(PORT_BASE, write_wrapper(work), cases=("cpu-compiled", "cpu-forced-eager"))
+    done = run_profile(document, work, work / "out", tiny_model)
     return done, load_results(work / "out")
 
 
@@ -36,15 +40,16 @@ def _role(results, case_id):
     return role
 
 
-def test_compiled_and_eager_cases_are_proven(run):
+def test_compiled_and_eager_cases_are_proven(run, tiny_cpu_run):
     _, results = run
-    compiled, eager = _role(results, "cpu-compiled"), _role(results, "cpu-eager")
+    shared = tiny_cpu_run.results  # its cpu-tp1 is the eager case: tiny-cpu as shipped
+    compiled, eager = _role(results, "cpu-compiled"), _role(shared, "cpu-tp1")
     assert compiled.asked.mode == "compiled" and compiled.proof is Proof.PROVEN, compiled.reason
     assert compiled.startup.compiled and compiled.startup.engine_compile_mode != "NONE"
     assert eager.asked.mode == "eager" and eager.proof is Proof.PROVEN, eager.reason
     assert "Enforce eager set" in eager.reason
-    for case_id in ("cpu-compiled", "cpu-eager"):
-        assert results.case(case_id).status is Status.PASSED, results.case(case_id).failure
+    for case in (results.case("cpu-compiled"), shared.case("cpu-tp1")):
+        assert case.status is Status.PASSED, case.failure
 
 
 def test_a_compiled_case_forced_eager_behind_the_harness_is_contradicted_and_fails(run):

@@ -1,20 +1,27 @@
 """Parity by logprob closeness on the real CPU vLLM: the gate fails for a real cause and passes numeric noise.
 
-Three real servers of the tiny model, one after another (``tests/fixtures/parity/record_tiny_cpu.py``, which also
-records the unit tests' fixture): bf16 as shipped, the same weights in fp32 (numeric noise), and a checkpoint whose
-``lm_head`` rows are shuffled (wrong weights). Each is asked the parity prompts for greedy tokens with top-5
-logprobs through the harness's own client.
+Three real servers of the tiny model (``tests/fixtures/parity/record_tiny_cpu.py``, which also records the unit
+tests' fixture): bf16 as shipped, the same weights in fp32 (numeric noise), and a checkpoint whose ``lm_head`` rows
+are shuffled (wrong weights). Each is asked the parity prompts for greedy tokens with top-5 logprobs through the
+harness's own client.
+
+Two vLLM launches of its own (fp32, shuffled head: configurations nothing else serves). bf16 is tiny-cpu's cpu-tp1
+as shipped: its outputs are the parity records of the session's shared run (``tiny_cpu_run``), whose parity phase
+asked these prompts through the same client.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import replace
 
 import pytest
 
 from afd_e2e.profile import load_profile
 from afd_e2e.report.annotation import render_annotation
+from afd_e2e.results.codec import from_json
+from afd_e2e.results.model import ParityOutput
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.parity import compare_outputs
 from fixtures.parity.record_tiny_cpu import PROMPTS, record
@@ -24,13 +31,16 @@ pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
-PORT_BASE = 19800  # this module's ports: 19800 (bf16), 19820 (fp32), 19840 (shuffled lm_head)
+PORT_BASE = 19800  # this module's ports: 19820 (fp32), 19840 (shuffled lm_head)
 SPEC = replace(load_profile("tiny-cpu").parity, prompts=PROMPTS)
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    return record(tmp_path_factory.mktemp("parity-cpu"), port_base=PORT_BASE)
+def recorded(tmp_path_factory, tiny_cpu_run):
+    outputs = record(tmp_path_factory.mktemp("parity-cpu"), port_base=PORT_BASE, names=("fp32", "shuffled-head"))
+    records = tiny_cpu_run.results.case("cpu-tp1").parity_records
+    bf16 = [json.loads(line) for line in (tiny_cpu_run.out / records).read_text(encoding="utf-8").splitlines()]
+    return {"bf16": [from_json(ParityOutput, output) for output in bf16], **outputs}
 
 
 def test_outputs_carry_top_k_logprobs_by_token_id(recorded):

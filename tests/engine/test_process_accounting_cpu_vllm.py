@@ -3,23 +3,20 @@
 - ``afd-e2e run`` killed with SIGKILL mid-bench, then ``afd-e2e cleanup``: nothing of the run is left, the bench
   client included (it carries the run's markers), and ``processes: passed`` says so;
 - the agent's credentials (``BUILDKITE_AGENT_ACCESS_TOKEN``, ``BUILDKITE_API_TOKEN``) reach neither the server nor
-  the bench client;
-- a killed EngineCore: the case's failure is in results.json before the teardown begins, with forensics of the
-  processes that survived it (their state and stacks, dumped by py-spy), shown in the annotation.
+  the bench client.
 
-Run under the engine lock (``flock /tmp/afd-e2e-engine.lock``) like every real-engine module.
+One vLLM launch (the runner killed under it). A killed EngineCore's failure on record before the teardown, with
+forensics of the survivors, is checked on the mid-bench death of ``test_engine_death_cpu_vllm.py`` (one launch for
+both). Run under the engine lock (``flock /tmp/afd-engine.lock``) like every real-engine module.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -27,19 +24,14 @@ import psutil
 import pytest
 import yaml
 
-from afd_e2e.forensics.pyspy import find_pyspy
-from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
-from afd_e2e.results.store import results_to_json
-from afd_e2e.runner.markers import RUN_ID_ENV, find_run
-from afd_e2e.runner.progress import Progress
-from afd_e2e.runner.run import execute_run
-from repo_paths import GSM8K_DIR, REPO
+from afd_e2e.system.markers import RUN_ID_ENV, find_run
+from repo_paths import REPO
 from stall_support import bench_processes, engine_core_of
 
 pytestmark = pytest.mark.engine
 
-PORT_BASE = 21300  # this module's block: 21300 (SIGKILL of the runner), 21320 (a killed EngineCore)
+PORT_BASE = 21300  # this module's port: 21300 (SIGKILL of the runner)
 PROFILE = load_profile("tiny-cpu")
 CREDENTIALS = {"BUILDKITE_AGENT_ACCESS_TOKEN": "agent-token-xyz", "BUILDKITE_API_TOKEN": "api-token-xyz"}
 
@@ -115,57 +107,3 @@ def test_sigkill_of_the_runner_mid_bench_then_cleanup_leaves_nothing_and_no_cred
     servers = [(p["case"], p["name"], p["pid"]) for p in record["processes"]]
     assert find_run(record["run_id"], servers) == []
     assert json.loads((out / "results.json").read_text())["status"] == "interrupted"
-
-
-class OnDiskAtTeardown(Progress):
-    """A quiet progress printer that reads results.json from disk the moment the teardown begins."""
-
-    def __init__(self, out: Path) -> None:
-        super().__init__(stream=io.StringIO())
-        self.out = out
-        self.at_teardown: dict | None = None
-
-    def enter(self, case_id, phase, logs=()):
-        if phase == "teardown" and self.at_teardown is None:
-            self.at_teardown = json.loads((self.out / "results.json").read_text())["cases"][case_id]
-        super().enter(case_id, phase, logs)
-
-
-@pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (pip install 'py-spy>=0.4.3,<0.5')")
-def test_a_killed_engine_core_is_on_record_before_teardown_with_forensics_of_the_survivors(tiny_model, tmp_path):
-    plan = build_plan(PROFILE, model_path=str(tiny_model), case_ids=["cpu-tp1"], port_base=PORT_BASE + 20)
-    plan = dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=("performance",)),))
-    killed: dict[str, int] = {}
-
-    def kill_engine_mid_bench() -> None:
-        bench_processes_up = wait_for(lambda: bench_processes(PORT_BASE + 20), 240, "the bench client")
-        record = json.loads((tmp_path / "run-record.json").read_text())
-        core = wait_for(lambda: engine_core_of(record["processes"][0]["pid"]), 10, "the EngineCore")
-        assert bench_processes_up
-        time.sleep(1.0)
-        killed["engine"], killed["server"] = core.pid, record["processes"][0]["pid"]
-        core.kill()
-
-    killer = threading.Thread(target=kill_engine_mid_bench, daemon=True)
-    killer.start()
-    progress = OnDiskAtTeardown(tmp_path)
-    results = execute_run(PROFILE, plan, tmp_path, progress=progress, gsm8k_dir=GSM8K_DIR)
-    data = results_to_json(results)
-    case = data["cases"]["cpu-tp1"]
-
-    assert killed, "the EngineCore was never killed"
-    assert case["status"] == "failed" and "engine died during performance" in case["failure"]
-    on_disk = progress.at_teardown
-    assert on_disk is not None and on_disk["status"] == "failed" and on_disk["failure"] == case["failure"]
-    [taken] = on_disk["forensics"]  # also taken before the teardown
-    assert taken["trigger"] == "death" and taken["reason"] == case["failure"] and taken["seconds"] < 10
-    dumps = {d["pid"]: d for d in taken["processes"]}
-    server = dumps[killed["server"]]
-    assert server["role"] == "server" and server["mode"] in ("native", "python"), server
-    assert server["busy_frames"] and server["busy_thread"]
-    assert killed["engine"] not in dumps or dumps[killed["engine"]]["status"] == "zombie"
-    text = (tmp_path / server["path"]).read_text()
-    assert f"pid {killed['server']}" in text and "state: " in text and "Thread " in text
-    annotation = (tmp_path / "annotation.md").read_text()
-    assert "### Forensics" in annotation and f"artifact://{server['path']}" in annotation
-    assert data["verdict"]["status"] == "failed"

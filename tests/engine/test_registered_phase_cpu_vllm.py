@@ -1,51 +1,58 @@
 """A phase registered from one module under tests/ (``throwaway_phase``) runs in a real tiny-cpu case, and its
-section reaches results.json, the JUnit file and the annotation with no product file naming it."""
+section reaches results.json, the JUnit file and the annotation with no product file naming it. The same cases run
+the built-in ``warmup`` phase (``phases/warmup.py``) after smoke: its requests reach the real engine and their
+latencies reach results.json and a JUnit testcase.
+
+Launches no server of its own: the session's shared run (``tiny_cpu_run``, tests/shared_run.py) registers ``echo``
+for its length and runs it in both cases, after the shipped phases.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import io
-import json
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from afd_e2e.phases import registry
-from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
-from afd_e2e.runner.progress import Progress
-from afd_e2e.runner.run import execute_run
-from throwaway_phase import ECHO
 
 pytestmark = pytest.mark.engine
 
-PORT_BASE = 19900  # this module's port: 19900 (cpu-tp1)
 PROFILE = load_profile("tiny-cpu")
 
 
-@pytest.fixture(scope="module")
-def echoed(tiny_model, tmp_path_factory):
-    out = tmp_path_factory.mktemp("echo")
-    with registry.registered(ECHO):
-        plan = build_plan(PROFILE, model_path=str(tiny_model), case_ids=["cpu-tp1"], port_base=PORT_BASE)
-        plan = dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=("smoke", "echo")),))
-        execute_run(PROFILE, plan, out, progress=Progress(stream=io.StringIO()))
-        yield out
+def case_junit(out, case_id: str) -> ET.Element:
+    """The JUnit file whose suite is ``case_id``'s."""
+    for path in (out / "junit").glob("*.xml"):
+        root = ET.parse(path).getroot()
+        if any(suite.get("name", "").endswith(case_id) for suite in root.iter("testsuite")):
+            return root
+    raise AssertionError(f"no JUnit suite for {case_id} in {out / 'junit'}")
 
 
-def test_the_registered_phase_runs_and_fills_its_own_section(echoed):
-    data = json.loads((echoed / "results.json").read_text())
-    case = data["cases"]["cpu-tp1"]
-    assert data["status"] == "passed" and case["status"] == "passed", case["failure"]
-    assert case["echo"] == {"status": "passed", "failure": None, "models": [PROFILE.model.served_name]}
-    assert list(case["timings"]["phases"]) == ["smoke", "echo"]
+def test_the_registered_phase_runs_and_fills_its_own_section(tiny_cpu_run):
+    data = tiny_cpu_run.data
+    assert data["status"] == "passed"
+    for case_id in ("cpu-tp1", "cpu-tp2"):
+        case = data["cases"][case_id]
+        assert case["status"] == "passed", case["failure"]
+        assert case["echo"] == {"status": "passed", "failure": None, "models": [PROFILE.model.served_name]}
+        phases = list(case["timings"]["phases"])
+        assert phases.index("smoke") < phases.index("warmup") < phases.index("echo")  # in their registered places
 
 
-def test_its_testcase_is_in_the_junit_file_and_its_section_in_the_annotation(echoed):
-    (junit,) = (echoed / "junit").glob("*.xml")
-    names = [t.get("name") for t in ET.parse(junit).getroot().iter("testcase")]
-    assert "echo models" in names and names.index("smoke") < names.index("echo models")
-    annotation = (echoed / "annotation.md").read_text(encoding="utf-8")
+def test_the_warmup_phase_sent_its_requests_to_the_engine_and_recorded_each_latency(tiny_cpu_run):
+    warmup = tiny_cpu_run.data["cases"]["cpu-tp1"]["warmup"]
+    assert warmup["status"] == "passed" and warmup["failure"] is None
+    assert len(warmup["latencies_s"]) == 4 and all(latency > 0 for latency in warmup["latencies_s"])
+    assert (warmup["first_s"], warmup["last_s"]) == (warmup["latencies_s"][0], warmup["latencies_s"][-1])
+    (testcase,) = [t for t in case_junit(tiny_cpu_run.out, "cpu-tp1").iter("testcase") if t.get("name") == "warmup"]
+    assert testcase.find("failure") is None
+
+
+def test_its_testcase_is_in_the_junit_file_and_its_section_in_the_annotation(tiny_cpu_run):
+    names = [t.get("name") for t in case_junit(tiny_cpu_run.out, "cpu-tp1").iter("testcase")]
+    assert "echo models" in names and names.index("smoke") < names.index("warmup") < names.index("echo models")
+    annotation = (tiny_cpu_run.out / "annotation.md").read_text(encoding="utf-8")
     assert (
         f"### Echo\n\n| Case | Served models |\n| --- | --- |\n| cpu-tp1 | {PROFILE.model.served_name} |" in annotation
     )

@@ -1,4 +1,10 @@
-"""The runner against a real vLLM on the CPU (tiny-cpu): lifecycle, hygiene, a server dying at start, cancel."""
+"""The runner against a real vLLM on the CPU (tiny-cpu): lifecycle, hygiene, a server dying at start, cancel.
+
+Two vLLM launches of its own: a server given a flag it refuses (it dies at start-up, in seconds), and one that
+``afd-e2e run`` is cancelled (SIGTERM) during its start-up; each is about a server's life, so neither can share.
+The lifecycle and reports of a passing run are checked on the session's shared run (``tiny_cpu_run``,
+tests/shared_run.py), which launched cpu-tp1 and cpu-tp2 through the same runner.
+"""
 
 from __future__ import annotations
 
@@ -21,15 +27,17 @@ import pytest
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
-from afd_e2e.runner.markers import find_marked
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.markers import find_marked
 from afd_e2e.system.ports import busy_ports
+from afd_e2e.system.progress import Progress
+from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR
+from shared_run import PORT_BASE as SHARED_PORT_BASE
 
 pytestmark = pytest.mark.engine
 
-PORT_BASE = 19200  # this module's block of the runner's port range
+PORT_BASE = 19240  # this module's block: 19240 (dying at start), 19260 (SIGTERM mid-start-up)
 PROFILE = load_profile("tiny-cpu")
 
 
@@ -76,10 +84,18 @@ def run_id_of(out: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(tiny_model, tmp_path_factory):
-    out = tmp_path_factory.mktemp("served")
-    data = results_to_json(execute_run(PROFILE, smoke_only_plan(tiny_model, PORT_BASE), out, progress=PhaseClock()))
-    return out, data
+def served(tiny_cpu_run):
+    """The shared run's folder and results (cpu-tp1 and cpu-tp2, every phase, started and ended by the runner)."""
+    return tiny_cpu_run.out, tiny_cpu_run.data
+
+
+def case_suite(out: Path, case_id: str) -> ET.Element:
+    """The JUnit suite of ``case_id`` (one file per case and comparison)."""
+    for path in (out / "junit").glob("*.xml"):
+        for suite in ET.parse(path).getroot().iter("testsuite"):
+            if suite.get("name", "").endswith(case_id):
+                return suite
+    raise AssertionError(f"no JUnit suite for {case_id} in {out / 'junit'}")
 
 
 def test_start_ready_smoke_and_teardown_leave_a_clean_machine(served):
@@ -104,7 +120,7 @@ def test_start_ready_smoke_and_teardown_leave_a_clean_machine(served):
     assert "sockets" in next(c for c in case["hygiene"] if c["check"] == "leftover_files")["detail"]
     assert "Starting vLLM server" in (out / case["processes"][0]["log"]).read_text()
     assert find_marked(run_id_of(out)) == []
-    assert busy_ports([PORT_BASE]) == {}
+    assert busy_ports([SHARED_PORT_BASE]) == {}
     assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(data))
 
 
@@ -116,9 +132,7 @@ def test_the_real_run_is_reported(served):
         "| native DP1/TP1 (<code>cpu\\-tp1</code>) | ✅ | ✅ | ⏭️ runs on the CPU\\: no GPU memory to check | ✅ | ✅ |"
     )
     assert hygiene in annotation.splitlines()  # a CPU case has no GPU memory: said so, not NVML's error
-    (junit,) = (out / "junit").glob("*.xml")
-    suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite is not None and suite.get("name", "").endswith("cpu-tp1")
+    suite = case_suite(out, "cpu-tp1")
     assert int(suite.get("failures", "0")) == 0 and int(suite.get("tests", "0")) > 0
 
 
@@ -126,7 +140,7 @@ def test_a_server_dying_at_start_is_reported_within_a_second_with_its_log(tiny_m
     clock = PhaseClock()
     exited = watch_first_exit(tmp_path)
     data = results_to_json(
-        execute_run(PROFILE, smoke_only_plan(tiny_model, PORT_BASE + 20, ("--no-such-flag",)), tmp_path, progress=clock)
+        execute_run(PROFILE, smoke_only_plan(tiny_model, PORT_BASE, ("--no-such-flag",)), tmp_path, progress=clock)
     )
     case = data["cases"]["cpu-tp1"]
 
@@ -137,13 +151,13 @@ def test_a_server_dying_at_start_is_reported_within_a_second_with_its_log(tiny_m
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results(tiny_model, tmp_path):
+def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results_everywhere(tiny_model, tmp_path):
     argv = [sys.executable, "-m", "afd_e2e", "run", "--profile", "tiny-cpu", "--model", str(tiny_model)]
     argv += [
         "--case",
         "cpu-tp1",
         "--port-base",
-        str(PORT_BASE + 40),
+        str(PORT_BASE + 20),
         "--out",
         str(tmp_path),
         "--gsm8k-dir",
@@ -164,7 +178,7 @@ def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results
     output, _ = runner.communicate(timeout=30)
     took = time.monotonic() - sent
 
-    results = json.loads((tmp_path / "results.json").read_text())
+    results = assert_cancelled_everywhere(tmp_path, "cpu-tp1", "startup")  # also the cancel-per-phase test's
     assert runner.returncode == 1, output
     assert took < 5, output
     assert results["status"] == "cancelled"

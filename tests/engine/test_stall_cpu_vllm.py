@@ -2,6 +2,10 @@
 fault plugin (``tests/fault_plugin``) and an EngineCore stopped with SIGSTOP are each reported as a stall within
 ``stall_s`` + 2 s of the last token, naming the process that explains it, with forensics taken; an engine whose
 every step takes ``stall_s``/3 passes with no stall. After each, hygiene is clean and nothing of the run is left.
+
+Three vLLM launches, one per engine fault (each is set in the engine's environment at its launch, and a stall
+ends its case's server). The slow-step run, which passes, is also cancelled in its teardown: the cancel-per-phase
+test's teardown phase (``tests/cancel_support.py``), on a launch it needs anyway.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import pytest
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
-from afd_e2e.runner.markers import find_marked
+from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.markers import find_marked
 from afd_e2e.telemetry.sampler import read_telemetry
+from cancel_support import assert_cancelled_everywhere
 from stall_support import LastToken, VerdictClock, bench_processes, stop_engine_mid_bench
 
 pytestmark = pytest.mark.engine
@@ -43,10 +49,27 @@ def one_case_plan(model: Path, port_base: int):
     return dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=("performance",)),))
 
 
-def run_stalled(model: Path, out: Path, port: int) -> tuple[dict, VerdictClock, LastToken]:
-    clock, last = VerdictClock(), LastToken(port)
+class CancelAtTeardown(VerdictClock):
+    """The verdict clock that also cancels the run (as SIGTERM would) the moment a case's teardown begins."""
+
+    def __init__(self, flag: CancelFlag) -> None:
+        super().__init__()
+        self.flag = flag
+        self.entered: list[str] = []
+
+    def enter(self, case_id, phase, logs=()):
+        self.entered.append(phase)
+        if phase == "teardown" and not self.flag.is_set():
+            self.flag.cancel("cancelled by SIGTERM")
+        super().enter(case_id, phase, logs)
+
+
+def run_stalled(
+    model: Path, out: Path, port: int, clock: VerdictClock | None = None, flag: CancelFlag | None = None
+) -> tuple[dict, VerdictClock, LastToken]:
+    clock, last = clock or VerdictClock(), LastToken(port)
     try:
-        data = results_to_json(execute_run(SHORT, one_case_plan(model, port), out, progress=clock))
+        data = results_to_json(execute_run(SHORT, one_case_plan(model, port), out, progress=clock, flag=flag))
     finally:
         last.stop()
     return data, clock, last
@@ -112,8 +135,10 @@ def test_a_stopped_engine_core_is_a_stall_naming_it_stopped(tiny_model, tmp_path
 
 @needs_plugin
 def test_an_engine_slowed_to_a_third_of_stall_s_per_step_passes_with_no_stall(tiny_model, tmp_path, monkeypatch):
+    """Cancelled in its teardown: the case, whose work was done, passes; the run is cancelled everywhere."""
     monkeypatch.setenv("AFD_E2E_FAULT_SLOW_STEP_S", f"{STALL_S / 3:g}")
-    data, clock, _last = run_stalled(tiny_model, tmp_path, PORT_BASE + 40)
+    flag = CancelFlag()
+    data, clock, _last = run_stalled(tiny_model, tmp_path, PORT_BASE + 40, CancelAtTeardown(flag), flag)
     case = data["cases"]["cpu-tp1"]
 
     assert case["status"] == "passed", case["failure"]
@@ -124,3 +149,6 @@ def test_an_engine_slowed_to_a_third_of_stall_s_per_step_passes_with_no_stall(ti
     assert repetition["status"] == "passed"
     assert repetition["metrics"]["mean_tpot_ms"] >= 0.9 * STALL_S / 3 * 1000, repetition["metrics"]
     assert_clean_after(data, tmp_path, PORT_BASE + 40)
+    assert "teardown" in clock.entered
+    saved = assert_cancelled_everywhere(tmp_path, "cpu-tp1", "teardown")
+    assert saved == json.loads(json.dumps(data))

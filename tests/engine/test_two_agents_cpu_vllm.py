@@ -3,16 +3,21 @@ workloads in the leader job, over 127.0.0.1. Each "agent" is a separate ``afd-e2
 folder, with the buildkite-agent stub on PATH and one shared store standing in for the build (meta-data and
 artifacts): the leader is ``afd-e2e run``, the follower ``afd-e2e join --follow``, started once the leader waits.
 
-- all phases pass and the leader's report is merged (the follower's process, hygiene, logs and telemetry in it);
 - killing the follower's EngineCore fails the leader within 5 s, naming the follower's agent;
 - stopping it (SIGSTOP) is a stall the follower's watchdog finds (requests in flight at its server, no token moving
   for ``budgets.stall_s``), and the leader fails within seconds of it, naming the follower's agent;
-- cancelling the leader ends the follower, and nothing is left on either side;
+- cancelling the leader ends the follower, and nothing is left on either side; the leader's correctness phase,
+  cancelled, is recorded as cancelled everywhere (the cancel-per-phase test's correctness case);
 - a leader killed outright (SIGKILL: no end published) ends its follower once its heartbeat stops, with the
   follower's own teardown and hygiene; a follower killed outright fails the leader once its heartbeat stops;
 - cancelling the follower (its job cancelled, its agent stopped) fails the leader within 5 s, naming its agent;
 - a follower that never starts ends the leader at its rendezvous budget, with a reason naming the role and pool,
   and a follower starting after that finds nothing to join.
+
+Six vLLM launches, one per test that starts a follower (the last test's follower never starts): each test ends its
+follower's server its own way (a killed or stopped engine, a cancel, a kill of either side), so none can share.
+That all phases pass with the server on the follower, and the merged report, are checked on the passing build of
+``test_two_agents_pool_cpu_vllm.py`` (the same leader and follower, under the plugin's hooks).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import pytest
 import yaml
 
 from afd_e2e.multi_agent.lifecycle import HEARTBEAT_EVERY_S, LOST_AFTER_S
-from afd_e2e.runner.hygiene import NOTHING_HERE
+from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR, REPO
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
 
@@ -74,40 +79,6 @@ def cpu_build(tiny_model: Path, tmp_path: Path) -> Iterator[Callable[[Path], Bui
     yield make
     for build in builds:
         build.end()
-
-
-def test_all_phases_pass_with_the_server_on_the_follower_and_one_merged_report(cpu_build, tmp_path):
-    build = cpu_build(profile_file(tmp_path))
-    leader, follower = build.start()
-
-    assert finish(leader, 300, build) == 0, build.outputs()
-    assert finish(follower, 60, build) == 0, build.outputs()
-
-    results = json.loads(build.leader_results.read_text(encoding="utf-8"))
-    assert results["verdict"]["status"] == "passed", results["verdict"]
-    case = results["cases"][CASE]
-    assert case["status"] == "passed" and case["smoke"]["status"] == "passed" and case["gsm8k"]["status"] == "passed"
-    (process,) = case["processes"]  # the leader hosts nothing of this case: the one process is the follower's
-    assert (process["name"], process["agent"], process["exit_code"]) == (PROCESS, FOLLOWER_AGENT, 0)
-    assert (build.leader_dir / "out" / process["log"]).read_text(encoding="utf-8").count("Application startup")
-    follower_checks = {c["check"]: c["status"] for c in case["hygiene"] if c["agent"] == FOLLOWER_AGENT}
-    assert set(follower_checks) == {"processes", "ports", "gpu_memory", "forced_kill", "leftover_files"}
-    assert set(follower_checks.values()) <= {"passed", "skipped"}, case["hygiene"]
-    on_leader = {c["check"]: (c["status"], c["detail"]) for c in case["hygiene"] if c["agent"] == ""}
-    for check in ("forced_kill", "ports", "gpu_memory"):  # nothing of the case runs there: said, not "passed"
-        assert on_leader[check] == ("skipped", NOTHING_HERE), case["hygiene"]
-    assert (build.leader_dir / "out" / case["telemetry"]["path"]).exists()  # the follower sampled its server
-    assert build.meta_data("leader") == "ended:passed"
-    ready = json.loads(build.meta_data(f"{CASE}/{PROCESS}/ready") or "{}")
-    assert (ready["agent"], ready["host"], ready["ports"]) == (FOLLOWER_AGENT, "127.0.0.1", [PORT_BASE])
-    assert ready["identity"]["hosts"] == PROCESS and ready["identity"]["checkpoint"].startswith("sha256:")
-    same = {c["name"]: c for c in results["preflight"]["checks"] if c["name"].startswith("same software")}
-    assert set(same) == {f"same software: {w}" for w in ("afd-e2e", "vLLM", "AFD plugin", "checkpoint")}, same
-    assert all(c["status"] == "passed" and FOLLOWER_AGENT in c["measured"] for c in same.values()), same
-    annotation = (build.leader_dir / "out" / "annotation.md").read_text(encoding="utf-8")
-    assert annotation.startswith("## ✅")
-    assert f"on agent {FOLLOWER_AGENT}".replace("-", "\\-") in annotation.split("### Hygiene")[1]  # its own row
-    build.nothing_left()
 
 
 def test_killing_the_followers_engine_core_fails_the_leader_within_5_s_naming_the_follower(cpu_build, tmp_path):
@@ -170,6 +141,9 @@ def test_cancelling_the_leader_ends_the_follower_and_leaves_nothing_on_either_si
 
     results = json.loads(build.leader_results.read_text(encoding="utf-8"))
     assert results["status"] == "cancelled" and results["cases"][CASE]["status"] == "cancelled"
+    # the leader runs the workloads: its correctness phase, cancelled on a real engine, is the cancel-per-phase
+    # test's correctness case (tests/cancel_support.py)
+    assert_cancelled_everywhere(build.leader_dir / "out", CASE, "correctness")
     assert build.meta_data(f"{CASE}/phase") == "ended:cancelled"
     assert build.meta_data("leader") == "ended:cancelled"
     assert ended_s < 30, ended_s

@@ -26,9 +26,9 @@ import pytest
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
-from afd_e2e.runner.markers import find_marked
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.markers import find_marked
+from afd_e2e.system.progress import Progress
 from gpu_agent import why_not_gpus, why_not_kit
 
 pytestmark = pytest.mark.gpu

@@ -1,10 +1,11 @@
 """scripts/install-agent on the GPU machine, as a provisioning team runs it: no registry, the kit's vLLM 0.26.0 on
-PYTHONPATH (CPython 3.12), afd-e2e's wheel carried in a folder. It must install offline into a venv of its own that
+PYTHONPATH (CPython 3.12), a folder of wheels carried in. It must install offline into a venv of its own that
 sees the image and the kit, change none of their packages, pass the software check (the kit's `vllm` wrapper's
 Python, the AFD plugin's entry point) and print the plugin's `venv` option and the agent's tags.
 
-Run on the GPU machine after `. /tmp/vl/env.sh`, with the wheel built on the CPU machine
-(`python -m pip wheel --no-deps --no-build-isolation -w .gpu-vllm/agent-wheels .`):
+Run on the GPU machine after `. /tmp/vl/env.sh`, with the folder built on the CPU machine
+(`scripts/build-wheelhouse .gpu-vllm/agent-wheels`: afd-e2e's wheel and py-spy's, the one requirement the image
+lacks, are both for any CPython 3, so a folder built with 3.11 serves the image's 3.12):
 
     python3 -m pytest tests/gpu/test_install_agent_gpu.py -v -s -k one_gpu
 

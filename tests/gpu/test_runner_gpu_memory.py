@@ -12,8 +12,8 @@ import pytest
 
 from afd_e2e.gpu.memory import NvmlUnavailable, read_device_memory
 from afd_e2e.runner.hygiene import check_gpu_memory, read_gpu_memory
-from afd_e2e.runner.markers import find_marked, marker_env, new_run_id
 from afd_e2e.runner.teardown import terminate
+from afd_e2e.system.markers import find_marked, marker_env, new_run_id
 
 pytestmark = pytest.mark.gpu
 

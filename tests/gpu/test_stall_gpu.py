@@ -26,8 +26,8 @@ import yaml
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
-from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.run import execute_run
+from afd_e2e.system.markers import find_marked
 from afd_e2e.telemetry.sampler import read_telemetry
 from gpu_agent import why_not_gpus, why_not_kit
 from stall_support import LastToken, VerdictClock, bench_processes, stop_engine_mid_bench

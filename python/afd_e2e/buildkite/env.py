@@ -10,6 +10,7 @@ number or ``false``) and ``BUILDKITE_PULL_REQUEST_REPO`` (the pull request's hea
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -17,6 +18,15 @@ from afd_e2e.results.model import BuildInfo
 
 SCHEDULE = "schedule"
 AGENT_TAG_PREFIX = "BUILDKITE_AGENT_META_DATA_"
+
+
+def agent_name(env: Mapping[str, str]) -> str:
+    """BUILDKITE_AGENT_NAME, else the host's name (a run by hand)."""
+    return env.get("BUILDKITE_AGENT_NAME") or socket.gethostname()
+
+
+def job_id(env: Mapping[str, str]) -> str | None:
+    return env.get("BUILDKITE_JOB_ID") or None
 
 
 def pull_request(environ: Mapping[str, str]) -> str | None:

@@ -68,8 +68,8 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from afd_e2e.runner.progress import Progress
     from afd_e2e.runner.run import execute_run
+    from afd_e2e.system.progress import Progress
 
     if args.max_runs < 1:
         raise UsageError(f"--max-runs {args.max_runs} is below 1", "pass --max-runs 1 or more (default 3)")

@@ -20,6 +20,7 @@ from afd_e2e.buildkite import meta_data
 from afd_e2e.commands.common import resolve_model
 from afd_e2e.errors import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASSED, UsageError
 from afd_e2e.multi_agent.lifecycle import join_decision, leader_state_key
+from afd_e2e.phases import rendering
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    rendering.install()  # this command renders: the phases' testcases and annotation parts
     decision = join_decision(args.leader_job, meta_data.get(leader_state_key(args.leader_job)))
     print(f"afd-e2e join: {decision.reason}")
     if not decision.join:
@@ -58,8 +60,8 @@ def follow(args: argparse.Namespace) -> int:
     from afd_e2e.plan.gates import plan_devices
     from afd_e2e.profile import load_profile
     from afd_e2e.results.status import Status
-    from afd_e2e.runner.progress import Progress
     from afd_e2e.runner.run import execute_run
+    from afd_e2e.system.progress import Progress
 
     case_id, _, process = args.follow.partition("/")
     if not args.profile:

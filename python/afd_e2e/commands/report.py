@@ -17,6 +17,7 @@ from pathlib import Path
 
 from afd_e2e.commands.common import refuse_a_file
 from afd_e2e.errors import UsageError
+from afd_e2e.phases import rendering
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    rendering.install()  # this command renders: the phases' testcases and annotation parts
     refuse_a_file(args.dir, "DIR", "pass the results folder that holds results.json (the --out of `afd-e2e run`)")
     name = args.test_engine_token_env
     if name and not args.publish:
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in trend_if_configured(args.dir, os.environ):
         print(f"afd-e2e report: warning: {warning}", file=sys.stderr)
     paths = render_all(args.dir)
-    print("\n".join(describe(paths)), flush=True)
+    print("\n".join(describe(paths, os.environ)), flush=True)
     if args.publish:
         for warning in publish(paths, env=os.environ, test_engine_token_env=name):
             print(f"afd-e2e report: warning: {warning}", file=sys.stderr)

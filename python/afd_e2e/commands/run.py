@@ -3,7 +3,7 @@
 Every input is checked before anything is launched, in one admission step (``afd_e2e.runner.admission``), with the
 same one-line errors as ``plan`` and ``preflight``: gates (model folder, devices), the checkpoint, the port range, the
 out folder, the forced-routing control's strategy, the phases' inputs, free ports, executables and idle GPUs.
-Exit statuses (README): 0 the verdict passed, 1 it failed, 2 bad input, 3 not run because the gates are closed.
+Exit statuses (docs/reference.md): 0 the verdict passed, 1 it failed, 2 bad input, 3 not run because the gates are closed.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from afd_e2e.commands.common import add_profile_args
 from afd_e2e.errors import EXIT_FAILED, EXIT_GATES_CLOSED, EXIT_PASSED, UsageError
+from afd_e2e.phases import rendering
 from afd_e2e.plan import RunPlan
 from afd_e2e.profile import Profile, load_profile
 from afd_e2e.results.model import PreflightRecord
@@ -89,9 +90,10 @@ def leader_side(profile: Profile, plan: RunPlan, progress: Callable[[str], None]
 
 
 def run(args: argparse.Namespace) -> int:
+    rendering.install()  # this command renders: the phases' testcases and annotation parts
     from afd_e2e.results.status import Status
-    from afd_e2e.runner.progress import Progress
     from afd_e2e.runner.run import execute_run
+    from afd_e2e.system.progress import Progress
 
     refuse_keep_in_ci(args.keep_on_stall, os.environ)
     profile = load_profile(args.profile)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from afd_e2e.errors import UsageError
+from afd_e2e.phases import rendering
 
 if TYPE_CHECKING:
     from afd_e2e.trend.compute import TrendReport
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    rendering.install()  # this command renders: the phases' testcases and annotation parts
     from afd_e2e.report import render_all
     from afd_e2e.trend.run import SOURCE_ENV, TrendOptions, options_from_env, run_trend
 

@@ -19,8 +19,8 @@ from typing import Protocol
 from afd_e2e.forensics.pyspy import BUSY_FRAMES, Dump, busy_thread, dump, find_pyspy
 from afd_e2e.results.model import CaseForensics, ProcessDump
 from afd_e2e.results.store import now_iso
-from afd_e2e.runner.child_env import client_environment
-from afd_e2e.runner.markers import marker_env
+from afd_e2e.system.child_env import client_environment
+from afd_e2e.system.markers import marker_env
 from afd_e2e.system.process_state import ProcessState, case_processes
 
 DEADLINE_S = 10.0  # every dump of a case, concurrently

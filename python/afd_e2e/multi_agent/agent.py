@@ -1,4 +1,5 @@
-"""This agent, as the other agents of a case know it: its name, its job, and the address its processes listen on."""
+"""This agent, as the other agents of a case know it: the address its processes listen on (its name and job are
+Buildkite's: ``buildkite/env.py``)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,6 @@ import psutil
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.addresses import LISTEN_HOST
-
-
-def agent_name(env: Mapping[str, str]) -> str:
-    """BUILDKITE_AGENT_NAME, else the host's name (a run by hand)."""
-    return env.get("BUILDKITE_AGENT_NAME") or socket.gethostname()
-
-
-def job_id(env: Mapping[str, str]) -> str | None:
-    return env.get("BUILDKITE_JOB_ID") or None
 
 
 def listen_address(interface: str | None, env: Mapping[str, str]) -> str:

@@ -29,6 +29,7 @@ from afd_e2e.buildkite import meta_data
 from afd_e2e.errors import UsageError
 from afd_e2e.multi_agent.identity import AgentIdentity
 from afd_e2e.plan.addresses import meta_data_key, rendezvous_key
+from afd_e2e.runner.side import SideFailed
 
 RUNNING, DIED, STALLED, ENDED = "running", "died", "stalled", "ended"
 POLL_S = 0.5
@@ -177,6 +178,6 @@ def wait_for(
         sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
 
 
-class RendezvousFailed(Exception):
+class RendezvousFailed(SideFailed):
     """The agents of a case did not meet: a follower that never joined within ``budgets.rendezvous_s``, or one
     that runs other software. The message names the agent and the role."""

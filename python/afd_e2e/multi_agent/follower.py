@@ -17,7 +17,8 @@ from functools import partial
 from pathlib import Path
 
 from afd_e2e.buildkite import artifacts, meta_data
-from afd_e2e.multi_agent.agent import agent_name, job_id, listen_address
+from afd_e2e.buildkite.env import agent_name, job_id
+from afd_e2e.multi_agent.agent import listen_address
 from afd_e2e.multi_agent.board import (
     DIED,
     ENDED,

@@ -16,14 +16,16 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
-from afd_e2e.buildkite import artifacts, meta_data, pipeline_upload
+from afd_e2e.buildkite import artifacts, meta_data
+from afd_e2e.buildkite.env import agent_name
 from afd_e2e.errors import UsageError
-from afd_e2e.multi_agent.agent import agent_name, listen_address
+from afd_e2e.multi_agent.agent import listen_address
 from afd_e2e.multi_agent.board import Board, Readiness, RendezvousFailed, wait_for
 from afd_e2e.multi_agent.identity import AgentIdentity, checks, identity_of
 from afd_e2e.multi_agent.lifecycle import RUNNING, WAITING, Heartbeat, ended, heartbeat_key, leader_state_key
 from afd_e2e.multi_agent.merge import merge_follower
 from afd_e2e.multi_agent.remote import RemoteRole
+from afd_e2e.pipeline import upload as pipeline_upload
 from afd_e2e.pipeline.followers import PLUGIN_ENV, LeaderJob, follower_pipeline
 from afd_e2e.plan.addresses import LISTEN_HOST, rendezvous_variable, resolve_case
 from afd_e2e.plan.model import CasePlan, ProcessPlan

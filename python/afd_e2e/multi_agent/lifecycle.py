@@ -5,7 +5,7 @@ withdrawn: it may start after its leader gave up (its rendezvous budget ran out,
 So the leader publishes its state under ``leader_state_key`` (``waiting`` before it uploads, ``running`` once
 every follower is ready, ``ended:<status>`` when it stops) and a follower joins only a leader that is waiting or
 running; otherwise it exits at once, passing, saying there is nothing to join. A follower never holds an agent
-for a leader that is gone, which is half of what keeps two builds from deadlocking (README: AFD across agents).
+for a leader that is gone, which is half of what keeps two builds from deadlocking (docs/agents.md: AFD across agents).
 
 A side killed outright (SIGKILL, its agent lost) publishes no end. So while it lives each side also beats: a counter
 every HEARTBEAT_EVERY_S (``Heartbeat``): the leader under ``heartbeat_key``, a follower under its process's
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from afd_e2e.buildkite import meta_data
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.addresses import meta_data_key
+from afd_e2e.runner.side import SideFailed
 
 WAITING, RUNNING, ENDED = "waiting", "running", "ended"
 HEARTBEAT_EVERY_S = 5.0
@@ -93,7 +94,7 @@ class Pulse:
         return f"{self.whose} heartbeat stopped ({last}, nothing new for {silent:.0f} s): killed, or its agent lost"
 
 
-class LeaderLost(Exception):
+class LeaderLost(SideFailed):
     """A follower's leader stopped beating without ending its case: the follower tears down and fails."""
 
 

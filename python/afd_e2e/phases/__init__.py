@@ -1,3 +1,4 @@
-"""Phases: one descriptor per workload phase and per case section, in ``registry``; the built-in ones in
-``builtin``. Everything that lists phases (the profile's phase names, budgets and rules, the runner's dispatch and
-writes, the verdict, the comparisons, JUnit and the annotation) reads the registry."""
+"""Phases, above the layers they serve: a phase is described once (``registry.Phase``) and registered from here
+into each layer's table (the profile's ``catalogue``, ``results.sections``, the runner's ``dispatch``, the
+``workloads.comparisons``, ``report.sections``). ``builtin`` holds the built-in phases and ``rendering`` what the
+reports show of them; the entry points install them once."""

@@ -1,33 +1,21 @@
 """The built-in phases, in the order a case runs them, and the case sections no phase writes.
 
-Each descriptor names, once, everything of its phase: the profile sections it reads and what it needs of them, its
-budget, its run and compare functions, its results sections and its renderers. Adding a phase: one module building
-its ``Phase`` (see ``afd_e2e.phases.registry``) and one ``register`` call, here for a phase that ships.
+Each descriptor names, once, what the layers below the reports need of its phase: the profile sections it reads
+and what it needs of them, its budget, its run and compare functions and its results sections. What the reports
+show of each is in ``afd_e2e.phases.rendering``. Adding a phase: one module building its ``Phase`` (see
+``afd_e2e.phases.registry``) and one line in ``BUILTIN`` below. ``install`` registers them all, once; the entry
+points call it (``cli.main``, the benchmarks, the test conftest).
 """
 
 from __future__ import annotations
 
 from afd_e2e.phases.capacity import CAPACITY
 from afd_e2e.phases.execution import EXECUTION
-from afd_e2e.phases.registry import (
-    Budget,
-    CaseColumn,
-    CaseSection,
-    Measure,
-    Phase,
-    ResultsSection,
-    Workload,
-    register,
-)
+from afd_e2e.phases.registry import Budget, CaseSection, Measure, Phase, ResultsSection, Workload, register
+from afd_e2e.phases.warmup import WARMUP
 from afd_e2e.profile.model import Profile
-from afd_e2e.report import annotation, features, forensics, junit, telemetry
 from afd_e2e.results.model import TelemetrySummary
 from afd_e2e.workloads import phases
-
-
-def _no_parts(results: object, plots: object) -> list:
-    """A phase whose whole annotation is its columns of the per-case table."""
-    return []
 
 
 def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
@@ -48,9 +36,6 @@ SMOKE = Phase(
     run=phases.run_smoke,
     ends_case=True,
     sections=(ResultsSection("smoke"),),
-    junit=junit.smoke_testcases,
-    annotation=_no_parts,
-    columns=(CaseColumn("Smoke", annotation.smoke_cell),),
 )
 
 CORRECTNESS = Phase(
@@ -64,15 +49,11 @@ CORRECTNESS = Phase(
     run=phases.run_correctness,
     check_inputs=phases.check_correctness_inputs,
     sections=(ResultsSection("gsm8k"), ResultsSection("parity_records")),
-    junit=junit.correctness_testcases,
-    annotation=annotation.parity_details,
-    columns=(CaseColumn("GSM8K strict match", annotation.gsm8k_cell), CaseColumn("Parity", annotation.parity_cell)),
     measure=Measure(
         "parity",
         ResultsSection("parity"),
         phases.compare_parity,
         needs=lambda p: _needs(p.parity is not None, "parity measure without workloads.parity", "add workloads.parity"),
-        junit=junit.parity_testcases,
     ),
 )
 
@@ -86,14 +67,11 @@ REPLAY = Phase(
     budget=Budget("replay_s", 600.0),
     run=phases.run_replay,
     sections=(ResultsSection("replay"),),
-    junit=junit.replay_testcases,
-    annotation=features.replay_tables,
     measure=Measure(
         "replay",
         ResultsSection("replay"),
         phases.compare_replay,
         needs=lambda p: _needs(p.parity is not None, "replay measure without workloads.parity", "add workloads.parity"),
-        junit=junit.replay_parity_testcases,
     ),
 )
 
@@ -105,8 +83,6 @@ SERVING = Phase(
     budget=Budget("serving_s", 300.0),
     run=phases.run_serving,
     sections=(ResultsSection("serving"),),
-    junit=junit.serving_testcases,
-    annotation=features.serving_tables,
 )
 
 PROFILER = Phase(
@@ -116,8 +92,6 @@ PROFILER = Phase(
     run=phases.run_profiler,
     stall_watched=False,  # stop_profile holds its request open while the traces are written
     sections=(ResultsSection("profiler"),),
-    junit=junit.profiler_testcases,
-    annotation=features.profiler_tables,
 )
 
 PERFORMANCE = Phase(
@@ -129,14 +103,11 @@ PERFORMANCE = Phase(
     run=phases.run_performance,
     check_inputs=phases.check_performance_inputs,
     sections=(ResultsSection("performance"),),
-    junit=junit.performance_testcases,
-    annotation=annotation.performance_sections,
     measure=Measure(
         "performance",
         ResultsSection("performance"),
         phases.compare_performance,
         needs=lambda p: _needs(p.bench is not None, "performance measure without workloads.bench", "add it"),
-        junit=junit.performance_comparison_testcases,
     ),
 )
 
@@ -144,15 +115,12 @@ HYGIENE = CaseSection(
     name="hygiene",
     doc="the after-the-fact checks of a stopped case: processes, ports, GPU memory, forced kill, leftover files",
     section=ResultsSection("hygiene"),
-    junit=junit.hygiene_testcases,
-    annotation=annotation.hygiene_section,
 )
 
 FORENSICS = CaseSection(
     name="forensics",
     doc="the state and stacks of every process of a case, taken when it died, stalled or ran out of time",
     section=ResultsSection("forensics"),
-    annotation=forensics.forensics_section,
 )
 
 TELEMETRY = CaseSection(
@@ -160,11 +128,11 @@ TELEMETRY = CaseSection(
     doc="the 1 Hz timeline of every role's engine metrics, processes and GPUs; the progress watchdog's stalls",
     section=ResultsSection("telemetry", TelemetrySummary),
     budget=Budget("stall_s", 30.0),
-    annotation=telemetry.telemetry_section,
 )
 
-for _entry in (
+BUILTIN = (
     SMOKE,
+    WARMUP,
     CORRECTNESS,
     REPLAY,
     SERVING,
@@ -175,5 +143,13 @@ for _entry in (
     FORENSICS,
     TELEMETRY,
     EXECUTION,
-):
-    register(_entry)
+)
+_installed: list[bool] = []
+
+
+def install() -> None:
+    """Register every built-in phase and case section, once (a second call does nothing)."""
+    if not _installed:
+        _installed.append(True)
+        for entry in BUILTIN:
+            register(entry)

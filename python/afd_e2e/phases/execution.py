@@ -1,21 +1,17 @@
 """The ``execution`` case section, defined once: per role, the execution mode its case asked for and what the
 engine's own evidence shows (start-up log lines, the profiler trace's launches per step), with a verdict that can
 fail the case. Its parts: the records in ``results/execution.py``, the readers and the verdict in
-``execution/``, the reports in ``report/execution.py``; the runner judges a case after its teardown
-(``runner/case.py``), and a performance comparison refuses sides that did not run the mode asked
-(``workloads/performance.py``)."""
+``execution/``, the reports in ``report/execution.py`` (registered by ``phases/rendering.py``); the runner judges a
+case after its teardown (``runner/case.py``), and a performance comparison refuses sides that did not run the mode
+asked (``workloads/performance.py``)."""
 
 from __future__ import annotations
 
-from afd_e2e.phases.registry import CaseColumn, CaseSection, ResultsSection
-from afd_e2e.report import execution as report
-from afd_e2e.results.execution import CaseExecution
+from afd_e2e.phases.registry import CaseSection, ResultsSection
+from afd_e2e.results.execution import SECTION, CaseExecution
 
 EXECUTION = CaseSection(
-    name=report.SECTION,
+    name=SECTION,
     doc="each role's execution mode: asked (argv) against the engine's start-up lines and profiler trace",
-    section=ResultsSection(report.SECTION, CaseExecution),
-    junit=report.execution_testcases,
-    annotation=report.execution_section,
-    columns=(CaseColumn("Mode", report.mode_cell),),
+    section=ResultsSection(SECTION, CaseExecution),
 )

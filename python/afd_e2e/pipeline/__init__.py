@@ -5,5 +5,5 @@ buildkite.env (what started the build) + agents/agents_api (is a matching agent 
 profile) -> pools (pure, a profile set's agent pools; profile_sets names the sets) -> generate (steps) ->
 steps.render (YAML/JSON for ``pipeline upload --no-interpolation``). A profile that places processes on other agent
 pools gets a leader step; followers (pure) builds its concurrency group and the follower steps it uploads at run
-time (buildkite/pipeline_upload.py).
+time (pipeline/upload.py).
 """

@@ -15,13 +15,16 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from afd_e2e.pipeline.followers import leader_concurrency_group, tags_text
 from afd_e2e.pipeline.generate import annotation_step
 from afd_e2e.pipeline.steps import BlockStep, CommandStep, GroupStep, Pipeline, step_slug
 from afd_e2e.profile import Profile
 from afd_e2e.profile.model import BENCH_METRICS
-from afd_e2e.trend.episodes import Episode
+
+if TYPE_CHECKING:  # the trend's record, for annotations only: the generator hands the episodes in
+    from afd_e2e.trend.episodes import Episode
 
 PREFERRED = ("mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms", "mean_e2el_ms", "output_throughput", "request_throughput")
 BISECT_OUT = "afd-e2e-bisect"

@@ -27,12 +27,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from afd_e2e.errors import UsageError
-from afd_e2e.phases import registry
 from afd_e2e.pipeline.decide import gate_variables
 from afd_e2e.pipeline.steps import STEP_MARGIN, STEP_OVERHEAD_MINUTES, CommandStep, Pipeline, step_slug
 from afd_e2e.plan.addresses import meta_data_key
 from afd_e2e.plan.model import CasePlan, ProcessPlan
-from afd_e2e.profile import Profile
+from afd_e2e.profile import Profile, catalogue
 
 PLUGIN_ENV = "AFD_E2E_PLUGIN"  # on a leader step: the plugin reference its followers run (the generator sets it)
 GROUP_PREFIX = "afd-e2e/"
@@ -152,7 +151,7 @@ def follower_steps(
     spec = profile.case(case.id)
     forwarded = [name for name in gate_variables(profile) if name != profile.gates.devices_env]
     gate_env = {name: environ[name] for name in forwarded if name in environ}
-    seconds = profile.budgets.rendezvous_s + registry.case_budget_s(profile, spec.phases)
+    seconds = profile.budgets.rendezvous_s + catalogue.case_budget_s(profile, spec.phases)
     return tuple(
         _follower_step(profile, leader, process, case.id, gate_env, seconds) for process in case.remote_processes
     )

@@ -17,8 +17,7 @@ from typing import Any
 
 import yaml
 
-from afd_e2e.phases import registry
-from afd_e2e.profile import Profile
+from afd_e2e.profile import Profile, catalogue
 
 # Buildkite sends a lost agent's job the exit status -1; a real failure must never be retried automatically.
 AGENT_LOST_RETRY = {"exit_status": -1, "limit": 1}
@@ -31,7 +30,7 @@ def step_timeout_minutes(profiles: Iterable[Profile]) -> int:
     """``timeout_in_minutes`` from the profiles' budgets: every case's start-up, phases and teardown (and its
     rendezvous, for a case with followers), plus margin."""
     seconds = sum(
-        registry.case_budget_s(p, case.phases) + (p.budgets.rendezvous_s if case.multi_agent else 0)
+        catalogue.case_budget_s(p, case.phases) + (p.budgets.rendezvous_s if case.multi_agent else 0)
         for p in profiles
         for case in p.cases
     )

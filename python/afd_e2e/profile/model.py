@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from afd_e2e.errors import UsageError
+from afd_e2e.profile import catalogue
 
 SCHEMA_VERSION = 1
 ROLE_NAMES = ("server", "attention", "ffn")
@@ -359,7 +360,7 @@ class ServingSpec:
 class BudgetSpec:
     """Seconds each step of a case may take; a step past its budget fails its case, naming the budget. The
     phases' budgets are keyed as in the profile (``smoke_s``, ``bench_repetition_s``, ...): their keys and defaults
-    come from the phase registry (``afd_e2e.phases.registry``), and each reads as an attribute too."""
+    come from the catalogue of phases (``afd_e2e.profile.catalogue``), and each reads as an attribute too."""
 
     startup_s: float  # launch to the API answering
     teardown_s: float  # SIGTERM to the whole tree gone, then SIGKILL
@@ -373,9 +374,7 @@ class BudgetSpec:
         """A phase's budget; a phase registered after the profile was read gets its default."""
         if key in self.phases:
             return self.phases[key]
-        from afd_e2e.phases import registry  # the registry sits above the profile records
-
-        return registry.budget_keys()[key]
+        return catalogue.budget_keys()[key]
 
     def __getattr__(self, name: str) -> float:
         if name.endswith("_s") and not name.startswith("_"):
@@ -403,7 +402,7 @@ class ComparisonSpec:
     id: str
     baseline: str
     candidate: str
-    measures: tuple[str, ...]  # what the registered phases measure (``afd_e2e.phases.registry.measures``)
+    measures: tuple[str, ...]  # what the registered phases measure (``afd_e2e.profile.catalogue.measures``)
 
 
 ON_REGRESSION = ("warn", "fail")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from afd_e2e.errors import UsageError
-from afd_e2e.phases import registry
+from afd_e2e.profile import catalogue
 from afd_e2e.profile.model import CaseSpec, Profile
 
 
@@ -48,7 +48,7 @@ def check_cross_fields(p: Profile) -> None:
             if a and f and max(a[0], f[0]) < min(a[1], f[1]):
                 fail(f"cases.{case.id}", "attention and ffn device groups overlap", "give the roles disjoint groups")
         for phase in case.phases:
-            if (missing := registry.phase(phase).needs(p)) is not None:
+            if (missing := catalogue.phase(phase).needs(p)) is not None:
                 fail(f"cases.{case.id}.phases", *missing)
         _check_features(p, case, fail)
     for cmp in p.comparisons:
@@ -61,7 +61,7 @@ def check_cross_fields(p: Profile) -> None:
                     f"unknown case {getattr(cmp, side)!r}",
                     f"use one of: {', '.join(sorted(case_ids))}",
                 )
-        known = [m.name for m in registry.measures()]
+        known = [m.name for m in catalogue.measures()]
         for measure in cmp.measures:
             if measure not in known:
                 fail(
@@ -69,7 +69,7 @@ def check_cross_fields(p: Profile) -> None:
                     f"unknown measure {measure!r}",
                     f"use some of: {', '.join(known)}",
                 )
-            phase = registry.measure_phase(measure).name
+            phase = catalogue.measure(measure).phase
             for side in (cmp.baseline, cmp.candidate):
                 if phase not in p.case(side).phases:
                     fail(
@@ -77,7 +77,7 @@ def check_cross_fields(p: Profile) -> None:
                         f"case {side} does not run the {phase} phase",
                         f"add {phase} to its phases",
                     )
-        for measure in registry.measures():
+        for measure in catalogue.measures():
             if measure.name in cmp.measures and (missing := measure.needs(p)) is not None:
                 fail(f"comparisons.{cmp.id}", *missing)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from afd_e2e.phases import registry
+from afd_e2e.profile import catalogue
 from afd_e2e.profile.model import (
     BENCH_METRICS,
     DEFAULT_MARGIN_PCT,
@@ -218,7 +218,7 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
             r.fail(r.key("kind"), f"a variant keeps the kind of {parent.id} ({kind})", "remove kind")
         r.seen.add("kind")
     phases = r.str_list("phases") if parent is None else r.str_list("phases", list(parent.phases))
-    known = registry.phase_names()
+    known = catalogue.phase_names()
     for phase in phases:
         if phase not in known:
             r.fail(r.key("phases"), f"unknown phase {phase!r}", f"use some of: {', '.join(known)}")
@@ -310,7 +310,7 @@ def _read_budgets(r: Reader) -> BudgetSpec:
         teardown_s=seconds("teardown_s", 20.0),
         request_s=seconds("request_s", 600.0),
         rendezvous_s=seconds("rendezvous_s", BudgetSpec.rendezvous_s),
-        phases={key: seconds(key, default) for key, default in registry.budget_keys().items()},
+        phases={key: seconds(key, default) for key, default in catalogue.budget_keys().items()},
     )
     r.done()
     return budgets
@@ -588,7 +588,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         )
         sr.done()
     extra = [
-        (workload, wr) for workload in registry.extra_workloads() if (wr := w.child(workload.key, None)) is not None
+        (workload, wr) for workload in catalogue.extra_workloads() if (wr := w.child(workload.key, None)) is not None
     ]
     w.done()
 

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from afd_e2e import __version__
-from afd_e2e.phases import registry
-from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.plan.model import CasePlan
 from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting
+from afd_e2e.report import sections as report_sections
 from afd_e2e.report.escape import markdown_text, preformatted
+from afd_e2e.report.sections import AnnotationPart
 from afd_e2e.report.status import icon
+from afd_e2e.results import sections as results_sections
 from afd_e2e.results.model import (
     LOG_TAIL_CHARS,
     CasePerformance,
@@ -35,8 +36,10 @@ from afd_e2e.results.model import (
     ParitySide,
     PerformanceComparison,
     RunResults,
+    SequentialRecord,
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
+from afd_e2e.workloads.performance import fails as fails_its_gate
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -50,7 +53,6 @@ class Annotation:
     body: str  # what `buildkite-agent annotate` gets: at most MAX_BYTES
     full_body: str | None  # the complete text, when ``body`` had to be a summary
     style: str  # success | warning | error
-    context: str  # stable per profile, so a re-run replaces the annotation
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,18 @@ class _Section:
     essential: bool  # kept in the summary that replaces an over-size annotation
 
 
-def annotation_context(profile: str | None) -> str:
-    return "afd-e2e-" + re.sub(r"[^A-Za-z0-9._-]", "_", profile or "unknown")
+def job_step(env: Mapping[str, str]) -> str | None:
+    """The Buildkite step a job runs, by its key (a retry keeps it), else by the job id; None outside Buildkite."""
+    return env.get("BUILDKITE_STEP_KEY") or env.get("BUILDKITE_JOB_ID") or None
+
+
+def annotation_context(profile: str | None, env: Mapping[str, str]) -> str:
+    """The job's annotation context: the profile and the step (``job_step``), so two jobs of one profile in a build
+    (a matrix over agent pools, a bisect step) keep an annotation each, and a retry of a keyed step replaces its own
+    (a keyless step's retry has a new job id, so it adds one); outside Buildkite the profile alone."""
+    step = job_step(env)
+    parts = [profile or "unknown", *([step] if step else [])]
+    return "afd-e2e-" + "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", part) for part in parts)
 
 
 def performance_warnings(results: RunResults) -> list[str]:
@@ -70,8 +82,8 @@ def performance_warnings(results: RunResults) -> list[str]:
     return [
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
-        for measure in registry.measures()
-        for warning in getattr(comparison.section(measure.section.name), "warnings", None) or []
+        for section in results_sections.measure_sections().values()
+        for warning in getattr(comparison.section(section), "warnings", None) or []
     ]
 
 
@@ -274,7 +286,7 @@ def smoke_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
 def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
     """The per-case table: status and readiness, then the registered phases' and case sections' columns; then the
     phases' parts."""
-    columns = list(registry.case_columns())
+    columns = list(report_sections.case_columns())
     header = ["Case", "Status", "Ready after", *(c.header for c in columns)]
     rows = [
         "### Correctness",
@@ -379,12 +391,63 @@ def _repetitions_line(label: str, performance: CasePerformance | None) -> str:
 
 
 def _metric_verdict(metric: MetricComparison, *, control: bool) -> str:
-    """The verdict cell; a worse metric also says what its gate did (fail, warn or note)."""
-    if metric.verdict is not Verdict.WORSE:
-        return markdown_text(metric.verdict)
+    """The verdict cell; a worse metric also says what its gate did (fail, warn or note), a required parity not
+    shown fails it, and a ``parity`` of results written before equivalence testing says it is the old rule's."""
     if control:
-        return "**worse** (control, not judged)"
+        return markdown_text(metric.verdict) + (" (control, not judged)" if metric.verdict is Verdict.WORSE else "")
+    if not metric.judged_by_equivalence and metric.verdict is Verdict.PARITY:
+        return "parity (old rule: the 95% CI includes 0, not equivalence)"
+    if fails_its_gate(metric) and metric.verdict is not Verdict.WORSE:
+        return f"**{markdown_text(metric.verdict)}** ❌ parity required"
+    if metric.verdict is not Verdict.WORSE:
+        return markdown_text(metric.verdict) + ("" if metric.gated else " (not gated)")
     return "**worse** " + {"fail": "❌ fails the gate", "warn": "⚠️ warning"}.get(metric.on_worse, "(note)")
+
+
+def _against_margin(metric: MetricComparison) -> str:
+    """The equivalence interval and the text bar against ±margin (the 95% interval for old results)."""
+    if not metric.judged_by_equivalence:
+        return formatting.interval(metric.ci95_pct)
+    bar = formatting.margin_bar(metric.ci90_pct, metric.margin_pct)
+    shown = f"{formatting.interval(metric.ci90_pct)} ±{metric.margin_pct:g}%"
+    return f"{shown} <code>{bar}</code>" if bar else shown
+
+
+def _noise(metric: MetricComparison) -> str:
+    """Each side's CV, and the flags: a warm-up effect over 5% (first measured repetition against the rest), the
+    repetitions a MAD rule calls outliers."""
+    sides = (("base", metric.baseline), ("cand", metric.candidate))
+    cv = "/".join("—" if side.cv_pct is None else f"{side.cv_pct:.1f}%" for _, side in sides)
+    flags = [f"CV {cv}"]
+    for name, side in sides:
+        if side.warmup_pct is not None and abs(side.warmup_pct) > WARMUP_FLAG_PCT:
+            flags.append(f"⚠️ {name} warm-up {side.warmup_pct:+.1f}%")
+        if side.outliers:
+            flags.append(f"⚠️ {name} outlier rep {', '.join(map(str, side.outliers))}")
+    return "; ".join(flags)
+
+
+WARMUP_FLAG_PCT = 5.0  # a first measured repetition this far from the rest: the warmups were too few
+
+
+def _series_lines(series: SequentialRecord | None) -> list[str]:
+    """How the repetitions came about: a series' looks, why it stopped, the order the repetitions ran."""
+    if series is None:
+        return []
+    if not series.looks:
+        return [f"- Sequential series not run: {markdown_text(series.reason)}"]
+    looks = ", ".join(
+        f"{look.look}: {look.baseline_repetitions}+{look.candidate_repetitions} "
+        + ("/".join(markdown_text(v) for v in look.verdicts.values()) or "nothing gated")
+        for look in series.looks
+    )
+    order = ", ".join(series.order[2 * series.min :]) or "none"
+    return [
+        f"- Sequential series ({series.min} to {series.max} repetitions a side, error rates split over "
+        f"{series.planned_looks} planned looks): {markdown_text(series.stopped)}, {markdown_text(series.reason)}",
+        f"- Looks (repetitions base+cand, gated verdicts): {markdown_text(looks, 600)}",
+        f"- Added repetitions in the order run: {markdown_text(order, 600)}",
+    ]
 
 
 def performance_sections(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
@@ -414,8 +477,8 @@ def _performance(
     metrics = performance.metrics
     if metrics:
         lines += [
-            f"| Metric | {baseline} | {candidate} | Delta | 95% CI | Verdict |",
-            "| --- | ---: | ---: | ---: | ---: | --- |",
+            f"| Metric | {baseline} | {candidate} | Delta | Interval vs margin | Verdict | Reps | Noise |",
+            "| --- | ---: | ---: | ---: | --- | --- | ---: | --- |",
         ]
         for metric in metrics:
             unit = markdown_text(metric.unit)
@@ -424,14 +487,25 @@ def _performance(
                 f"| {markdown_text(metric.name)} "
                 f"| {formatting.measure(metric.baseline.mean, metric.baseline.std, unit)} "
                 f"| {formatting.measure(metric.candidate.mean, metric.candidate.std, unit)} "
-                f"| {formatting.percent(metric.delta_pct)} | {formatting.interval(metric.ci95_pct)} | {verdict} |"
+                f"| {formatting.percent(metric.delta_pct)} | {_against_margin(metric)} | {verdict} "
+                f"| {len(metric.baseline.values)}+{len(metric.candidate.values)} | {_noise(metric)} |"
             )
         lines += [
             "",
-            "Mean ± sample standard deviation over the formal repetitions; delta and its 95% confidence interval "
-            "are the candidate's relative to the baseline's mean.",
+            "Mean ± sample standard deviation over the formal repetitions; the delta is the candidate's relative to "
+            "the baseline's mean. Interval: the delta's 90% equivalence interval (two one-sided tests; split over a "
+            "series' looks) against the ±margin, drawn from -2 to +2 margins (<code>¦</code> the margins, "
+            "<code>0</code> zero): parity when it lies between the margins, better/worse when the 95% interval "
+            "excludes 0 and the delta passes the threshold, inconclusive otherwise.",
             "",
         ]
+        lines += [
+            f"- {markdown_text(m.name)} inconclusive: {markdown_text(m.reason)}"
+            for m in metrics
+            if m.verdict is Verdict.INCONCLUSIVE and m.reason
+        ]
+        lines += _series_lines(performance.sequential)
+        lines += [""] if lines[-1] else []
     for warning in performance.warnings:
         lines += [f"⚠️ Performance warning: {markdown_text(warning)} (<code>on_worse: warn</code>)", ""]
     failure = markdown_text(performance.failure or "", 300)
@@ -553,7 +627,7 @@ def _failures(results: RunResults) -> str:
         parts = [("case", case.status, case.failure)]
         parts += [
             (name, part.status, part.failure)
-            for name in registry.written_sections()
+            for name in results_sections.written_sections()
             if (part := case.section(name)) is not None and hasattr(part, "failure")
         ]
         failures = [
@@ -616,10 +690,15 @@ def _model_output(results: RunResults) -> str:
 def _sections(results: RunResults, plots: Mapping[str, str], artifacts: Sequence[str]) -> list[_Section]:
     """The headline and preflight; the per-case table with its parts and the Features tables; every other part
     of the registered phases, then of the other case sections; failures, environment, artifacts, model output."""
-    phase_parts = [part for phase in registry.phases() for part in phase.annotation(results, plots)]
+    phase_parts = [
+        part
+        for phase in report_sections.phase_reports()
+        if phase.annotation
+        for part in phase.annotation(results, plots)
+    ]
     section_parts = [
         part
-        for section in registry.case_sections()
+        for section in report_sections.case_section_reports()
         if section.annotation
         for part in section.annotation(results, plots)
     ]
@@ -659,9 +738,9 @@ def render_annotation(
     """``plots``: comparison id -> PNG path and ``artifacts``: paths, both relative to the results folder."""
     sections = _sections(results, plots or {}, artifacts)
     full = "\n".join(section.text for section in sections)
-    style, context = annotation_style(results), annotation_context(results.profile)
+    style = annotation_style(results)
     if _size(full) <= max_bytes:
-        return Annotation(full, None, style, context)
+        return Annotation(full, None, style)
     kept = [sections[0], *(s for s in sections[1:] if s.essential)]
     if _size("\n".join(s.text for s in kept)) > max_bytes - 4096:
         kept = sections[:1]  # so many cases that even the tables overflow: headline and pointer only
@@ -672,4 +751,4 @@ def render_annotation(
         "Everything is also in results.json.\n"
     )
     summary = "\n".join([kept[0].text, pointer, *(s.text for s in kept[1:])])
-    return Annotation(summary, full, style, context)
+    return Annotation(summary, full, style)

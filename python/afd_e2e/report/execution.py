@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.junit import SuiteTestcases
-from afd_e2e.results.execution import CaseExecution, RoleExecution
+from afd_e2e.report.sections import AnnotationPart
+from afd_e2e.results.execution import SECTION, CaseExecution, RoleExecution
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Proof, Status
 
-SECTION = "execution"
 TOOLTIP_CHARS = 200
 PROOF_ICONS = {Proof.PROVEN: "✅", Proof.UNPROVEN: "⚠️", Proof.CONTRADICTED: "❌"}
 

@@ -1,6 +1,6 @@
 """The annotation's Features tables: replay parity per comparison, serving checks and profiler traces per case.
 
-Each is its phase's annotation renderer (named in ``afd_e2e.phases.builtin``); only what the run recorded appears.
+Each is its phase's annotation renderer (registered by ``afd_e2e.phases.rendering``); only what the run recorded appears.
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.report.escape import markdown_text
-from afd_e2e.report.parity import parity_summary
+from afd_e2e.report.sections import AnnotationPart
 from afd_e2e.report.status import icon
 from afd_e2e.results.model import ProfilerResult, RunResults
+from afd_e2e.results.parity_text import parity_summary
 from afd_e2e.results.status import Status
 
 MIB = 1024 * 1024

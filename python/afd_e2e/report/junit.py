@@ -3,7 +3,8 @@
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
 testcases: smoke, GSM8K aggregate and per question, replay, serving checks, profiler traces, the performance runs;
 then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, replay parity, each
-performance metric) and ``.run`` (the verdict). The phases' renderers are named in ``afd_e2e.phases``. A GSM8K question answered wrongly fails only where the profile says
+performance metric) and ``.run`` (the verdict). The phases' renderers are registered by
+``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A GSM8K question answered wrongly fails only where the profile says
 accuracy is meaningful; a performance metric fails only when it is worse and its profile says ``on_worse: fail``
 (``warn`` passes with a warning). At most 5000 testcases per file, as Test Engine requires.
 """
@@ -16,10 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from afd_e2e.phases import registry
+from afd_e2e.profile import catalogue
 from afd_e2e.report import formatting
+from afd_e2e.report import sections as report_sections
 from afd_e2e.report.escape import cut_head, one_line, xml_text
-from afd_e2e.report.parity import describe, parity_summary
+from afd_e2e.results import sections as results_sections
 from afd_e2e.results.model import (
     CaseResults,
     Comparison,
@@ -30,7 +32,9 @@ from afd_e2e.results.model import (
     Repetition,
     RunResults,
 )
+from afd_e2e.results.parity_text import describe, parity_summary
 from afd_e2e.results.status import Status, Verdict
+from afd_e2e.workloads.performance import fails as fails_its_gate
 
 MAX_TESTCASES_PER_FILE = 5000
 OUTPUT_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
@@ -138,9 +142,10 @@ def build_testcases(results: RunResults) -> list[Testcase]:
         _add_case(builder.suite(f"case.{case_id}", case), case)
     for comparison_id, comparison in results.comparisons.items():
         suite = builder.suite(f"comparison.{comparison_id}")
-        for measure in registry.measures():
-            if measure.junit is not None and (section := comparison.section(measure.section.name)) is not None:
-                measure.junit(suite, comparison, section)
+        testcases = report_sections.measure_testcases()
+        for measure, name in results_sections.measure_sections().items():
+            if (junit := testcases.get(measure)) is not None and (section := comparison.section(name)) is not None:
+                junit(suite, comparison, section)
     _add_verdict(builder, results)
     return builder.items
 
@@ -158,17 +163,28 @@ def _add_case(suite: SuiteTestcases, case: CaseResults) -> None:
         suite.add("launch and readiness", Status.PASSED, elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s")
     else:
         suite.add("launch and readiness", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
-    for phase in registry.phases():
-        phase.junit(suite, case)
+    reports = {report.name: report for report in report_sections.phase_reports()}
+    for phase in catalogue.phase_names():
+        if (report := reports.get(phase)) is None:
+            _section_testcases(suite, case, phase)
+        elif report.junit is not None:
+            report.junit(suite, case)
     if case.status.is_failure and not suite.builder.reported_a_problem(suite.name):
         # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
         suite.add("case", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
-    for section in registry.case_sections():
+    for section in report_sections.case_section_reports():
         if section.junit is not None:
             section.junit(suite, case)
 
 
-# ---- each phase's and section's testcases (named in its ``afd_e2e.phases`` descriptor) ----------------------------
+def _section_testcases(suite: SuiteTestcases, case: CaseResults, phase: str) -> None:
+    """A phase that registered no renderer: one testcase per section it wrote, from its status and failure."""
+    for name in results_sections.phase_sections(phase):
+        if isinstance(status := getattr(part := case.section(name), "status", None), Status):
+            suite.add(name, status, message=getattr(part, "failure", None))
+
+
+# ---- each phase's and section's testcases (registered by ``afd_e2e.phases.rendering``) ----------------------------
 
 
 def smoke_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
@@ -282,23 +298,47 @@ def performance_comparison_testcases(
 
 
 def _metric_status(metric: MetricComparison, performance: PerformanceComparison) -> Status:
-    """A metric's testcase fails only when it is worse and its profile says ``on_worse: fail``; ``warn`` passes
-    with a warning; a control run's metrics are shown, never judged. (A failed side fails its case's testcase.)"""
+    """A metric's testcase fails where it fails its gate (``workloads.performance.fails``: worse with
+    ``on_worse: fail``, or not parity with ``require: parity``); worse with ``warn`` passes with a warning; a
+    control run's metrics are shown, never judged. (A failed side fails its case's testcase.)"""
     if performance.status is Status.SKIPPED:
         return Status.SKIPPED
-    if performance.control or metric.verdict is not Verdict.WORSE:
+    if performance.control:
         return Status.PASSED
-    return {"fail": Status.FAILED, "warn": Status.WARNED}.get(metric.on_worse, Status.PASSED)
+    if fails_its_gate(metric):
+        return Status.FAILED
+    warned = metric.verdict is Verdict.WORSE and metric.gated and metric.on_worse == "warn"
+    return Status.WARNED if warned else Status.PASSED
 
 
 def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: bool) -> str:
+    """The metric in one line; an inconclusive one says why and how many repetitions would decide it, a required
+    parity not shown leads with that, a ``parity`` of old results says it is the old rule's."""
     baseline = formatting.measure(metric.baseline.mean, metric.baseline.std, metric.unit)
     candidate = formatting.measure(metric.candidate.mean, metric.candidate.std, metric.unit)
-    return (
+    split = f" (split over {metric.looks} looks)" if metric.looks > 1 else ""
+    if metric.judged_by_equivalence and metric.verdict in (Verdict.PARITY, Verdict.INCONCLUSIVE):
+        interval = f"90% CI {formatting.interval(metric.ci90_pct)} against ±{metric.margin_pct:g}%{split}"
+        verdict = str(metric.verdict)
+    elif metric.judged_by_equivalence:
+        interval = f"95% CI {formatting.interval(metric.ci95_pct)}{split}"
+        verdict = str(metric.verdict)
+    else:
+        interval = f"95% CI {formatting.interval(metric.ci95_pct)}"
+        old = " (old rule: the 95% CI includes 0, not equivalence)" if metric.verdict is Verdict.PARITY else ""
+        verdict = f"{metric.verdict}{old}"
+    line = (
         f"{metric.name}: {comparison.baseline_label} {baseline}, {comparison.candidate_label} {candidate}, "
-        f"delta {formatting.percent(metric.delta_pct)}, 95% CI {formatting.interval(metric.ci95_pct)}, "
-        f"{metric.verdict}" + (" (control run, not headline evidence)" if control else "")
+        f"delta {formatting.percent(metric.delta_pct)}, {interval}, {verdict}"
+        f" ({len(metric.baseline.values)}+{len(metric.candidate.values)} repetitions)"
     )
+    if metric.reason:
+        line += f": {metric.reason}"
+    if control:
+        return line + " (control run, not headline evidence)"
+    if metric.require == "parity" and metric.verdict is not Verdict.PARITY:
+        return f"not shown at parity (require: parity): {line}"
+    return line
 
 
 def _add_verdict(builder: _Builder, results: RunResults) -> None:

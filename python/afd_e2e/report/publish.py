@@ -1,30 +1,38 @@
 """Publishing a rendered report. Inside Buildkite (``BUILDKITE=true``): ``buildkite-agent annotate`` with the body
-on stdin and ``buildkite-agent artifact upload`` per artifact glob, run from the results folder, then the optional
+on stdin (one annotation per job: ``annotation_context``), one line appended to the build's summary annotation (one
+context for the whole build: every job's verdict with a link to its annotation; appended, so no job overwrites
+another's), and ``buildkite-agent artifact upload`` per artifact glob, run from the results folder, then the optional
 Test Engine upload. Elsewhere nothing leaves the machine. Every Buildkite-side failure is a warning, never an error:
 publishing must not change a job's outcome.
 """
 
 from __future__ import annotations
 
+import html
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from afd_e2e.buildkite.test_engine_upload import BUDGET_S, TEST_ENGINE_URL, upload_junit
+from afd_e2e.report.annotation import annotation_context, job_step
 from afd_e2e.report.artifacts import matching_globs
+from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.render import ReportPaths
+from afd_e2e.report.status import icon
 
 AGENT = "buildkite-agent"
 AGENT_TIMEOUT_S = 600.0
+SUMMARY_CONTEXT = "afd-e2e-summary"
 
 
 def in_buildkite(env: Mapping[str, str]) -> bool:
     return env.get("BUILDKITE") == "true"
 
 
-def describe(paths: ReportPaths) -> list[str]:
+def describe(paths: ReportPaths, env: Mapping[str, str]) -> list[str]:
     """The report's files, one line each, for people reading a terminal or a job log."""
-    lines = [f"annotation: {paths.annotation} (style {paths.annotation_style}, context {paths.annotation_context})"]
+    context = annotation_context(paths.profile, env)
+    lines = [f"annotation: {paths.annotation} (style {paths.annotation_style}, context {context})"]
     if paths.annotation_full:
         lines.append(f"full annotation (over 1 MiB): {paths.annotation_full}")
     lines += [f"junit: {path}" for path in paths.junit]
@@ -51,6 +59,19 @@ def _agent(what: str, args: Sequence[str], *, cwd: Path, body: str | None = None
     return f"{AGENT} {what} exited with code {completed.returncode}" if completed.returncode else None
 
 
+def summary_line(paths: ReportPaths, env: Mapping[str, str]) -> str:
+    """This job's line of the build's summary annotation: its verdict, profile and step, linked to its annotation
+    (Buildkite's build page anchors each annotation as ``#annotation-<context>``)."""
+    context = annotation_context(paths.profile, env)
+    step = job_step(env) or "local"
+    agent = env.get("BUILDKITE_AGENT_NAME", "an agent")
+    link = f'<a href="{html.escape(env.get("BUILDKITE_BUILD_URL", ""))}#annotation-{context}">annotation</a>'
+    return (
+        f"- {icon(paths.verdict)} **{markdown_text(paths.verdict)}**: afd-e2e {markdown_text(paths.profile)}, "
+        f"step <code>{markdown_text(step)}</code> on {markdown_text(agent)}: {link}\n"
+    )
+
+
 def publish(
     paths: ReportPaths,
     *,
@@ -63,8 +84,10 @@ def publish(
     if not in_buildkite(env):
         return ["not inside a Buildkite job (BUILDKITE is not 'true'): nothing published"]
     body = paths.annotation.read_text(encoding="utf-8")
-    annotate = ["annotate", "--style", paths.annotation_style, "--context", paths.annotation_context]
+    annotate = ["annotate", "--style", paths.annotation_style, "--context", annotation_context(paths.profile, env)]
     warnings = [_agent("annotate", annotate, cwd=paths.out_dir, body=body)]
+    summary = ["annotate", "--style", "info", "--context", SUMMARY_CONTEXT, "--append"]
+    warnings.append(_agent("annotate the build summary", summary, cwd=paths.out_dir, body=summary_line(paths, env)))
     warnings += [
         _agent(f"artifact upload {pattern}", ["artifact", "upload", pattern], cwd=paths.out_dir)
         for pattern in matching_globs(paths.out_dir)

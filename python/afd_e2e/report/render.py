@@ -15,8 +15,9 @@ from afd_e2e.report.capacity import write_capacity_plots
 from afd_e2e.report.junit import write_junit
 from afd_e2e.report.plots import write_plots
 from afd_e2e.report.telemetry import write_telemetry_plots
+from afd_e2e.report.trend_attach import attach as attach_trend
 from afd_e2e.results import load_results
-from afd_e2e.trend.attach import attach as attach_trend
+from afd_e2e.results.status import Status
 
 ANNOTATION_FILE = "annotation.md"
 
@@ -29,7 +30,8 @@ class ReportPaths:
     junit: tuple[Path, ...]
     plots: tuple[Path, ...]
     annotation_style: str
-    annotation_context: str
+    profile: str  # with the job's step, the annotation's context (report.annotation.annotation_context)
+    verdict: Status  # the run's verdict, or its status when it did not reach one: for the build's summary
 
 
 def render_all(out_dir: Path) -> ReportPaths:
@@ -58,5 +60,6 @@ def render_all(out_dir: Path) -> ReportPaths:
         junit=junit + trend.junit,
         plots=tuple(plots.values()),
         annotation_style=trend.style,
-        annotation_context=annotation.context,
+        profile=results.profile,
+        verdict=results.status if results.partial else results.verdict.status,
     )

@@ -14,8 +14,8 @@ from urllib.parse import quote
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from afd_e2e.phases.registry import AnnotationPart
 from afd_e2e.report.escape import markdown_text
+from afd_e2e.report.sections import AnnotationPart
 from afd_e2e.results.model import RunResults, TelemetrySummary
 from afd_e2e.telemetry.sampler import Timeline, read_telemetry
 

@@ -5,8 +5,8 @@ One walk over the annotations serves the three, so the reader, the writer and th
 nested dataclasses. A field with a default may be absent; any other absent field, an unknown key, a wrong type or a
 non-finite number is a ``FormatError`` naming its JSON path.
 
-A field whose metadata has ``EXTRAS`` (a function: key -> type) holds sections registered elsewhere (the phase
-registry's): they are written as keys of the record itself, after its fields, and read back by their type.
+A field whose metadata has ``EXTRAS`` (a function: key -> type) holds sections registered elsewhere (a phase's,
+``results/sections.py``): they are written as keys of the record itself, after its fields, and read back by their type.
 """
 
 from __future__ import annotations

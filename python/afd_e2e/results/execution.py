@@ -15,6 +15,7 @@ from afd_e2e.results.status import Proof, Status
 
 MAX_EVIDENCE_LINES = 6  # exact log lines kept per role
 MAX_LINE_CHARS = 300  # each cut at its end, saying so
+SECTION = "execution"  # its key in a case's results
 
 
 @dataclass

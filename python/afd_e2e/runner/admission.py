@@ -22,7 +22,6 @@ from urllib.parse import urlsplit
 from afd_e2e.errors import UsageError
 from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
-from afd_e2e.phases import registry
 from afd_e2e.plan import RunPlan, build_plan
 from afd_e2e.plan.addresses import placeholders
 from afd_e2e.plan.gates import BACKEND_ENV, CLOSED, INVALID, evaluate_gates, requested_devices
@@ -34,6 +33,7 @@ from afd_e2e.preflight.software import control_env, read_installed
 from afd_e2e.profile import Profile
 from afd_e2e.results.model import PreflightRecord
 from afd_e2e.results.status import Status
+from afd_e2e.runner import dispatch
 from afd_e2e.runner.busy_gpus import busy_gpus, refuse_busy_gpus
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.ports import ANY_HOST, busy_ports
@@ -231,7 +231,7 @@ def admit_plan(
 def _input_refusals(profile: Profile, plan: RunPlan, gsm8k_dir: Path | None) -> list[UsageError]:
     """What each planned phase will read (``Phase.check_inputs``)."""
     planned = {name for case in plan.cases for name in case.phases}
-    inputs = [phase.check_inputs for phase in registry.phases() if phase.name in planned and phase.check_inputs]
+    inputs = [run.check_inputs for run in dispatch.runs() if run.name in planned and run.check_inputs]
     return _refused(*(partial(check, profile, gsm8k_dir) for check in inputs))
 
 

@@ -32,20 +32,18 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 from urllib.parse import urlsplit
 
+from afd_e2e.buildkite.env import agent_name
 from afd_e2e.execution.judge import judge_case
 from afd_e2e.forensics import Trigger, capture_case
-from afd_e2e.multi_agent.agent import agent_name
-from afd_e2e.multi_agent.board import RendezvousFailed
-from afd_e2e.multi_agent.lifecycle import LeaderLost
-from afd_e2e.phases import registry
 from afd_e2e.plan.model import CasePlan, RunPlan
-from afd_e2e.profile import Profile
+from afd_e2e.profile import Profile, catalogue
+from afd_e2e.results import sections
 from afd_e2e.results.model import CaseResults, CheckRecord, PreflightCheck, ProcessRecord
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore
+from afd_e2e.runner import dispatch
 from afd_e2e.runner.cancellation import CANCEL_GRACE_S, CancelFlag, Cancelled, call_watched
-from afd_e2e.runner.child_env import client_environment
 from afd_e2e.runner.hygiene import (
     NOTHING_HERE,
     GpuSnapshot,
@@ -57,14 +55,16 @@ from afd_e2e.runner.hygiene import (
     record,
 )
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.markers import marker_env
-from afd_e2e.runner.processes import ServerProcess, log_tail
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.readiness import StartupTimeout
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.server import CaseServers, LaunchFailed, Stalled
+from afd_e2e.runner.side import SideFailed
 from afd_e2e.runner.watch import EngineDied
+from afd_e2e.system.child_env import client_environment
+from afd_e2e.system.markers import marker_env
 from afd_e2e.system.ports import shut_own_connections
+from afd_e2e.system.processes import ServerProcess, log_tail
+from afd_e2e.system.progress import Progress
 from afd_e2e.telemetry.sampler import TelemetrySettings
 from afd_e2e.telemetry.summary import stall_record, summarize, telemetry_path
 from afd_e2e.telemetry.watchdog import Stall
@@ -167,7 +167,7 @@ class PhaseWrites:
         with self._store.lock:
             if not self._open:
                 return
-            for name in registry.written_sections():
+            for name in sections.written_sections():
                 if (section := self.sections.section(name)) is not None:
                     self._case.set_section(name, copy.deepcopy(section))
                     self._written.add(name)
@@ -186,8 +186,12 @@ class PhaseWrites:
             self._store.flush()
 
 
-def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
-    """Run one case; its results section is written as it goes and returned."""
+def run_case(
+    ctx: RunContext, case: CasePlan, while_up: Callable[[CaseServers, CaseResults], None] | None = None
+) -> CaseResults:
+    """Run one case; its results section is written as it goes and returned. ``while_up``: called once its phases
+    passed, before its teardown, with its servers still up (``runner.sequential``: a series, the cases a held
+    baseline waits for); a role that died meanwhile, or a performance section it failed, fails the case."""
     started = time.monotonic()
     results = ctx.store.results.cases[case.id] = new_case_results(case)
     ctx.store.flush()
@@ -206,7 +210,7 @@ def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
         out_dir=ctx.layout.out_dir,
         telemetry=TelemetrySettings(
             stall_s=ctx.profile.budgets.stall_s,
-            workload_phases=registry.stall_watched_phases(),
+            workload_phases=dispatch.stall_watched_phases(),
             path=telemetry_path(ctx.layout.out_dir, case.id),
             at_server=side is not None and not side.runs_phases,
         ),
@@ -220,6 +224,8 @@ def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
                 _follow(ctx, results, servers, side)
             else:
                 _run_phases(ctx, servers.case, results, servers, side)
+                if while_up is not None and side is None:
+                    _while_up(ctx, results, servers, while_up)
         except CaseFailure as exc:
             _fail(results, Status.FAILED, str(exc), exc.log_tail)
             ctx.store.flush()  # the failure is on record when detected, not only after the teardown
@@ -289,7 +295,22 @@ def _take_forensics(
     ctx.progress(f"forensics: {dumped} of {len(taken.processes)} processes dumped in {taken.seconds:.2f} s")
 
 
-def _died(servers: CaseServers, exc: EngineDied, phase: str) -> CaseFailure:
+def _while_up(
+    ctx: RunContext, results: CaseResults, servers: CaseServers, while_up: Callable[[CaseServers, CaseResults], None]
+) -> None:
+    while_up(servers, results)
+    try:
+        servers.check()
+    except EngineDied as exc:
+        raise died(servers, exc, "held up for a sequential series") from exc
+    performance = results.performance
+    if performance is not None and performance.status is Status.CANCELLED:
+        raise Cancelled(f"performance: {performance.failure or 'cancelled'}")
+    if performance is not None and performance.status.is_failure:
+        raise CaseFailure(f"performance: {performance.failure or performance.status}", servers.api_log_tail())
+
+
+def died(servers: CaseServers, exc: EngineDied, phase: str) -> CaseFailure:
     """The case's failure for a dead role: the role, the phase, the sign and the root cause, its log's tail."""
     return CaseFailure(exc.death.describe(phase), log_tail(servers.log_path(exc.death.role)), Trigger.DEATH)
 
@@ -318,12 +339,12 @@ def _start(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseS
             if not side.waits_ready:
                 return
         ready_s = servers.wait_ready(ctx.flag)
-    except RendezvousFailed as exc:
+    except SideFailed as exc:
         raise CaseFailure(str(exc)) from exc
     except LaunchFailed as exc:
         raise CaseFailure(str(exc)) from exc
     except EngineDied as exc:
-        raise _died(servers, exc, "start-up") from exc
+        raise died(servers, exc, "start-up") from exc
     except StartupTimeout as exc:
         raise CaseFailure(str(exc), servers.api_log_tail(), Trigger.TIMEOUT) from exc
     except Stalled as exc:
@@ -340,11 +361,11 @@ def _follow(ctx: RunContext, results: CaseResults, servers: CaseServers, side: A
     try:
         side.follow(servers, ctx.flag)
     except EngineDied as exc:
-        raise _died(servers, exc, "the leader's case") from exc
+        raise died(servers, exc, "the leader's case") from exc
     except Stalled as exc:
         ctx.progress(exc.stall.message)
         raise CaseFailure(exc.stall.message, servers.api_log_tail(), Trigger.STALL) from exc
-    except LeaderLost as exc:
+    except SideFailed as exc:
         raise CaseFailure(str(exc)) from exc
     results.status = Status.PASSED
 
@@ -360,7 +381,7 @@ def _run_phases(
         try:
             servers.check()
         except EngineDied as exc:
-            raise _died(servers, exc, phase) from exc
+            raise died(servers, exc, phase) from exc
         ctx.progress.enter(case.id, phase, [s.log_path for s in servers.servers])
         servers.mark(phase)
         if side is not None:
@@ -368,13 +389,13 @@ def _run_phases(
         outcome = _run_phase(ctx, case, results, servers, phase)
         if outcome.status.is_failure:
             failure = f"{phase}: {outcome.failure or outcome.status}"
-            if registry.phase(phase).ends_case:
+            if dispatch.phase_run(phase).ends_case:
                 raise CaseFailure(failure, servers.api_log_tail())
             failures.append(failure)
     try:
         servers.check()
     except EngineDied as exc:
-        raise _died(servers, exc, case.phases[-1] if case.phases else "start-up") from exc
+        raise died(servers, exc, case.phases[-1] if case.phases else "start-up") from exc
     if failures:
         raise CaseFailure("; ".join(failures), servers.api_log_tail())
     results.status = Status.PASSED
@@ -384,8 +405,8 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
     """One phase in a worker thread, watched: a cancel, a dead role or an overrun budget abandons it at once."""
     writes = PhaseWrites(results, ctx.store)
     stop = threading.Event()  # tells the phase's own work to end (set when the phase is abandoned)
-    descriptor = registry.phase(phase)
-    budget_key, budget_s = descriptor.budget.label, descriptor.budget.seconds(ctx.profile)
+    budget = catalogue.phase(phase).budget
+    budget_key, budget_s = budget.label, budget.seconds(ctx.profile)
     started = time.monotonic()
 
     def within_budget() -> None:
@@ -403,7 +424,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
         try:
             servers.check()
         except EngineDied as exc:
-            on_record(_died(servers, exc, phase))
+            on_record(died(servers, exc, phase))
             raise
 
     def progress_checked() -> None:
@@ -415,7 +436,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
             raise
 
     take = partial(_take_forensics, ctx, case, results, servers)
-    work = partial(descriptor.run, _phase_context(ctx, case, writes, stop, take, servers.diagnose))
+    work = partial(dispatch.phase_run(phase).run, _phase_context(ctx, case, writes, stop, take, servers.diagnose))
     stopped_as, why = None, ""
     try:
         outcome = call_watched(work, [ctx.flag.check, death_checked, progress_checked, within_budget], stop)
@@ -429,7 +450,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
         raise
     except EngineDied as exc:
         stopped_as, why = Status.FAILED, f"stopped: {exc.death.role} died"
-        raise _died(servers, exc, phase) from exc
+        raise died(servers, exc, phase) from exc
     except Stalled as exc:
         stopped_as, why = Status.FAILED, f"stopped: {exc.stall.message}"
         if ctx.keep_on_stall:

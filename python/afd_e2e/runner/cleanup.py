@@ -30,10 +30,10 @@ from afd_e2e.runner.hygiene import (
     record,
     remove_leftover_files,
 )
-from afd_e2e.runner.markers import find_run
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.teardown import terminate
 from afd_e2e.runner.verdict import decide_verdict
+from afd_e2e.system.markers import find_run
 
 RUNNER_GRACE_S = CANCEL_GRACE_S + 5.0  # its teardown grace plus time to write results
 

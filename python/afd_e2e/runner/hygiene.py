@@ -18,8 +18,8 @@ from pathlib import Path
 from afd_e2e.gpu.memory import NvmlUnavailable, read_device_memory
 from afd_e2e.results.model import CheckRecord
 from afd_e2e.results.status import Status
-from afd_e2e.runner.markers import MarkedProcess
 from afd_e2e.runner.teardown import TeardownOutcome, signal_tree
+from afd_e2e.system.markers import MarkedProcess
 from afd_e2e.system.ports import busy_ports
 
 PORT_SETTLE_S = 2.0  # a port can lag its process's exit by a moment

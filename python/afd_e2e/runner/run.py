@@ -17,19 +17,19 @@ from afd_e2e.buildkite.env import describe_build
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
-from afd_e2e.results.model import CaseResults, PreflightRecord, RunResults
-from afd_e2e.results.status import Status
+from afd_e2e.results.model import PreflightRecord, RunResults
 from afd_e2e.results.store import ResultsStore, now_iso
 from afd_e2e.runner.admission import Admission, admit_plan
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
-from afd_e2e.runner.case import AgentSide, RunContext, new_case_results, run_case
+from afd_e2e.runner.case import AgentSide, RunContext
 from afd_e2e.runner.environment import describe_environment
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.markers import new_run_id
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.sequential import kept_up, run_cases
 from afd_e2e.runner.verdict import decide_verdict
+from afd_e2e.system.markers import new_run_id
+from afd_e2e.system.progress import Progress
 from afd_e2e.workloads import phases
 
 
@@ -54,11 +54,6 @@ def _report(store: ResultsStore, progress: Progress) -> None:
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         progress(f"reports not rendered: the renderer failed: {type(exc).__name__}: {exc}")
-
-
-def _kept_up(case: CaseResults) -> bool:
-    telemetry = case.section("telemetry")
-    return telemetry is not None and any(stall.kept for stall in telemetry.stalls)
 
 
 def execute_run(
@@ -142,18 +137,8 @@ def execute_run(
             keep_on_stall=keep_on_stall,
             side=side,
         )
-        kept = None
         try:
-            for case in plan.cases:
-                if flag.is_set():
-                    results.cases[case.id] = new_case_results(case, Status.CANCELLED, "run cancelled before it began")
-                    continue
-                if kept is not None:
-                    why = f"not run: case {kept}'s stalled processes were kept up (--keep-on-stall)"
-                    results.cases[case.id] = new_case_results(case, Status.SKIPPED, why)
-                    continue
-                if _kept_up(run_case(ctx, case)):
-                    kept = case.id
+            run_cases(ctx, plan.cases)
             if not flag.is_set():
                 results.comparisons = phases.compare(profile, results, layout.out_dir)
                 store.flush()
@@ -161,7 +146,7 @@ def execute_run(
             traceback.print_exc(file=sys.stderr)
             crashed = f"{type(exc).__name__}: {exc}"
         finally:
-            if kept is None:  # a kept case's processes still use their scratch folder
+            if not any(map(kept_up, results.cases.values())):  # a kept case's processes use their scratch folder
                 shutil.rmtree(layout.scratch_root, ignore_errors=True)
             _close(store, cancelled=(flag.reason or "cancelled") if flag.is_set() else None, crashed=crashed)
             if side is not None:

@@ -32,15 +32,15 @@ from urllib.parse import urlsplit
 from afd_e2e.plan.model import CasePlan, ProcessPlan
 from afd_e2e.plan.serve_argv import OUT_DIR
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.child_env import child_environment
 from afd_e2e.runner.hygiene import remove_leftover_files, shm_entries
-from afd_e2e.runner.markers import MarkedProcess, find_run, marker_env, new_run_id
-from afd_e2e.runner.processes import ServerProcess, launch, log_tail
 from afd_e2e.runner.readiness import wait_until_ready
 from afd_e2e.runner.teardown import TeardownOutcome, terminate
 from afd_e2e.runner.watch import EngineWatch, WatchedRole
+from afd_e2e.system.child_env import child_environment
 from afd_e2e.system.executables import resolve_executable
+from afd_e2e.system.markers import MarkedProcess, find_run, marker_env, new_run_id
 from afd_e2e.system.ports import busy_ports
+from afd_e2e.system.processes import ServerProcess, launch, log_tail
 from afd_e2e.telemetry.sampler import Sampler, TelemetrySettings
 from afd_e2e.telemetry.watchdog import Stall
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import psutil
 
 from afd_e2e.runner.cancellation import CANCEL_GRACE_S
-from afd_e2e.runner.markers import MarkedProcess, is_alive
+from afd_e2e.system.markers import MarkedProcess, is_alive
 
 POLL_INTERVAL_S = 0.05
 AFTER_SIGKILL_WAIT_S = 5.0

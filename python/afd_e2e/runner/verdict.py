@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from afd_e2e.phases import registry
+from afd_e2e.results import sections
 from afd_e2e.results.model import RunResults, RunVerdict
 from afd_e2e.results.status import Status
 
@@ -26,13 +26,13 @@ def decide_verdict(
     for case_id, case in cases.items():
         line = f"{case_id} ({case.label or case.kind}): {case.status}"
         reasons.append(line + (f": {case.failure}" if case.failure else ""))
-        for section in registry.written_sections():
-            part = case.section(section)
+        for name in sections.written_sections():
+            part = case.section(name)
             if getattr(part, "status", None) is Status.SKIPPED:
-                reasons.append(f"{case_id} {section}: skipped ({part.failure or 'not run'})")
+                reasons.append(f"{case_id} {name}: skipped ({part.failure or 'not run'})")
     failed_measures = False
     for comparison_id, comparison in results.comparisons.items():
-        for measure, section in ((m.name, comparison.section(m.section.name)) for m in registry.measures()):
+        for measure, section in ((m, comparison.section(s)) for m, s in sections.measure_sections().items()):
             if section is None:
                 continue
             if getattr(section, "control", False):

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from afd_e2e.runner.processes import ANSI, ServerProcess, final_lines, read_log_end
-from afd_e2e.runner.progress import meaningful, split_prefix
 from afd_e2e.runner.readiness import REFUSED, http_status
+from afd_e2e.system.processes import ANSI, ServerProcess, final_lines, read_log_end
+from afd_e2e.system.progress import meaningful, split_prefix
 
 WATCH_INTERVAL_S = 0.2
 REFUSED_FOR_S = 1.0  # a healthy role that refuses connections this long has stopped listening

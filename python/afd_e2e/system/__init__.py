@@ -1,2 +1,3 @@
-"""Host-side probes shared by preflight, admission and the runner's hygiene checks: ports and who holds them,
-processes, where an executable is and what its interpreter has (``engine_probe``)."""
+"""This machine's processes and ports, below every layer that starts or watches them: ports and who holds them,
+processes and their state, where an executable is and what its interpreter has (``engine_probe``), the markers that
+find a run's processes, a child's environment, a server's log and the progress lines read from it."""

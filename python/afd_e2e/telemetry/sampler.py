@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 import psutil
 
 from afd_e2e.plan.model import CasePlan
-from afd_e2e.runner.processes import ANSI, ServerProcess
-from afd_e2e.runner.progress import meaningful
 from afd_e2e.system.process_state import case_processes, role_processes
+from afd_e2e.system.processes import ANSI, ServerProcess
+from afd_e2e.system.progress import meaningful
 from afd_e2e.telemetry.engine_metrics import EngineMetrics, read_metrics
 from afd_e2e.telemetry.gpus import GpuSampler
 from afd_e2e.telemetry.in_flight import client_connections, server_connections

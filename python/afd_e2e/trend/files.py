@@ -1,5 +1,5 @@
 """``afd-e2e trend`` writes ``trend/`` beside ``results.json``: ``trend.json`` (every call and skip, for machines),
-``annotation.md`` (the section), ``junit.xml`` and one PNG per comparison; ``trend.attach`` picks them up."""
+``annotation.md`` (the section), ``junit.xml`` and one PNG per comparison; ``report.trend_attach`` picks them up."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from afd_e2e.errors import UsageError
+from afd_e2e.report.trend_attach import JUNIT_FILE, SECTION_FILE, SUMMARY_FILE, TREND_DIR
 from afd_e2e.results import write_json_atomic
 from afd_e2e.results.codec import from_json
-from afd_e2e.trend.attach import JUNIT_FILE, SECTION_FILE, SUMMARY_FILE, TREND_DIR
 from afd_e2e.trend.compute import TrendReport
 from afd_e2e.trend.episodes import Episode
 from afd_e2e.trend.junit import write_trend_junit

@@ -1,5 +1,5 @@
 """What the runner hands a phase: the contract between ``afd_e2e.runner`` and every registered phase's run function
-(``afd_e2e.phases.registry``), which returns the phase's ``PhaseOutcome``.
+(``runner/dispatch.py``), which returns the phase's ``PhaseOutcome``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class PhaseContext:
     flush: Callable[[], None]  # persist results.json now (call after each repetition)
     gsm8k_dir: Path | None  # the staged GSM8K folder from --gsm8k-dir; None: the profile's dataset env var
     # the environment of a process the phase starts (``vllm bench serve``), by name: the agent's without
-    # credentials, with the run's markers, so ``afd-e2e cleanup`` finds it (runner/child_env.py)
+    # credentials, with the run's markers, so ``afd-e2e cleanup`` finds it (system/child_env.py)
     client_env: Callable[[str], dict[str, str]]
     # takes the case's forensics now (a trigger of afd_e2e.forensics.Trigger, the reason): a step that ran out of
     # its own budget (a bench repetition) while the engine may be hung

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from afd_e2e.profile import ParitySpec
-from afd_e2e.report.parity import describe
 from afd_e2e.results.model import CaseResults, ParityComparison, ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.results.parity_text import describe
 from afd_e2e.results.side_files import read_records
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.completions import CompletionError, complete, token_texts

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from afd_e2e.phases import registry
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.plan.serve_argv import trace_dir
-from afd_e2e.profile import Profile
+from afd_e2e.profile import Profile, catalogue
+from afd_e2e.results import sections
 from afd_e2e.results.model import (
     CasePerformance,
     CaseResults,
@@ -30,7 +30,17 @@ from afd_e2e.results.model import (
 from afd_e2e.results.side_files import write_records
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance, profiler_traces, replay, serving_checks
+from afd_e2e.workloads import (
+    bench,
+    gsm8k,
+    gsm8k_eval,
+    parity,
+    performance,
+    profiler_traces,
+    replay,
+    serving_checks,
+)
+from afd_e2e.workloads.comparisons import compare_function
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.smoke import smoke_completion
@@ -150,19 +160,18 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
         section = CasePerformance(Status.FAILED, str(exc))
         publish(section)
     else:
+        target = bench.Target(
+            case.id, case.base_url, case.served_model_name, tokenizer, bench.client_env(ctx.client_env("bench"))
+        )
         section = bench.run_series(
             spec,
+            target,
             executable=executable,
-            base_url=case.base_url,
-            model=case.served_model_name,
-            tokenizer=tokenizer,
             out_dir=ctx.out_dir,
-            case_id=case.id,
             publish=publish,
             progress=ctx.progress,
             cancelled=ctx.cancelled,
             heartbeat_s=PROGRESS_EVERY_S,
-            env=bench.client_env(ctx.client_env("bench")),
             on_timeout=lambda reason: ctx.take_forensics("timeout", reason),
             diagnose=ctx.diagnose,
         )
@@ -232,9 +241,9 @@ def compare(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, C
     for cmp in results.plan.comparisons:
         base, cand = results.case(cmp.baseline), results.case(cmp.candidate)
         entry = Comparison(cmp.baseline, cmp.candidate, *_told_apart(labels, cmp.baseline, cmp.candidate))
-        for measure in registry.measures():
-            if measure.name in cmp.measures and measure.needs(profile) is None:
-                entry.set_section(measure.section.name, measure.compare(profile, cmp, base, cand, out_dir))
+        for measure, section in sections.measure_sections().items():
+            if measure in cmp.measures and catalogue.measure(measure).needs(profile) is None:
+                entry.set_section(section, compare_function(measure)(profile, cmp, base, cand, out_dir))
         comparisons[cmp.id] = entry
     return comparisons
 
@@ -278,6 +287,5 @@ def compare_performance(
         threshold_pct=profile.bench.parity_threshold_pct,
         control=cmp.control,
         metrics=profile.bench.metrics,
-        looks=profile.bench.looks,
         gated_throughput=profile.bench.gated_throughput,
     )

@@ -1,4 +1,4 @@
-"""Stands in for ``afd-e2e run`` in the cancel test (tests/bats/cancel.bats): the real run record, and real servers
+"""Stands in for ``afd-e2e run`` in the cancel test (tests/cancel.bats): the real run record, and real servers
 that hold the plan's real ports, ignore SIGTERM and left the runner's session, as vLLM's processes can. On SIGTERM
 this runner spends ``TEARDOWN_S`` seconds and exits without them: they are pre-exit's to end.
 
@@ -16,12 +16,15 @@ import sys
 import time
 from pathlib import Path
 
+from afd_e2e.phases import rendering
 from afd_e2e.plan.build import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.runner.hygiene import GpuSnapshot
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.markers import marker_env, new_run_id
 from afd_e2e.runner.record import RunRecord
+from afd_e2e.system.markers import marker_env, new_run_id
+
+rendering.install()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
 
 SERVER = (
     "import os, signal, socket, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "

@@ -15,7 +15,6 @@ import yaml
 from bk_support import QWEN_OPT_IN, RECORD_CALL, REPO
 
 from afd_e2e.buildkite.env import BuildEnv
-from afd_e2e.buildkite.pipeline_upload import upload
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.agents import FOUND, NONE, UNKNOWN, AgentAvailability
 from afd_e2e.pipeline.decide import EXPLAIN, RUN, Decision, ProfileDecision, decide
@@ -29,6 +28,7 @@ from afd_e2e.pipeline.followers import (
 )
 from afd_e2e.pipeline.generate import GpuStepSettings, build_pipeline
 from afd_e2e.pipeline.steps import render, step_timeout_minutes
+from afd_e2e.pipeline.upload import upload
 from afd_e2e.plan.build import build_plan
 from afd_e2e.profile import load_profile
 

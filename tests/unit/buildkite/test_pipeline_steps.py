@@ -9,7 +9,6 @@ import math
 import pytest
 import yaml
 
-from afd_e2e.phases import registry
 from afd_e2e.pipeline.steps import (
     STEP_MARGIN,
     STEP_OVERHEAD_MINUTES,
@@ -22,7 +21,7 @@ from afd_e2e.pipeline.steps import (
     render,
     step_timeout_minutes,
 )
-from afd_e2e.profile import load_profile
+from afd_e2e.profile import catalogue, load_profile
 
 
 def test_unset_fields_are_left_out_but_zero_stays():
@@ -87,7 +86,7 @@ def test_multi_line_strings_are_yaml_blocks():
 
 def test_the_gpu_step_timeout_comes_from_the_profiles_budgets_unless_given():
     seed, tiny = load_profile("qwen3.5-122b-a10b"), load_profile("tiny-gpu-1a1f")
-    seconds = sum(registry.case_budget_s(seed, case.phases) for case in seed.cases)
+    seconds = sum(catalogue.case_budget_s(seed, case.phases) for case in seed.cases)
     assert step_timeout_minutes([seed]) == math.ceil(seconds * STEP_MARGIN / 60) + STEP_OVERHEAD_MINUTES
     assert step_timeout_minutes([seed, tiny]) > step_timeout_minutes([seed])
     longer = dataclasses.replace(seed, budgets=dataclasses.replace(seed.budgets, startup_s=2 * seed.budgets.startup_s))

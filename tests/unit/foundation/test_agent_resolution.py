@@ -2,9 +2,10 @@
 
 Offline, from real captures (tests/fixtures/agent_env/, README there): the image's exact package set (its
 `pip list --format=freeze`), the dependency wheels the kit bundles beside vLLM 0.26.0 and vLLM 0.26.0's own
-metadata. Every requirement of afd-e2e and its `gpu` extra, evaluated for CPython 3.12 on Linux x86-64, must be met
-by the version that environment already has (or name a package it lacks, which would be added); where vLLM asks for
-the same package, that version must meet vLLM's requirement too. vLLM's own disagreements with the image (the kit
+metadata. Every requirement of afd-e2e (it has no engine extra: vLLM and torch are the image's), evaluated for
+CPython 3.12 on Linux x86-64, must be met by the version that environment already has (or name a package it lacks,
+which would be added); where vLLM asks for the same package, that version must meet vLLM's requirement too; and the
+GPU image's constraints file (requirements/gpu-image.txt) pins exactly the image's versions. vLLM's own disagreements with the image (the kit
 puts vLLM on PYTHONPATH beside the image's numba) are listed, not blamed on afd-e2e. `pytest -s` prints the summary.
 """
 
@@ -65,13 +66,13 @@ def vllm_requirements() -> list[Requirement]:
 
 def afd_e2e_requirements() -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    requirements = [Requirement(line) for line in project["dependencies"] + project["optional-dependencies"]["gpu"]]
-    return [r for r in requirements if r.marker is None or r.marker.evaluate({**CPYTHON_312_LINUX, "extra": "gpu"})]
+    requirements = [Requirement(line) for line in project["dependencies"]]
+    return [r for r in requirements if r.marker is None or r.marker.evaluate({**CPYTHON_312_LINUX, "extra": ""})]
 
 
 @dataclass
 class Resolution:
-    """What installing afd-e2e[gpu] would do to the environment."""
+    """What installing afd-e2e would do to the environment."""
 
     kept: dict[str, str] = field(default_factory=dict)  # name -> the environment's version, which meets the range
     changed: list[str] = field(default_factory=list)  # each: the package, its version, the range that excludes it
@@ -81,7 +82,7 @@ class Resolution:
     def summary(self, image: dict[str, str]) -> str:
         changed_in_image = [c for c in self.changed if c.split()[0] in image]
         return (
-            f"afd-e2e {__version__}[gpu] beside vLLM 0.26.0 on the GPU image ({len(image)} packages, CPython 3.12): "
+            f"afd-e2e {__version__} beside vLLM 0.26.0 on the GPU image ({len(image)} packages, CPython 3.12): "
             f"{len(changed_in_image)} image packages changed, {len(self.changed)} environment packages changed, "
             f"{len(self.added)} added; kept: " + ", ".join(f"{n} {v}" for n, v in sorted(self.kept.items()))
         )
@@ -115,10 +116,10 @@ def test_afd_e2e_installs_beside_vllm_026_without_changing_the_image():
     assert resolution.changed == [], summary
     # The one package the image lacks is py-spy (forensics' stack dumps): a self-contained binary wheel with no
     # dependencies, so adding it moves nothing that is there.
-    assert resolution.added == ["py-spy>=0.4.3"], summary
+    assert resolution.added == ["py-spy>=0.4.0"], summary
     assert resolution.vllm_disagrees == []
     assert summary.count(" 0 image packages changed") == 1
-    assert set(resolution.kept) >= {"pyyaml", "requests", "psutil", "nvidia-ml-py", "matplotlib", "torch", "vllm"}
+    assert set(resolution.kept) == {"pyyaml", "requests", "psutil", "nvidia-ml-py", "matplotlib", "prometheus-client"}
 
 
 def test_the_exact_pins_afd_e2e_had_would_change_three_image_packages():
@@ -137,11 +138,11 @@ def test_the_exact_pins_afd_e2e_had_would_change_three_image_packages():
 
 
 def test_vllm_026_shares_the_requirements_afd_e2e_meets():
-    """vLLM asks for requests, psutil and pyyaml too; the image's versions meet both."""
+    """vLLM asks for requests, psutil, pyyaml and prometheus_client too; the image's versions meet both."""
     shared = {canonicalize_name(r.name) for r in vllm_requirements()} & {
         canonicalize_name(r.name) for r in afd_e2e_requirements()
     }
-    assert shared >= {"requests", "psutil", "pyyaml", "torch"}
+    assert shared == {"requests", "psutil", "pyyaml", "prometheus-client"}
 
 
 def test_vllms_own_disagreements_with_the_image_are_not_afd_e2es():
@@ -154,3 +155,23 @@ def test_vllms_own_disagreements_with_the_image_are_not_afd_e2es():
     ]
     assert "numba" in outside
     assert not {canonicalize_name(n) for n in outside} & {canonicalize_name(r.name) for r in afd_e2e_requirements()}
+
+
+def test_afd_e2e_has_no_engine_extra():
+    """An extra asking for vllm/torch would let `pip install afd-e2e[gpu]` replace the image's engine (a dry run of
+    the old one moved numba, numpy, protobuf, setuptools and llvmlite and added 53 packages)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert set(project["optional-dependencies"]) == {"dev"}
+    assert not {canonicalize_name(r.name) for r in afd_e2e_requirements()} & {"vllm", "torch"}
+
+
+def test_the_gpu_image_constraints_pin_the_images_own_versions():
+    """requirements/gpu-image.txt: every pin is the image's version (so installing with it can keep only what is
+    there) and lies inside afd-e2e's range; only py-spy, which the image lacks, is pinned to a version of ours."""
+    constraints = exact_versions((REPO / "requirements" / "gpu-image.txt").read_text())
+    image = gpu_environment() | {"vllm": "0.26.0"}
+    assert {n: v for n, v in constraints.items() if n in image and image[n] != v} == {}
+    assert set(constraints) - set(image) == {"py-spy"}
+    for requirement in afd_e2e_requirements():
+        name = canonicalize_name(requirement.name)
+        assert requirement.specifier.contains(constraints[name]), f"{name}=={constraints[name]} outside {requirement}"

@@ -10,60 +10,72 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
-from afd_e2e.phases import registry
-from afd_e2e.profile import Profile, load_profile, parse_profile
+from afd_e2e.phases import builtin, registry
+from afd_e2e.phases.registry import Phase
+from afd_e2e.phases.rendering import rendered
+from afd_e2e.profile import Profile, catalogue, load_profile, parse_profile
+from afd_e2e.report import sections as report_sections
+from afd_e2e.results import sections as results_sections
 from afd_e2e.results.codec import json_schema, to_json
-from afd_e2e.results.model import CaseResults, Comparison, RunResults
+from afd_e2e.results.execution import CaseExecution
+from afd_e2e.results.model import CaseResults, Comparison, RunResults, TelemetrySummary
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_from_json, results_to_json
+from afd_e2e.runner import dispatch
 from repo_paths import REPO
-from throwaway_phase import ECHO, EchoResult, EchoSpec
+from throwaway_phase import ECHO, ECHO_REPORT, EchoResult, EchoSpec
 
+REPORTS = {r.name: r for r in report_sections.phase_reports()}
 CASE_FIELDS = {f.name for f in dataclasses.fields(CaseResults)}
 PROFILE_FIELDS = {f.name for f in dataclasses.fields(Profile)}
 
 
-@pytest.mark.parametrize("phase", registry.phases(), ids=lambda p: p.name)
+@pytest.mark.parametrize("phase", [e for e in builtin.BUILTIN if isinstance(e, Phase)], ids=lambda p: p.name)
 def test_every_phase_has_every_part(phase):
     assert phase.name and phase.doc
     assert phase.budget.key.endswith("_s") and phase.budget.default_s > 0
-    for function in (phase.run, phase.junit, phase.annotation, phase.needs):
+    for function in (phase.run, phase.needs):
         assert callable(function), function
     assert phase.sections, "a phase writes at least one results section"
     for section in phase.sections:
         assert section.name in CASE_FIELDS or section.type is not None, section
     for workload in phase.workloads:
         assert workload.key in PROFILE_FIELDS or workload.read is not None, workload
-    for column in phase.columns:
+    report = REPORTS.get(phase.name)  # a phase with no renderer gets a testcase per section (warmup)
+    assert report is not None or phase.name == "warmup"
+    assert report is None or (callable(report.junit) and callable(report.annotation))
+    for column in report.columns if report else ():
         assert column.header and callable(column.cell)
     if phase.measure is not None:
-        assert callable(phase.measure.compare) and callable(phase.measure.junit) and callable(phase.measure.needs)
+        assert callable(phase.measure.compare) and callable(phase.measure.needs)
+        assert callable(report_sections.measure_testcases()[phase.measure.name])
         comparison_fields = {f.name for f in dataclasses.fields(Comparison)}
         assert phase.measure.section.name in comparison_fields or phase.measure.section.type is not None
 
 
 def test_case_sections_that_are_no_phase_have_a_home_too():
-    hygiene, forensics, telemetry, execution = registry.case_sections()
-    assert hygiene.name == "hygiene" and hygiene.section.name in CASE_FIELDS
-    assert callable(hygiene.junit) and callable(hygiene.annotation)
-    assert forensics.name == "forensics" and forensics.section.name in CASE_FIELDS and callable(forensics.annotation)
+    names = [s.name for s in catalogue.sections()]
+    assert names == ["hygiene", "forensics", "telemetry", "execution"]
+    hygiene, forensics, telemetry, execution = report_sections.case_section_reports()
+    assert "hygiene" in CASE_FIELDS and callable(hygiene.junit) and callable(hygiene.annotation)
+    assert "forensics" in CASE_FIELDS and callable(forensics.annotation)
     # telemetry: stored beside CaseResults' fields, with the budget its watchdog judges by
-    assert telemetry.name == "telemetry" and telemetry.section.type is not None and callable(telemetry.annotation)
-    assert telemetry.budget is not None and telemetry.budget.key == "stall_s"
-    assert registry.extra_case_sections()["telemetry"] is telemetry.section.type
+    assert callable(telemetry.annotation) and results_sections.extra_case_sections()["telemetry"] is TelemetrySummary
+    assert catalogue.sections()[2].budget is not None and catalogue.sections()[2].budget.key == "stall_s"
     # execution: stored beside them too, with a column of the per-case table and a testcase per role
-    assert execution.name == "execution" and registry.extra_case_sections()["execution"] is execution.section.type
+    assert results_sections.extra_case_sections()["execution"] is CaseExecution
     assert [c.header for c in execution.columns] == ["Mode"] and callable(execution.junit)
     # stalls are judged in every phase but the profiler's (stop_profile holds its request while traces are written)
-    assert registry.stall_watched_phases() == set(registry.phase_names()) - {"profiler"}
+    assert dispatch.stall_watched_phases() == set(catalogue.phase_names()) - {"profiler"}
 
 
-def test_the_profile_reads_phase_names_budgets_and_measures_from_the_registry():
+def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue():
     profile = load_profile("tiny-cpu")
-    assert set(profile.budgets.phases) == {p.budget.key for p in registry.phases()} | {"stall_s"}
-    assert [m.name for m in registry.measures()] == ["parity", "replay", "performance", "capacity"]
-    assert registry.phase_names() == (
+    assert set(profile.budgets.phases) == {p.budget.key for p in catalogue.phases()} | {"stall_s"}
+    assert [m.name for m in catalogue.measures()] == ["parity", "replay", "performance", "capacity"]
+    assert catalogue.phase_names() == (
         "smoke",
+        "warmup",
         "correctness",
         "replay",
         "serving",
@@ -71,8 +83,9 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_registry():
         "performance",
         "capacity",
     )
-    assert registry.written_sections() == (
+    assert results_sections.written_sections() == (
         "smoke",
+        "warmup",
         "gsm8k",
         "parity_records",
         "replay",
@@ -107,13 +120,13 @@ def test_a_phase_registered_from_one_module_reaches_profile_results_and_schema()
         profile = parse_profile(document, "x.yaml")
         assert profile.cases[0].phases[-1] == "echo" and profile.budgets.echo_s == 7
         assert profile.workloads["echo"] == EchoSpec("/v1/models?x=1")
-        assert registry.case_budget_s(profile, ("echo",)) == profile.budgets.startup_s + 7 + profile.budgets.teardown_s
+        assert catalogue.case_budget_s(profile, ("echo",)) == profile.budgets.startup_s + 7 + profile.budgets.teardown_s
         case = CaseResults("cpu-tp1", "native", "native")
         case.set_section("echo", EchoResult(Status.PASSED, models=["tiny-moe"]))
         assert to_json(case)["echo"] == {"status": "passed", "failure": None, "models": ["tiny-moe"]}
         schema = json_schema(RunResults, schema_id="x", title="x")
         assert schema["$defs"]["CaseResults"]["properties"]["echo"] == {"$ref": "#/$defs/EchoResult"}
-    assert "echo" not in registry.phase_names()
+    assert "echo" not in catalogue.phase_names()
     assert "echo" not in json_schema(RunResults, schema_id="x", title="x")["$defs"]["CaseResults"]["properties"]
 
 
@@ -139,7 +152,7 @@ def test_a_registered_phase_renders_its_own_junit_testcase_and_annotation_sectio
 
     case_id = next(iter(results_document["cases"]))
     results_document["cases"][case_id]["echo"] = {"status": "failed", "failure": "tiny-moe not served"}
-    with registry.registered(ECHO):
+    with registry.registered(ECHO), rendered(ECHO_REPORT):
         results = results_from_json(results_document)
         echo = [t for t in build_testcases(results) if t.name == "echo models"]
         body = render_annotation(results).body

@@ -8,6 +8,7 @@ import pytest
 
 from afd_e2e.cli import main
 from afd_e2e.report import ReportPaths
+from afd_e2e.report.annotation import annotation_context
 from afd_e2e.report.publish import publish
 
 BUILDKITE_ENV = {
@@ -26,9 +27,10 @@ TOKEN = "bkua_secret_suite_token_123"
 def test_inside_buildkite_annotates_and_uploads_from_the_results_folder(rendered: ReportPaths, agent_stub) -> None:
     paths = rendered
     assert publish(paths, env=BUILDKITE_ENV) == []
-    annotate, *uploads = agent_stub.calls
-    assert annotate["argv"] == ["annotate", "--style", "warning", "--context", "afd-e2e-qwen3.5-122b-a10b"]
+    annotate, summary, *uploads = agent_stub.calls
+    assert annotate["argv"] == ["annotate", "--style", "warning", "--context", "afd-e2e-qwen3.5-122b-a10b-0190-job"]
     assert annotate["stdin"] == paths.annotation.read_text(encoding="utf-8")
+    assert summary["argv"] == ["annotate", "--style", "info", "--context", "afd-e2e-summary", "--append"]
     assert [call["argv"] for call in uploads] == [
         ["artifact", "upload", pattern]
         for pattern in ("results.json", "annotation*.md", "junit/*.xml", "plots/*.png", "logs/**/*")  # what exists
@@ -116,8 +118,11 @@ def test_report_command_publishes_inside_buildkite(seed_dir: Path, agent_stub, m
         monkeypatch.setenv(name, value)
     assert main(["report", str(seed_dir), "--publish"]) == 0
     out = capsys.readouterr().out
-    assert f"annotation: {seed_dir / 'annotation.md'} (style warning, context afd-e2e-qwen3.5-122b-a10b)" in out
-    assert [call["argv"][:2] for call in agent_stub.calls][:2] == [["annotate", "--style"], ["artifact", "upload"]]
+    context = "afd-e2e-qwen3.5-122b-a10b-0190-job"
+    assert f"annotation: {seed_dir / 'annotation.md'} (style warning, context {context})" in out
+    assert [call["argv"][:2] for call in agent_stub.calls][:3] == [["annotate", "--style"]] * 2 + [
+        ["artifact", "upload"]
+    ]
 
 
 def test_report_command_without_publish_only_prints_paths(seed_dir: Path, agent_stub, monkeypatch, capsys) -> None:
@@ -139,3 +144,55 @@ def test_report_command_errors_are_one_line_and_never_echo_a_token(tmp_path: Pat
     assert main(["report", str(tmp_path), "--publish", "--test-engine-token-env", TOKEN + "-x"]) == 2
     err = capsys.readouterr().err
     assert "not an environment variable name" in err and TOKEN not in err
+
+
+def test_two_jobs_of_one_profile_keep_an_annotation_each_and_a_retry_replaces_its_own(
+    rendered: ReportPaths, agent_stub
+) -> None:
+    """A matrix over agent pools (two step keys), then a retry of the first step (same key, new job id): three
+    publishes, two job contexts; the summary context is one for the build and only ever appended to."""
+    jobs = [
+        {
+            **BUILDKITE_ENV,
+            "BUILDKITE_STEP_KEY": "gpu-pool-a",
+            "BUILDKITE_JOB_ID": "job-1",
+            "BUILDKITE_AGENT_NAME": "a1",
+        },
+        {
+            **BUILDKITE_ENV,
+            "BUILDKITE_STEP_KEY": "gpu-pool-b",
+            "BUILDKITE_JOB_ID": "job-2",
+            "BUILDKITE_AGENT_NAME": "b1",
+        },
+        {
+            **BUILDKITE_ENV,
+            "BUILDKITE_STEP_KEY": "gpu-pool-a",
+            "BUILDKITE_JOB_ID": "job-3",
+            "BUILDKITE_AGENT_NAME": "a2",
+        },
+    ]
+    for env in jobs:
+        assert publish(rendered, env=env) == []
+    annotations = [c["argv"] for c in agent_stub.calls if c["argv"][0] == "annotate"]
+    contexts = [argv[argv.index("--context") + 1] for argv in annotations]
+    assert contexts == [
+        "afd-e2e-qwen3.5-122b-a10b-gpu-pool-a",
+        "afd-e2e-summary",
+        "afd-e2e-qwen3.5-122b-a10b-gpu-pool-b",
+        "afd-e2e-summary",
+        "afd-e2e-qwen3.5-122b-a10b-gpu-pool-a",  # the retry: the same context, so it replaces the first job's
+        "afd-e2e-summary",
+    ]
+    assert all("--append" in argv for argv in annotations if "afd-e2e-summary" in argv)
+    assert not any("--append" in argv for argv in annotations if "afd-e2e-summary" not in argv)
+    lines = [c["stdin"] for c in agent_stub.calls if "afd-e2e-summary" in c["argv"]]
+    assert lines[1] == (
+        "- ✅ **passed**: afd-e2e qwen3\\.5\\-122b\\-a10b, step <code>gpu\\-pool\\-b</code> on b1: "
+        '<a href="https://buildkite.com/org/afd/builds/7#annotation-afd-e2e-qwen3.5-122b-a10b-gpu-pool-b">annotation</a>\n'
+    )
+
+
+def test_a_step_without_a_key_is_named_by_its_job_and_outside_buildkite_by_the_profile_alone() -> None:
+    assert annotation_context("tiny-cpu", {"BUILDKITE_JOB_ID": "0190-abc"}) == "afd-e2e-tiny-cpu-0190-abc"
+    assert annotation_context("tiny-cpu", {"BUILDKITE_JOB_ID": "j", "BUILDKITE_STEP_KEY": "k"}) == "afd-e2e-tiny-cpu-k"
+    assert annotation_context("a b/c", {}) == "afd-e2e-a_b_c"

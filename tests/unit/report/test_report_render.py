@@ -21,7 +21,7 @@ def test_seed_folder_renders_every_report(seed_dir: Path) -> None:
     assert paths.junit == (seed_dir / "junit" / "qwen3.5-122b-a10b-1.xml",)
     assert_valid_junit(paths.junit[0])
     assert paths.plots == (seed_dir / "plots" / "performance.png",)
-    assert (paths.annotation_style, paths.annotation_context) == ("warning", "afd-e2e-qwen3.5-122b-a10b")
+    assert (paths.annotation_style, paths.profile, paths.verdict) == ("warning", "qwen3.5-122b-a10b", "passed")
     body = paths.annotation.read_text(encoding="utf-8")
     assert "| TTFT | 371.29 ± 13.39 ms | 404.24 ± 6.16 ms | +8.87% |" in body
     for link in (

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from afd_e2e.runner.markers import find_marked, marker_env, new_run_id
-from afd_e2e.runner.processes import ServerProcess, launch
 from afd_e2e.runner.teardown import terminate
+from afd_e2e.system.markers import find_marked, marker_env, new_run_id
+from afd_e2e.system.processes import ServerProcess, launch
 
 
 @pytest.fixture

@@ -7,9 +7,12 @@ from pathlib import Path
 
 from stand_ins import SLEEPER, stand_in_case, stand_in_plan
 
+from afd_e2e.phases import rendering
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.run import execute_run
+
+rendering.install()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
 
 if __name__ == "__main__":
     out, port = Path(sys.argv[1]), int(sys.argv[2])

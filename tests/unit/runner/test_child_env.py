@@ -12,9 +12,9 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
-from afd_e2e.runner.child_env import child_environment, client_environment
-from afd_e2e.runner.markers import CASE_ENV, PROCESS_ENV, RUN_ID_ENV, marker_env
+from afd_e2e.system.child_env import child_environment, client_environment
 from afd_e2e.system.executables import resolve_executable
+from afd_e2e.system.markers import CASE_ENV, PROCESS_ENV, RUN_ID_ENV, marker_env
 
 
 def qwen_process():

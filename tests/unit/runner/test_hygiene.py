@@ -20,8 +20,8 @@ from afd_e2e.runner.hygiene import (
     remove_leftover_files,
     shm_entries,
 )
-from afd_e2e.runner.markers import find_marked
 from afd_e2e.runner.teardown import TeardownOutcome
+from afd_e2e.system.markers import find_marked
 
 
 def test_a_leftover_process_fails_the_check_and_is_killed(run_id, spawn):

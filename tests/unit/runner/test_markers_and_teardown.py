@@ -14,8 +14,8 @@ from functools import partial
 import psutil
 from stand_ins import ESCAPING_TREE, IGNORES_SIGTERM, SLEEPER, wait_for_log
 
-from afd_e2e.runner.markers import find_marked, find_run, is_alive
 from afd_e2e.runner.teardown import POLL_INTERVAL_S, terminate
+from afd_e2e.system.markers import find_marked, find_run, is_alive
 from unit.timing import FakeClock, eventually, wait_until
 
 

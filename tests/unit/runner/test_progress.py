@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from afd_e2e.runner.progress import Progress, elapsed, last_meaningful_line, meaningful
+from afd_e2e.system.progress import Progress, elapsed, last_meaningful_line, meaningful
 from unit.timing import FakeClock, wait_until
 
 VLLM_LOG = (

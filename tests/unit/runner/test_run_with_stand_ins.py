@@ -16,10 +16,10 @@ from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
-from afd_e2e.runner.markers import find_marked
-from afd_e2e.runner.progress import Progress
 from afd_e2e.runner.run import execute_run
 from afd_e2e.runner.teardown import terminate
+from afd_e2e.system.markers import find_marked
+from afd_e2e.system.progress import Progress
 from unit.timing import eventually, wait_until
 
 PROFILE = load_profile("tiny-cpu")

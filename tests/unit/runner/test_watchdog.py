@@ -294,3 +294,13 @@ def test_metrics_are_summed_over_engines_and_the_older_kv_gauge_is_read():
     )
     metrics = parse_metrics(page)
     assert metrics.generation_tokens == 15.0 and metrics.kv_cache_usage == 0.25 and metrics.prompt_tokens is None
+
+
+def test_a_page_that_is_not_prometheus_text_is_refused_not_half_read():
+    """prometheus_client's parser reads the page: a broken line fails the whole reading (the sampler records no
+    figure) instead of a line splitter dropping it and reporting partial sums."""
+    page = 'vllm:generation_tokens_total{engine="0"} 10.0\nvllm:prompt_tokens_total{engine="0" 7\n'
+    with pytest.raises(ValueError):
+        parse_metrics(page)
+    escaped = 'vllm:generation_tokens_total{model_name="a \\"quoted\\" } name",engine="0"} 3.0\n'
+    assert parse_metrics(escaped).generation_tokens == 3.0

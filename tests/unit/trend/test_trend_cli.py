@@ -10,7 +10,7 @@ import pytest
 
 from afd_e2e.cli import main
 from afd_e2e.report.annotation import MAX_BYTES
-from afd_e2e.trend.attach import attach
+from afd_e2e.report.trend_attach import attach
 from fixtures.trend.make_history import History, make_history
 from junit_xsd import assert_valid_junit
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from afd_e2e.profile import ParitySpec, builtin_profiles, load_profile
-from afd_e2e.report.parity import describe, parity_summary
 from afd_e2e.results.model import ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.results.parity_text import describe, parity_summary
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.parity import compare_outputs, first_difference
 from fixtures.parity.record_tiny_cpu import load_fixture

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # hooks/command: afd-e2e run with the plugin's options; its exit status is the job's.
 
-load helpers
+load bats/helpers
 
 @test "runs the profile into the default out dir" {
   run "$(hook command)"

@@ -2,7 +2,7 @@
 # The skip flag (AFD_E2E_SKIPPED) is trusted only when this job's gate check set it: an inherited one (step,
 # pipeline or agent environment, or another job's) never turns the hooks into a silent pass.
 
-load helpers
+load bats/helpers
 
 @test "the environment hook forgets an inherited flag and checks the gates itself" {
   export AFD_E2E_SKIPPED="set in the step's env" AFD_E2E_SKIPPED_JOB=job-1

@@ -2,7 +2,7 @@
 # A follower job (the follow option, uploaded by a multi-agent case's leader): it joins only a leader that still waits
 # for it; a leader that has ended leaves nothing to join, and the job passes at once with the later hooks idle.
 
-load helpers
+load bats/helpers
 
 setup() {
   setup_stubs

@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from afd_e2e.plan.model import ProcessPlan
+if TYPE_CHECKING:
+    from afd_e2e.plan.model import ProcessPlan  # system sits below plan: the annotation only
+
 
 # A name that ends in a credential word (TOKENIZERS_PARALLELISM does not).
 CREDENTIAL_NAME = re.compile(

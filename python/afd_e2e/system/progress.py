@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from afd_e2e.runner.processes import final_lines, read_log_end
+from afd_e2e.system.processes import final_lines, read_log_end
 
 HEARTBEAT_S = 10.0
 MAX_LINE = 160

@@ -2,7 +2,7 @@
 # A profile set's agent pool: one step whose profile option lists several profiles; each has its own gates,
 # preflight, run (in its own folder below out-dir) with the cases chosen for it in the block step, cleanup and report.
 
-load helpers
+load bats/helpers
 
 setup() {
   setup_stubs

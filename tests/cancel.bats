@@ -4,7 +4,7 @@
 # session of their own, ignoring SIGTERM) before the grace period ends, when the agent would SIGKILL the job.
 # The report runs only in the time left. buildkite-agent is stubbed; afd-e2e cleanup is the real one.
 
-load helpers
+load bats/helpers
 
 PORT_BASE=21600 # this test's ports (the Buildkite unit tests use 21000-21499)
 

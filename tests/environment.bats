@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # hooks/environment: options are checked, then the gates; closed gates end the job quietly with an explanation.
 
-load helpers
+load bats/helpers
 
 @test "open gates: afd-e2e gates is asked with the profile and the job goes on" {
   run source_hook environment
@@ -103,4 +103,14 @@ load helpers
   assert_line "AFD_E2E_SKIPPED=<unset>"
   assert_output --partial "comes with the checkout; pre-command checks its gates"
   assert_equal "$(calls)" ""
+}
+
+@test "the hooks' annotations are one per step: a retry of a keyed step replaces its own" {
+  export STUB_AFD_E2E_GATES_EXIT=3 BUILDKITE_STEP_KEY=gpu-qwen
+  source_hook environment
+  export BUILDKITE_JOB_ID=job-2 # the retry: a new job of the same step
+  source_hook environment
+  run calls
+  assert_line --index 1 --partial "buildkite-agent annotate --style info --context afd-e2e-gpu-qwen-gates "
+  assert_line --index 3 --partial "buildkite-agent annotate --style info --context afd-e2e-gpu-qwen-gates "
 }

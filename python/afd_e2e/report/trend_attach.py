@@ -1,7 +1,7 @@
 """How the report picks the trend up: ``attach`` is the report's one call. It appends the section that
 ``afd-e2e trend`` wrote to the annotation (a warning at least when something regressed, an error when the profile
-fails on it) and adds the trend's JUnit file, so re-rendering the report keeps the trend. No imports from
-``report``: the report imports this module.
+fails on it) and adds the trend's JUnit file, so re-rendering the report keeps the trend. It lives in the report
+layer, below ``afd_e2e.trend``, which writes these files (``trend/files.py``) and imports their names from here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # hooks/pre-command: GPUs printed first, then preflight; a misfit fails the job before any model is loaded.
 
-load helpers
+load bats/helpers
 
 @test "nvidia-smi and its topology are printed before preflight" {
   export STUB_NVIDIA_SMI_OUTPUT="| NVIDIA H200 |" STUB_NVIDIA_SMI_TOPO_OUTPUT="GPU0 X NV18"
@@ -66,4 +66,32 @@ load helpers
   run calls
   assert_line --index 1 --partial "buildkite-agent annotate --style info"
   refute_output --partial "preflight"
+}
+
+@test "a plugin pinned at another release than the agent's afd-e2e is refused with the fix, before preflight" {
+  export BUILDKITE_PLUGINS='[{"github.com/vllm-project/afd-e2e#v9.9.9":{"profile":"qwen3.5-122b-a10b"}}]'
+  export STUB_AFD_E2E___VERSION_OUTPUT="afd-e2e 0.1.0"
+  run --separate-stderr "$(hook pre-command)"
+  assert_failure 2
+  [[ "$stderr" == "afd-e2e plugin: error: the step pins the afd-e2e plugin at v9.9.9, but this agent's afd-e2e is 0.1.0; fix: pin the plugin at #v0.1.0 in the pipeline, or install afd-e2e 9.9.9 on the agent (docs/provisioning.md)" ]]
+  run calls
+  assert_line --index 0 "afd-e2e --version"
+  assert_line --index 1 --partial "buildkite-agent annotate --style error --context afd-e2e-job-1-version **afd-e2e qwen3.5-122b-a10b** on gpu-agent-1: the step pins"
+  refute_output --partial "preflight"
+}
+
+@test "a plugin pinned at the agent's release runs; a branch pin is not checked" {
+  export BUILDKITE_PLUGINS='[{"github.com/vllm-project/afd-e2e#v0.1.0":{"profile":"qwen3.5-122b-a10b"}}]'
+  export STUB_AFD_E2E___VERSION_OUTPUT="afd-e2e 0.1.0"
+  run "$(hook pre-command)"
+  assert_success
+  run calls
+  assert_line --index 0 "afd-e2e --version"
+  assert_line --partial "afd-e2e preflight --profile qwen3.5-122b-a10b"
+  : >"$STUB_CALLS"
+  export BUILDKITE_PLUGINS='[{"github.com/vllm-project/afd-e2e#main":{"profile":"qwen3.5-122b-a10b"}}]'
+  run "$(hook pre-command)"
+  assert_success
+  run calls
+  refute_output --partial "--version"
 }

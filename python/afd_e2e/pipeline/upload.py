@@ -1,5 +1,5 @@
 """``buildkite-agent pipeline upload`` from a running job (the job's own agent, no token): how a multi-agent case's
-leader adds its follower steps to the build (pipeline/followers.py builds them)."""
+leader adds its follower steps to the build (followers.py builds them)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # hooks/pre-exit: cleanup, then report and publish; time-bounded, and it never changes the job's outcome.
 
-load helpers
+load bats/helpers
 
 with_results() {
   mkdir -p "${1:-afd-e2e-out}"

@@ -1,0 +1,105 @@
+"""What the reports show of the built-in phases and case sections: their JUnit testcases, annotation parts and
+columns of the per-case table, registered with ``report.sections``. Only the commands that render (run, report,
+join, trend) install these, so the cheap ones (pipeline, plan, gates, profiles, preflight) import no renderer,
+numpy or matplotlib. A phase that registers nothing here still gets a testcase per section it writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from afd_e2e.phases import builtin
+from afd_e2e.report import annotation, features, forensics, junit, telemetry
+from afd_e2e.report import capacity as capacity_report
+from afd_e2e.report import execution as execution_report
+from afd_e2e.report.junit import SuiteTestcases
+from afd_e2e.report.sections import (
+    AnnotationPart,
+    CaseColumn,
+    SectionReport,
+    register_case_section,
+    register_measure,
+    register_phase,
+    unregister,
+)
+from afd_e2e.results.capacity import CapacityComparison
+from afd_e2e.results.model import CaseResults, Comparison, RunResults
+
+
+def _no_parts(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
+    """A phase whose whole annotation is its columns of the per-case table."""
+    return []
+
+
+def _capacity_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    if (section := case.section("capacity")) is not None:
+        test = capacity_report.case_testcase(section)
+        suite.add(test.name, test.status, message=test.message, stdout=test.stdout, elapsed=test.seconds)
+
+
+def _capacity_comparison_testcases(suite: SuiteTestcases, comparison: Comparison, section: CapacityComparison) -> None:
+    test = capacity_report.comparison_testcase(section, comparison.baseline_label, comparison.candidate_label)
+    suite.add(test.name, test.status, message=test.message, stdout=test.stdout)
+
+
+def _capacity_annotation(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
+    text = capacity_report.capacity_section(results, plots)
+    return [AnnotationPart(text, "Capacity at SLO")] if text else []
+
+
+PHASES = (
+    SectionReport("smoke", junit.smoke_testcases, _no_parts, (CaseColumn("Smoke", annotation.smoke_cell),)),
+    SectionReport(
+        "correctness",
+        junit.correctness_testcases,
+        annotation.parity_details,
+        (CaseColumn("GSM8K strict match", annotation.gsm8k_cell), CaseColumn("Parity", annotation.parity_cell)),
+    ),
+    SectionReport("replay", junit.replay_testcases, features.replay_tables),
+    SectionReport("serving", junit.serving_testcases, features.serving_tables),
+    SectionReport("profiler", junit.profiler_testcases, features.profiler_tables),
+    SectionReport("performance", junit.performance_testcases, annotation.performance_sections),
+    SectionReport("capacity", _capacity_testcases, _capacity_annotation),
+)
+MEASURES = (
+    ("parity", junit.parity_testcases),
+    ("replay", junit.replay_parity_testcases),
+    ("performance", junit.performance_comparison_testcases),
+    ("capacity", _capacity_comparison_testcases),
+)
+CASE_SECTIONS = (
+    SectionReport("hygiene", junit.hygiene_testcases, annotation.hygiene_section),
+    SectionReport("forensics", annotation=forensics.forensics_section),
+    SectionReport("telemetry", annotation=telemetry.telemetry_section),
+    SectionReport(
+        execution_report.SECTION,
+        execution_report.execution_testcases,
+        execution_report.execution_section,
+        (CaseColumn("Mode", execution_report.mode_cell),),
+    ),
+)
+_installed: list[bool] = []
+
+
+def install() -> None:
+    """The built-in phases (``builtin.install``) and their renderers, once."""
+    builtin.install()
+    if not _installed:
+        _installed.append(True)
+        for report in PHASES:
+            register_phase(report)
+        for measure, testcases in MEASURES:
+            register_measure(measure, testcases)
+        for report in CASE_SECTIONS:
+            register_case_section(report)
+
+
+@contextmanager
+def rendered(report: SectionReport) -> Iterator[SectionReport]:
+    """A phase's renderers for the length of a ``with`` block (tests), after the built-in ones."""
+    install()
+    register_phase(report)
+    try:
+        yield report
+    finally:
+        unregister(report.name)

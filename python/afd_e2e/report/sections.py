@@ -1,0 +1,92 @@
+"""The report layer's table of renderers: each phase's and case section's JUnit testcases, annotation parts and
+columns of the per-case table, and each measure's comparison testcases. Phases register from above
+(``afd_e2e.phases``); JUnit and the annotation render through it, in the order registered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from afd_e2e.report.junit import SuiteTestcases
+    from afd_e2e.results.model import CaseResults, Comparison, RunResults
+
+
+@dataclass(frozen=True)
+class AnnotationPart:
+    """Markdown a renderer adds to the annotation. ``group`` "Correctness" appends to the per-case table's
+    section, "Features" becomes a table of the Features section; None is a section of its own called ``title``."""
+
+    text: str
+    title: str = ""
+    group: str | None = None
+    essential: bool = True  # kept in the summary that replaces an over-size annotation
+
+
+@dataclass(frozen=True)
+class CaseColumn:
+    """A column of the annotation's per-case table (Correctness): its header, alignment and cell."""
+
+    header: str
+    cell: Callable[[RunResults, str, CaseResults], str]
+    align: str = "---"
+
+
+@dataclass(frozen=True)
+class SectionReport:
+    """What the reports show of one phase or case section: its testcases in its case's suite, its annotation
+    parts (given the plots by comparison id) and its columns of the per-case table."""
+
+    name: str
+    junit: Callable[[SuiteTestcases, CaseResults], None] | None = None
+    annotation: Callable[[RunResults, Mapping[str, str]], list[AnnotationPart]] | None = None
+    columns: tuple[CaseColumn, ...] = ()
+
+
+_PHASES: dict[str, SectionReport] = {}
+_CASE_SECTIONS: dict[str, SectionReport] = {}  # after the phases: their parts and columns come last
+_MEASURES: dict[str, Callable[[SuiteTestcases, Comparison, Any], None]] = {}
+
+
+def register_phase(entry: SectionReport) -> None:
+    _refuse_taken(entry.name)
+    _PHASES[entry.name] = entry
+
+
+def register_case_section(entry: SectionReport) -> None:
+    _refuse_taken(entry.name)
+    _CASE_SECTIONS[entry.name] = entry
+
+
+def register_measure(measure: str, junit: Callable[[SuiteTestcases, Comparison, Any], None]) -> None:
+    if measure in _MEASURES:
+        raise ValueError(f"testcases for measure {measure!r} are already registered")
+    _MEASURES[measure] = junit
+
+
+def _refuse_taken(name: str) -> None:
+    if name in _PHASES or name in _CASE_SECTIONS:
+        raise ValueError(f"renderers for {name!r} are already registered")
+
+
+def unregister(name: str) -> None:
+    for table in (_PHASES, _CASE_SECTIONS, _MEASURES):
+        table.pop(name, None)
+
+
+def phase_reports() -> tuple[SectionReport, ...]:
+    return tuple(_PHASES.values())
+
+
+def case_section_reports() -> tuple[SectionReport, ...]:
+    return tuple(_CASE_SECTIONS.values())
+
+
+def case_columns() -> tuple[CaseColumn, ...]:
+    """The per-case table's columns: every phase's, then every case section's."""
+    return tuple(c for entry in (*_PHASES.values(), *_CASE_SECTIONS.values()) for c in entry.columns)
+
+
+def measure_testcases() -> Mapping[str, Callable[[SuiteTestcases, Comparison, Any], None]]:
+    return dict(_MEASURES)

@@ -1,0 +1,57 @@
+"""The runner's table of phases: each phase's run function and what the runner must know to drive it (whether a
+failure ends its case, whether the progress watchdog judges stalls while it runs, what to check at admission).
+Phases register from above (``afd_e2e.phases``); the case runner dispatches through it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from afd_e2e.profile.model import Profile
+    from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+
+
+@dataclass(frozen=True)
+class PhaseRun:
+    """``check_inputs`` checks, at admission and before any model loads, what the phase will read (staged data,
+    executables): a UsageError."""
+
+    name: str
+    run: Callable[[PhaseContext], PhaseOutcome]
+    check_inputs: Callable[[Profile, Path | None], None] | None = None
+    ends_case: bool = False  # a failure ends its case: no later phase makes sense (smoke)
+    # the progress watchdog judges stalls while it runs (budgets.stall_s); False for a phase that may hold a request
+    # open with no token moving by design (profiler: stop_profile writes the traces)
+    stall_watched: bool = True
+
+
+_RUNS: dict[str, PhaseRun] = {}
+
+
+def register(entry: PhaseRun) -> None:
+    if entry.name in _RUNS:
+        raise ValueError(f"a run function for phase {entry.name!r} is already registered")
+    _RUNS[entry.name] = entry
+
+
+def unregister(name: str) -> None:
+    _RUNS.pop(name, None)
+
+
+def phase_run(name: str) -> PhaseRun:
+    try:
+        return _RUNS[name]
+    except KeyError:
+        raise KeyError(f"no run function for phase {name!r} is registered (known: {', '.join(_RUNS)})") from None
+
+
+def runs() -> tuple[PhaseRun, ...]:
+    return tuple(_RUNS.values())
+
+
+def stall_watched_phases() -> frozenset[str]:
+    """The phases during which requests in flight with no token moving is a stall."""
+    return frozenset(r.name for r in _RUNS.values() if r.stall_watched)
