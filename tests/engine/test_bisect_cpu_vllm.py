@@ -11,7 +11,9 @@ packaging break at commit 6 that ``pip install`` refuses. Proves:
 
 vLLM launches: 5 for the TPOT search (commits 0, 9, 4, 7, 5; commit 6 does not install, so nothing launches) and 2
 for the parity search (commits 2, 3; 0, 4 and 9 come from the cache): 7 servers of one engine configuration, each
-one probe (~45 s start plus ~15-30 s of parity and bench on 2 shared cores), about 8-9 minutes in all. Ports
+one probe (~22 s to ready, ~7 s of parity outputs, ~40 s of three bench repetitions, each ``vllm bench serve``
+costing ~13 s of start-up). Measured on the 2 shared cores: the TPOT search 383 s with its 5 launches; the parity
+search about 2.5 minutes more (estimate: 2 launches); about 9 minutes in all. Ports
 23200-23209 (the profile's port_base; this module's block is 23200-23599).
 """
 
