@@ -210,7 +210,7 @@ check_gates() {
   printf '%s\n' "$output"
   case "$status" in
     0) ;;
-    3) # afd-e2e's exit status for "not run: gates closed" (README: exit statuses)
+    3) # afd-e2e's exit status for "not run: gates closed" (docs/reference.md: exit statuses)
       AFD_E2E_CLOSED="${AFD_E2E_CLOSED:-}${AFD_E2E_PROFILE}"$'\n'
       AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
       export AFD_E2E_CLOSED AFD_E2E_SKIPPED_JOB
@@ -242,7 +242,7 @@ check_leader() {
   printf '%s\n' "$output"
   case "$status" in
     0) ;;
-    3) # afd-e2e's exit status for "not run" (README: exit statuses)
+    3) # afd-e2e's exit status for "not run" (docs/reference.md: exit statuses)
       AFD_E2E_SKIPPED="follower ${follow}: ${output#afd-e2e join: }"
       AFD_E2E_SKIPPED_JOB="${BUILDKITE_JOB_ID:-}"
       AFD_E2E_CLOSED="$(profiles)"$'\n'
@@ -388,7 +388,7 @@ run_follower() {
   [[ -z "$(plugin_option PORT_BASE)" ]] || args+=(--port-base "$(plugin_option PORT_BASE)")
   echo "--- :handshake: afd-e2e ${args[*]}"
   run_noting_cancel afd-e2e "${args[@]}" || status=$?
-  [[ $status -ne 3 ]] || status=0 # afd-e2e's "not run": nothing to join (README: exit statuses)
+  [[ $status -ne 3 ]] || status=0 # afd-e2e's "not run": nothing to join (docs/reference.md: exit statuses)
   return "$status"
 }
 

@@ -1,6 +1,6 @@
 """The suite's tiers, checked at collection, and the count of real vLLM servers the run started.
 
-Every test lives in exactly one tier, by folder (README, "Tests"):
+Every test lives in exactly one tier, by folder (docs/design.md, "Test tiers"):
 
 - ``tests/unit``: pure code and fast process tests with stand-ins; needs no vLLM;
 - ``tests/engine``: needs the real CPU vLLM (scripts/install-cpu-vllm); marked ``engine``;

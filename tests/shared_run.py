@@ -3,7 +3,8 @@ phase a ready server serves, run once per session by the runner's own lifecycle 
 launch, readiness, the phases, teardown, hygiene, reports). Tests that only need a ready real vLLM or a finished
 run read its results folder instead of launching their own (``tests/engine/conftest.py``: ``tiny_cpu_run``).
 
-Beside the shipped phases (smoke, correctness, performance, capacity) each case runs ``serving`` and ``replay``
+Beside the shipped phases (smoke, correctness, performance, capacity) each case runs ``warmup``, ``serving`` and
+``replay``
 (their workloads added here; the parity prompts are the parity test's, ``fixtures/parity/record_tiny_cpu.py``, so
 cpu-tp1's parity records are that test's bf16 outputs), the throwaway ``echo`` phase registered (and rendered) from ``tests/throwaway_phase.py``, and on
 cpu-tp1 a ``probe`` phase registered from here: while the server is up it asks what the tests judge later against
@@ -41,7 +42,7 @@ PROFILE = dataclasses.replace(
     replay=ReplaySpec(rounds=2, batch=4),
     parity=dataclasses.replace(SHIPPED.parity, prompts=PARITY_PROMPTS),  # the parity test's bf16 side
 )
-PHASES = ("smoke", "correctness", "performance", "capacity", "serving", "replay", "echo")
+PHASES = ("smoke", "warmup", "correctness", "performance", "capacity", "serving", "replay", "echo")
 
 
 @dataclass

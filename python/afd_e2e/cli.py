@@ -25,6 +25,7 @@ COMMANDS = (
     "run",
     "report",
     "trend",
+    "bisect",
     "cleanup",
     "schema",
     "pipeline",
@@ -36,7 +37,7 @@ COMMANDS = (
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser of ``afd-e2e``; given the command line, with only the subcommand it names (when it names one)."""
+    """The parser of ``afd-e2e``: every subcommand, or, given the command line, only the one it names (if any)."""
     builtin.install()
     parser = argparse.ArgumentParser(
         prog="afd-e2e",
@@ -44,16 +45,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"afd-e2e {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    given = sys.argv[1:] if argv is None else argv
-    first = next((arg for arg in given if not arg.startswith("-")), None)  # the command: afd-e2e's first positional
+    first = next((arg for arg in argv or () if not arg.startswith("-")), None)  # the command: the first positional
     for name in [first] if first in COMMANDS else COMMANDS:
         importlib.import_module(f"afd_e2e.commands.{name.replace('-', '_')}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit statuses (README): 0 passed, 1 failed (a verdict, a preflight), 2 bad input, 3 not run (gates closed)."""
-    args = build_parser(argv).parse_args(argv)
+    """Exit statuses (docs/reference.md): 0 passed, 1 failed (a verdict, a preflight), 2 bad input, 3 not run (gates closed)."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(given).parse_args(given)
     try:
         return int(args.func(args))
     except UsageError as exc:

@@ -1,5 +1,5 @@
 """One exception type for bad input: every message is one line naming the problem and the fix; and the exit
-statuses every command uses (README: exit statuses)."""
+statuses every command uses (docs/reference.md: exit statuses)."""
 
 from __future__ import annotations
 

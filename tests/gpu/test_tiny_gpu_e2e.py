@@ -3,7 +3,7 @@ tiny random DeepSeek-V2, CUDA vLLM 0.26 + the AFD plugin), all phases, hygiene a
 
 Skips, with the reason, unless this machine has 2 NVIDIA GPUs, a CUDA vLLM, the AFD plugin registered as the vLLM
 general plugin ``afd``, the checkpoint in ``AFD_GPU_E2E_MODEL`` and staged GSM8K data in ``AFD_E2E_GSM8K_DIR``.
-``AFD_E2E_GPU_OUT`` keeps the results folder (default: a temporary one). See the README's "Real GPUs" section.
+``AFD_E2E_GPU_OUT`` keeps the results folder (default: a temporary one). See docs/agents.md, "Real GPUs".
 """
 
 from __future__ import annotations

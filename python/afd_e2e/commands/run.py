@@ -3,7 +3,7 @@
 Every input is checked before anything is launched, in one admission step (``afd_e2e.runner.admission``), with the
 same one-line errors as ``plan`` and ``preflight``: gates (model folder, devices), the checkpoint, the port range, the
 out folder, the forced-routing control's strategy, the phases' inputs, free ports, executables and idle GPUs.
-Exit statuses (README): 0 the verdict passed, 1 it failed, 2 bad input, 3 not run because the gates are closed.
+Exit statuses (docs/reference.md): 0 the verdict passed, 1 it failed, 2 bad input, 3 not run because the gates are closed.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ withdrawn: it may start after its leader gave up (its rendezvous budget ran out,
 So the leader publishes its state under ``leader_state_key`` (``waiting`` before it uploads, ``running`` once
 every follower is ready, ``ended:<status>`` when it stops) and a follower joins only a leader that is waiting or
 running; otherwise it exits at once, passing, saying there is nothing to join. A follower never holds an agent
-for a leader that is gone, which is half of what keeps two builds from deadlocking (README: AFD across agents).
+for a leader that is gone, which is half of what keeps two builds from deadlocking (docs/agents.md: AFD across agents).
 
 A side killed outright (SIGKILL, its agent lost) publishes no end. So while it lives each side also beats: a counter
 every HEARTBEAT_EVERY_S (``Heartbeat``): the leader under ``heartbeat_key``, a follower under its process's

@@ -12,6 +12,7 @@ from __future__ import annotations
 from afd_e2e.phases.capacity import CAPACITY
 from afd_e2e.phases.execution import EXECUTION
 from afd_e2e.phases.registry import Budget, CaseSection, Measure, Phase, ResultsSection, Workload, register
+from afd_e2e.phases.warmup import WARMUP
 from afd_e2e.profile.model import Profile
 from afd_e2e.results.model import TelemetrySummary
 from afd_e2e.workloads import phases
@@ -131,6 +132,7 @@ TELEMETRY = CaseSection(
 
 BUILTIN = (
     SMOKE,
+    WARMUP,
     CORRECTNESS,
     REPLAY,
     SERVING,

@@ -36,8 +36,10 @@ from afd_e2e.results.model import (
     ParitySide,
     PerformanceComparison,
     RunResults,
+    SequentialRecord,
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
+from afd_e2e.workloads.performance import fails as fails_its_gate
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -389,12 +391,63 @@ def _repetitions_line(label: str, performance: CasePerformance | None) -> str:
 
 
 def _metric_verdict(metric: MetricComparison, *, control: bool) -> str:
-    """The verdict cell; a worse metric also says what its gate did (fail, warn or note)."""
-    if metric.verdict is not Verdict.WORSE:
-        return markdown_text(metric.verdict)
+    """The verdict cell; a worse metric also says what its gate did (fail, warn or note), a required parity not
+    shown fails it, and a ``parity`` of results written before equivalence testing says it is the old rule's."""
     if control:
-        return "**worse** (control, not judged)"
+        return markdown_text(metric.verdict) + (" (control, not judged)" if metric.verdict is Verdict.WORSE else "")
+    if not metric.judged_by_equivalence and metric.verdict is Verdict.PARITY:
+        return "parity (old rule: the 95% CI includes 0, not equivalence)"
+    if fails_its_gate(metric) and metric.verdict is not Verdict.WORSE:
+        return f"**{markdown_text(metric.verdict)}** ❌ parity required"
+    if metric.verdict is not Verdict.WORSE:
+        return markdown_text(metric.verdict) + ("" if metric.gated else " (not gated)")
     return "**worse** " + {"fail": "❌ fails the gate", "warn": "⚠️ warning"}.get(metric.on_worse, "(note)")
+
+
+def _against_margin(metric: MetricComparison) -> str:
+    """The equivalence interval and the text bar against ±margin (the 95% interval for old results)."""
+    if not metric.judged_by_equivalence:
+        return formatting.interval(metric.ci95_pct)
+    bar = formatting.margin_bar(metric.ci90_pct, metric.margin_pct)
+    shown = f"{formatting.interval(metric.ci90_pct)} ±{metric.margin_pct:g}%"
+    return f"{shown} <code>{bar}</code>" if bar else shown
+
+
+def _noise(metric: MetricComparison) -> str:
+    """Each side's CV, and the flags: a warm-up effect over 5% (first measured repetition against the rest), the
+    repetitions a MAD rule calls outliers."""
+    sides = (("base", metric.baseline), ("cand", metric.candidate))
+    cv = "/".join("—" if side.cv_pct is None else f"{side.cv_pct:.1f}%" for _, side in sides)
+    flags = [f"CV {cv}"]
+    for name, side in sides:
+        if side.warmup_pct is not None and abs(side.warmup_pct) > WARMUP_FLAG_PCT:
+            flags.append(f"⚠️ {name} warm-up {side.warmup_pct:+.1f}%")
+        if side.outliers:
+            flags.append(f"⚠️ {name} outlier rep {', '.join(map(str, side.outliers))}")
+    return "; ".join(flags)
+
+
+WARMUP_FLAG_PCT = 5.0  # a first measured repetition this far from the rest: the warmups were too few
+
+
+def _series_lines(series: SequentialRecord | None) -> list[str]:
+    """How the repetitions came about: a series' looks, why it stopped, the order the repetitions ran."""
+    if series is None:
+        return []
+    if not series.looks:
+        return [f"- Sequential series not run: {markdown_text(series.reason)}"]
+    looks = ", ".join(
+        f"{look.look}: {look.baseline_repetitions}+{look.candidate_repetitions} "
+        + ("/".join(markdown_text(v) for v in look.verdicts.values()) or "nothing gated")
+        for look in series.looks
+    )
+    order = ", ".join(series.order[2 * series.min :]) or "none"
+    return [
+        f"- Sequential series ({series.min} to {series.max} repetitions a side, error rates split over "
+        f"{series.planned_looks} planned looks): {markdown_text(series.stopped)}, {markdown_text(series.reason)}",
+        f"- Looks (repetitions base+cand, gated verdicts): {markdown_text(looks, 600)}",
+        f"- Added repetitions in the order run: {markdown_text(order, 600)}",
+    ]
 
 
 def performance_sections(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
@@ -424,8 +477,8 @@ def _performance(
     metrics = performance.metrics
     if metrics:
         lines += [
-            f"| Metric | {baseline} | {candidate} | Delta | 95% CI | Verdict |",
-            "| --- | ---: | ---: | ---: | ---: | --- |",
+            f"| Metric | {baseline} | {candidate} | Delta | Interval vs margin | Verdict | Reps | Noise |",
+            "| --- | ---: | ---: | ---: | --- | --- | ---: | --- |",
         ]
         for metric in metrics:
             unit = markdown_text(metric.unit)
@@ -434,14 +487,25 @@ def _performance(
                 f"| {markdown_text(metric.name)} "
                 f"| {formatting.measure(metric.baseline.mean, metric.baseline.std, unit)} "
                 f"| {formatting.measure(metric.candidate.mean, metric.candidate.std, unit)} "
-                f"| {formatting.percent(metric.delta_pct)} | {formatting.interval(metric.ci95_pct)} | {verdict} |"
+                f"| {formatting.percent(metric.delta_pct)} | {_against_margin(metric)} | {verdict} "
+                f"| {len(metric.baseline.values)}+{len(metric.candidate.values)} | {_noise(metric)} |"
             )
         lines += [
             "",
-            "Mean ± sample standard deviation over the formal repetitions; delta and its 95% confidence interval "
-            "are the candidate's relative to the baseline's mean.",
+            "Mean ± sample standard deviation over the formal repetitions; the delta is the candidate's relative to "
+            "the baseline's mean. Interval: the delta's 90% equivalence interval (two one-sided tests; split over a "
+            "series' looks) against the ±margin, drawn from -2 to +2 margins (<code>¦</code> the margins, "
+            "<code>0</code> zero): parity when it lies between the margins, better/worse when the 95% interval "
+            "excludes 0 and the delta passes the threshold, inconclusive otherwise.",
             "",
         ]
+        lines += [
+            f"- {markdown_text(m.name)} inconclusive: {markdown_text(m.reason)}"
+            for m in metrics
+            if m.verdict is Verdict.INCONCLUSIVE and m.reason
+        ]
+        lines += _series_lines(performance.sequential)
+        lines += [""] if lines[-1] else []
     for warning in performance.warnings:
         lines += [f"⚠️ Performance warning: {markdown_text(warning)} (<code>on_worse: warn</code>)", ""]
     failure = markdown_text(performance.failure or "", 300)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -49,3 +50,29 @@ def parse_time(value: object) -> datetime | None:
 
 def clock(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+BAR_CELLS = 21  # the margin bar spans ±2 margins, a fifth of a margin per cell
+
+
+def margin_bar(bounds: Sequence[float] | None, margin_pct: float | None) -> str:
+    """The delta's equivalence interval against ±margin as one line of text, e.g. ``··¦··■■0■··¦··``: ``¦`` the
+    margins, ``0`` zero (both drawn over the interval), ``■`` the interval, ``◀``/``▶`` where it runs past ±2
+    margins; parity is an interval wholly between the two ``¦``. Empty without an interval or a margin."""
+    if not bounds or len(bounds) != 2 or not margin_pct or not all(math.isfinite(b) for b in bounds):
+        return ""
+    half = BAR_CELLS // 2
+    step = 2 * margin_pct / half
+
+    def cell(value: float) -> int:
+        return max(0, min(BAR_CELLS - 1, half + round(value / step)))
+
+    low, high = cell(bounds[0]), cell(bounds[1])
+    cells = ["■" if low <= i <= high else "·" for i in range(BAR_CELLS)]
+    cells[cell(-margin_pct)] = cells[cell(margin_pct)] = "¦"
+    cells[half] = "0"
+    if bounds[0] < -2 * margin_pct:
+        cells[0] = "◀"
+    if bounds[1] > 2 * margin_pct:
+        cells[-1] = "▶"
+    return "".join(cells)

@@ -34,6 +34,7 @@ from afd_e2e.results.model import (
 )
 from afd_e2e.results.parity_text import describe, parity_summary
 from afd_e2e.results.status import Status, Verdict
+from afd_e2e.workloads.performance import fails as fails_its_gate
 
 MAX_TESTCASES_PER_FILE = 5000
 OUTPUT_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
@@ -297,23 +298,47 @@ def performance_comparison_testcases(
 
 
 def _metric_status(metric: MetricComparison, performance: PerformanceComparison) -> Status:
-    """A metric's testcase fails only when it is worse and its profile says ``on_worse: fail``; ``warn`` passes
-    with a warning; a control run's metrics are shown, never judged. (A failed side fails its case's testcase.)"""
+    """A metric's testcase fails where it fails its gate (``workloads.performance.fails``: worse with
+    ``on_worse: fail``, or not parity with ``require: parity``); worse with ``warn`` passes with a warning; a
+    control run's metrics are shown, never judged. (A failed side fails its case's testcase.)"""
     if performance.status is Status.SKIPPED:
         return Status.SKIPPED
-    if performance.control or metric.verdict is not Verdict.WORSE:
+    if performance.control:
         return Status.PASSED
-    return {"fail": Status.FAILED, "warn": Status.WARNED}.get(metric.on_worse, Status.PASSED)
+    if fails_its_gate(metric):
+        return Status.FAILED
+    warned = metric.verdict is Verdict.WORSE and metric.gated and metric.on_worse == "warn"
+    return Status.WARNED if warned else Status.PASSED
 
 
 def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: bool) -> str:
+    """The metric in one line; an inconclusive one says why and how many repetitions would decide it, a required
+    parity not shown leads with that, a ``parity`` of old results says it is the old rule's."""
     baseline = formatting.measure(metric.baseline.mean, metric.baseline.std, metric.unit)
     candidate = formatting.measure(metric.candidate.mean, metric.candidate.std, metric.unit)
-    return (
+    split = f" (split over {metric.looks} looks)" if metric.looks > 1 else ""
+    if metric.judged_by_equivalence and metric.verdict in (Verdict.PARITY, Verdict.INCONCLUSIVE):
+        interval = f"90% CI {formatting.interval(metric.ci90_pct)} against ±{metric.margin_pct:g}%{split}"
+        verdict = str(metric.verdict)
+    elif metric.judged_by_equivalence:
+        interval = f"95% CI {formatting.interval(metric.ci95_pct)}{split}"
+        verdict = str(metric.verdict)
+    else:
+        interval = f"95% CI {formatting.interval(metric.ci95_pct)}"
+        old = " (old rule: the 95% CI includes 0, not equivalence)" if metric.verdict is Verdict.PARITY else ""
+        verdict = f"{metric.verdict}{old}"
+    line = (
         f"{metric.name}: {comparison.baseline_label} {baseline}, {comparison.candidate_label} {candidate}, "
-        f"delta {formatting.percent(metric.delta_pct)}, 95% CI {formatting.interval(metric.ci95_pct)}, "
-        f"{metric.verdict}" + (" (control run, not headline evidence)" if control else "")
+        f"delta {formatting.percent(metric.delta_pct)}, {interval}, {verdict}"
+        f" ({len(metric.baseline.values)}+{len(metric.candidate.values)} repetitions)"
     )
+    if metric.reason:
+        line += f": {metric.reason}"
+    if control:
+        return line + " (control run, not headline evidence)"
+    if metric.require == "parity" and metric.verdict is not Verdict.PARITY:
+        return f"not shown at parity (require: parity): {line}"
+    return line
 
 
 def _add_verdict(builder: _Builder, results: RunResults) -> None:

@@ -252,17 +252,26 @@ class PerformanceLook:
 
 @dataclass
 class SequentialRecord:
-    """How a ranged series ran: the case whose repetitions each look compared with (measured before this one, as
-    cases run one at a time), the range, every look, why it stopped, and every formal repetition of the pair in the
-    order run."""
+    """How a ranged series ran (``workloads.bench.repetitions: {min, max}``): the pair, the range, every look, why
+    it stopped, every formal repetition of the pair in the order run, and which repetitions of each side (1-based
+    indices into its ``performance.repetitions``) the comparison judges: the last look's. A baseline shared by two
+    comparisons runs added repetitions for each; each comparison judges only its own."""
 
     baseline: str
     candidate: str
     min: int
     max: int
     looks: list[PerformanceLook] = field(default_factory=list)
-    stopped: str = ""  # decided | max | failed | cancelled
+    stopped: str = ""  # decided | max | budget | failed | cancelled | not run
     order: list[str] = field(default_factory=list)  # "cpu-tp1 rep 1", ...
+    reason: str = ""  # why it stopped or never ran, in words
+    baseline_repetitions: list[int] = field(default_factory=list)
+    candidate_repetitions: list[int] = field(default_factory=list)
+
+    @property
+    def planned_looks(self) -> int:
+        """The looks both error rates are split over: after min, then after each added pair up to max."""
+        return self.max - self.min + 1
 
 
 @dataclass

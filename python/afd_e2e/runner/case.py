@@ -186,8 +186,12 @@ class PhaseWrites:
             self._store.flush()
 
 
-def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
-    """Run one case; its results section is written as it goes and returned."""
+def run_case(
+    ctx: RunContext, case: CasePlan, while_up: Callable[[CaseServers, CaseResults], None] | None = None
+) -> CaseResults:
+    """Run one case; its results section is written as it goes and returned. ``while_up``: called once its phases
+    passed, before its teardown, with its servers still up (``runner.sequential``: a series, the cases a held
+    baseline waits for); a role that died meanwhile, or a performance section it failed, fails the case."""
     started = time.monotonic()
     results = ctx.store.results.cases[case.id] = new_case_results(case)
     ctx.store.flush()
@@ -220,6 +224,8 @@ def run_case(ctx: RunContext, case: CasePlan) -> CaseResults:
                 _follow(ctx, results, servers, side)
             else:
                 _run_phases(ctx, servers.case, results, servers, side)
+                if while_up is not None and side is None:
+                    _while_up(ctx, results, servers, while_up)
         except CaseFailure as exc:
             _fail(results, Status.FAILED, str(exc), exc.log_tail)
             ctx.store.flush()  # the failure is on record when detected, not only after the teardown
@@ -289,7 +295,22 @@ def _take_forensics(
     ctx.progress(f"forensics: {dumped} of {len(taken.processes)} processes dumped in {taken.seconds:.2f} s")
 
 
-def _died(servers: CaseServers, exc: EngineDied, phase: str) -> CaseFailure:
+def _while_up(
+    ctx: RunContext, results: CaseResults, servers: CaseServers, while_up: Callable[[CaseServers, CaseResults], None]
+) -> None:
+    while_up(servers, results)
+    try:
+        servers.check()
+    except EngineDied as exc:
+        raise died(servers, exc, "held up for a sequential series") from exc
+    performance = results.performance
+    if performance is not None and performance.status is Status.CANCELLED:
+        raise Cancelled(f"performance: {performance.failure or 'cancelled'}")
+    if performance is not None and performance.status.is_failure:
+        raise CaseFailure(f"performance: {performance.failure or performance.status}", servers.api_log_tail())
+
+
+def died(servers: CaseServers, exc: EngineDied, phase: str) -> CaseFailure:
     """The case's failure for a dead role: the role, the phase, the sign and the root cause, its log's tail."""
     return CaseFailure(exc.death.describe(phase), log_tail(servers.log_path(exc.death.role)), Trigger.DEATH)
 
@@ -323,7 +344,7 @@ def _start(ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseS
     except LaunchFailed as exc:
         raise CaseFailure(str(exc)) from exc
     except EngineDied as exc:
-        raise _died(servers, exc, "start-up") from exc
+        raise died(servers, exc, "start-up") from exc
     except StartupTimeout as exc:
         raise CaseFailure(str(exc), servers.api_log_tail(), Trigger.TIMEOUT) from exc
     except Stalled as exc:
@@ -340,7 +361,7 @@ def _follow(ctx: RunContext, results: CaseResults, servers: CaseServers, side: A
     try:
         side.follow(servers, ctx.flag)
     except EngineDied as exc:
-        raise _died(servers, exc, "the leader's case") from exc
+        raise died(servers, exc, "the leader's case") from exc
     except Stalled as exc:
         ctx.progress(exc.stall.message)
         raise CaseFailure(exc.stall.message, servers.api_log_tail(), Trigger.STALL) from exc
@@ -360,7 +381,7 @@ def _run_phases(
         try:
             servers.check()
         except EngineDied as exc:
-            raise _died(servers, exc, phase) from exc
+            raise died(servers, exc, phase) from exc
         ctx.progress.enter(case.id, phase, [s.log_path for s in servers.servers])
         servers.mark(phase)
         if side is not None:
@@ -374,7 +395,7 @@ def _run_phases(
     try:
         servers.check()
     except EngineDied as exc:
-        raise _died(servers, exc, case.phases[-1] if case.phases else "start-up") from exc
+        raise died(servers, exc, case.phases[-1] if case.phases else "start-up") from exc
     if failures:
         raise CaseFailure("; ".join(failures), servers.api_log_tail())
     results.status = Status.PASSED
@@ -403,7 +424,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
         try:
             servers.check()
         except EngineDied as exc:
-            on_record(_died(servers, exc, phase))
+            on_record(died(servers, exc, phase))
             raise
 
     def progress_checked() -> None:
@@ -429,7 +450,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
         raise
     except EngineDied as exc:
         stopped_as, why = Status.FAILED, f"stopped: {exc.death.role} died"
-        raise _died(servers, exc, phase) from exc
+        raise died(servers, exc, phase) from exc
     except Stalled as exc:
         stopped_as, why = Status.FAILED, f"stopped: {exc.stall.message}"
         if ctx.keep_on_stall:

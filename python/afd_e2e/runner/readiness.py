@@ -10,13 +10,10 @@ from __future__ import annotations
 import http.client
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from afd_e2e.runner.cancellation import CancelFlag
-
-if TYPE_CHECKING:
-    from afd_e2e.runner.watch import EngineWatch
 
 POLL_INTERVAL_S = 0.05
 CONNECT_TIMEOUT_S = 0.25
@@ -26,6 +23,13 @@ REFUSED = -1  # http_status: nothing listens on the port
 
 class StartupTimeout(Exception):
     pass
+
+
+class Watch(Protocol):
+    """The case's watch (``runner/watch.py``'s ``EngineWatch``, which reads this module's statuses): ``check`` raises
+    when a role has died."""
+
+    def check(self) -> None: ...
 
 
 def http_status(url: str) -> int | None:
@@ -52,7 +56,7 @@ def answers_ok(url: str) -> bool:
 
 def wait_until_ready(
     url: str,
-    watch: EngineWatch,
+    watch: Watch,
     started: float,
     budget_s: float,
     flag: CancelFlag,

@@ -10,23 +10,23 @@ import os
 import shutil
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from afd_e2e.buildkite.env import describe_build
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
-from afd_e2e.results.model import CaseResults, PreflightRecord, RunResults
-from afd_e2e.results.status import Status
+from afd_e2e.results.model import PreflightRecord, RunResults
 from afd_e2e.results.store import ResultsStore, now_iso
 from afd_e2e.runner.admission import Admission, admit_plan
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals
-from afd_e2e.runner.case import AgentSide, RunContext, new_case_results, run_case
+from afd_e2e.runner.case import AgentSide, RunContext
 from afd_e2e.runner.environment import describe_environment
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
 from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.sequential import kept_up, run_cases
 from afd_e2e.runner.verdict import decide_verdict
 from afd_e2e.system.markers import new_run_id
 from afd_e2e.system.progress import Progress
@@ -56,11 +56,6 @@ def _report(store: ResultsStore, progress: Progress) -> None:
         progress(f"reports not rendered: the renderer failed: {type(exc).__name__}: {exc}")
 
 
-def _kept_up(case: CaseResults) -> bool:
-    telemetry = case.section("telemetry")
-    return telemetry is not None and any(stall.kept for stall in telemetry.stalls)
-
-
 def execute_run(
     profile: Profile,
     plan: RunPlan | Admission,
@@ -73,6 +68,7 @@ def execute_run(
     allow_busy_gpus: bool = False,
     keep_on_stall: bool = False,
     side: AgentSide | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RunResults:
     """Run an admitted plan into ``out_dir``; return the results (also in ``out_dir/results.json``).
 
@@ -81,7 +77,8 @@ def execute_run(
     ``afd-e2e preflight``) is recorded; when the agent does not fit, the run stops there, before anything is launched,
     with the failed checks as its verdict. Busy GPUs allowed (``allow_busy_gpus``) are listed in the results.
     With ``keep_on_stall`` a stalled case's processes are left up and the run ends after that case. ``side`` is
-    this agent's part in the cases placed on several agents (the leader's, or a follower's).
+    this agent's part in the cases placed on several agents (the leader's, or a follower's). ``env``: the
+    environment the case processes start from (default the agent's; ``afd-e2e bisect`` prepends a commit's package).
     """
     admission = (
         plan
@@ -135,23 +132,13 @@ def execute_run(
             progress,
             flag,
             executables,
-            dict(os.environ),
+            dict(os.environ if env is None else env),
             gsm8k_dir,
             keep_on_stall=keep_on_stall,
             side=side,
         )
-        kept = None
         try:
-            for case in plan.cases:
-                if flag.is_set():
-                    results.cases[case.id] = new_case_results(case, Status.CANCELLED, "run cancelled before it began")
-                    continue
-                if kept is not None:
-                    why = f"not run: case {kept}'s stalled processes were kept up (--keep-on-stall)"
-                    results.cases[case.id] = new_case_results(case, Status.SKIPPED, why)
-                    continue
-                if _kept_up(run_case(ctx, case)):
-                    kept = case.id
+            run_cases(ctx, plan.cases)
             if not flag.is_set():
                 results.comparisons = phases.compare(profile, results, layout.out_dir)
                 store.flush()
@@ -159,7 +146,7 @@ def execute_run(
             traceback.print_exc(file=sys.stderr)
             crashed = f"{type(exc).__name__}: {exc}"
         finally:
-            if kept is None:  # a kept case's processes still use their scratch folder
+            if not any(map(kept_up, results.cases.values())):  # a kept case's processes use their scratch folder
                 shutil.rmtree(layout.scratch_root, ignore_errors=True)
             _close(store, cancelled=(flag.reason or "cancelled") if flag.is_set() else None, crashed=crashed)
             if side is not None:

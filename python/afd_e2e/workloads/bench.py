@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -202,69 +202,110 @@ def run_repetition(
     return rep, True
 
 
-def run_series(
+@dataclass(frozen=True)
+class Target:
+    """Where one case's repetitions go: its server, the tokenizer it loaded, its bench folder, its client env."""
+
+    case_id: str
+    base_url: str
+    model: str
+    tokenizer: str
+    env: Mapping[str, str]
+
+
+def run_one(
     spec: BenchSpec,
+    target: Target,
     *,
     executable: str,
-    base_url: str,
-    model: str,
-    tokenizer: str,
     out_dir: Path,
-    case_id: str,
+    kind: str,
+    index: int,
+    total: int,
+    progress: Callable[[str], None],
+    cancelled: threading.Event,
+    heartbeat_s: float,
+    diagnose: Callable[[], str] = lambda: "",
+) -> tuple[Repetition, bool]:
+    """One warmup or formal repetition into ``out_dir/bench/<case>/<kind>-<index>.json``: the repetition with its
+    index and paths, and whether the bench ended by itself (False: stopped for a timeout or a cancel, then with the
+    watchdog's ``diagnose()`` in its failure)."""
+    folder = out_dir / "bench" / target.case_id
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{kind}-{index}"
+    label = f"bench {kind} {index}/{total}"
+    progress(f"{label}: starting ({spec.num_prompts} prompts, ISL {spec.input_len}, OSL {spec.output_len})")
+    argv = bench_argv(
+        executable,
+        spec,
+        base_url=target.base_url,
+        model=target.model,
+        tokenizer=target.tokenizer,
+        result_dir=folder,
+        result_file=f"{stem}.json",
+    )
+    rep, ended_by_itself = run_repetition(
+        argv,
+        result_path=folder / f"{stem}.json",
+        log_path=folder / f"{stem}.log",
+        num_prompts=spec.num_prompts,
+        required=[gate.metric.key for gate in spec.metrics],
+        timeout_s=spec.timeout_s,
+        label=label,
+        progress=progress,
+        cancelled=cancelled,
+        heartbeat_s=heartbeat_s,
+        env=target.env,
+    )
+    if not ended_by_itself and not cancelled.is_set() and (diagnosis := diagnose()):
+        rep = replace(rep, failure=f"{rep.failure}; {diagnosis}")
+    rel = f"bench/{target.case_id}/{stem}"
+    rep = replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log", argv=redact_argv(argv))
+    progress(f"{label}: {rep.status}" + (f" ({rep.failure})" if rep.failure else ""))
+    return rep, ended_by_itself
+
+
+def run_series(
+    spec: BenchSpec,
+    target: Target,
+    *,
+    executable: str,
+    out_dir: Path,
     publish: Callable[[CasePerformance], None],
     progress: Callable[[str], None],
     cancelled: threading.Event,
     heartbeat_s: float,
-    env: Mapping[str, str],
     on_timeout: Callable[[str], None] = lambda _reason: None,
     diagnose: Callable[[], str] = lambda: "",
 ) -> CasePerformance:
-    """Warmups then formal repetitions into ``out_dir/bench/<case>/``; the ``performance`` section of a case.
+    """Warmups then formal repetitions (a range's ``min``; the rest is the sequential series') into
+    ``out_dir/bench/<case>/``; the ``performance`` section of a case.
 
     Each finished repetition is published at once. A timed-out or cancelled repetition ends the series (a hung
     server would time out every later one too), a timed-out one after ``on_timeout`` (the case's forensics) was
     called with its failure, which carries the progress watchdog's ``diagnose()`` (what is in flight, since when
     no token moved, the process that explains it); other failures are recorded and the series goes on.
     """
-    folder = out_dir / "bench" / case_id
-    folder.mkdir(parents=True, exist_ok=True)
-    section = CasePerformance(Status.RUNNING, env=redact_env(env))
+    section = CasePerformance(Status.RUNNING, env=redact_env(target.env))
     schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]
     schedule += [("rep", i, section.repetitions) for i in range(1, spec.repetitions + 1)]
     for kind, index, bucket in schedule:
         if cancelled.is_set():
             break
-        stem = f"{kind}-{index}"
-        total = spec.warmups if kind == "warmup" else spec.repetitions
-        label = f"bench {kind} {index}/{total}"
-        progress(f"{label}: starting ({spec.num_prompts} prompts, ISL {spec.input_len}, OSL {spec.output_len})")
-        argv = bench_argv(
-            executable,
+        rep, ended_by_itself = run_one(
             spec,
-            base_url=base_url,
-            model=model,
-            tokenizer=tokenizer,
-            result_dir=folder,
-            result_file=f"{stem}.json",
-        )
-        rep, ended_by_itself = run_repetition(
-            argv,
-            result_path=folder / f"{stem}.json",
-            log_path=folder / f"{stem}.log",
-            num_prompts=spec.num_prompts,
-            required=[gate.metric.key for gate in spec.metrics],
-            timeout_s=spec.timeout_s,
-            label=label,
+            target,
+            executable=executable,
+            out_dir=out_dir,
+            kind=kind,
+            index=index,
+            total=spec.warmups if kind == "warmup" else spec.repetitions,
             progress=progress,
             cancelled=cancelled,
             heartbeat_s=heartbeat_s,
-            env=env,
+            diagnose=diagnose,
         )
-        if not ended_by_itself and not cancelled.is_set() and (diagnosis := diagnose()):
-            rep = replace(rep, failure=f"{rep.failure}; {diagnosis}")
-        rel = f"bench/{case_id}/{stem}"
-        bucket.append(replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log", argv=redact_argv(argv)))
-        progress(f"{label}: {rep.status}" + (f" ({rep.failure})" if rep.failure else ""))
+        bucket.append(rep)
         if rep.failure and section.failure is None:
             section.failure = f"{kind} {index}: {rep.failure}"
         publish(section)
@@ -272,12 +313,14 @@ def run_series(
             if not cancelled.is_set():
                 on_timeout(f"performance {kind} {index}: {rep.failure}")
             break
-    if cancelled.is_set():
-        section.status = Status.CANCELLED
-        section.failure = section.failure or "cancelled"
-    elif section.failure:
-        section.status = Status.FAILED
-    else:
-        section.status = Status.PASSED
+    section.status = _ended(section, cancelled)
     publish(section)
     return section
+
+
+def _ended(section: CasePerformance, cancelled: threading.Event) -> Status:
+    """A series' status once it stops: cancelled, failed (any repetition), or passed."""
+    if cancelled.is_set():
+        section.failure = section.failure or "cancelled"
+        return Status.CANCELLED
+    return Status.FAILED if section.failure else Status.PASSED

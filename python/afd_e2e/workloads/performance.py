@@ -7,15 +7,15 @@ fails it too. A forced-routing control is never gated: its metrics are shown, no
 Where the two cases occupy different numbers of GPUs every throughput metric is shown twice, in total and per GPU;
 ``workloads.bench.gated_throughput`` names the view that is gated (the other is shown, never gated).
 
-``looks`` is the number of planned looks of a ranged series (``workloads.bench.repetitions: {min, max}``): every
-verdict spends its share of the error rates (``stats``), at each look and in the final comparison alike, so the final
-verdict is the last look's.
+``looks`` is the number of planned looks of a ranged series (``workloads.bench.repetitions: {min, max}``,
+``workloads.sequential``): every verdict spends its share of the error rates (``stats``), at each look and in the
+final comparison alike, so the final verdict is the last look's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from afd_e2e.profile import MetricGate
@@ -24,15 +24,21 @@ from afd_e2e.results.model import (
     CasePerformance,
     MetricComparison,
     PerformanceComparison,
+    SequentialRecord,
     SideStats,
 )
 from afd_e2e.results.status import Proof, Status, Verdict
 from afd_e2e.workloads import stats
 
 
-def _passed_values(section: CasePerformance, key: str) -> list[float]:
-    """The metric over passed repetitions; a value that is not a finite number is never aggregated."""
-    values = [rep.metrics.get(key) for rep in section.repetitions if rep.status is Status.PASSED]
+def passed_values(section: CasePerformance, key: str, indices: Collection[int] | None = None) -> list[float]:
+    """The metric over passed repetitions (only those of ``indices``, 1-based, where given: the repetitions a
+    sequential series judged); a value that is not a finite number is never aggregated."""
+    values = [
+        rep.metrics.get(key)
+        for rep in section.repetitions
+        if rep.status is Status.PASSED and (indices is None or rep.index in indices)
+    ]
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
 
@@ -152,14 +158,59 @@ def judge_metrics(
     metrics: Sequence[MetricGate],
     looks: int = 1,
     gated_throughput: str = "per_gpu",
+    judged: SequentialRecord | None = None,
 ) -> list[MetricComparison]:
-    """Every metric (and per-GPU view) both sides have passed values of, judged."""
-    judged = []
+    """Every metric (and per-GPU view) both sides have passed values of, judged (over the repetitions the series
+    ``judged``, where one ran)."""
+    base_idx, cand_idx = _indices(judged)
+    found = []
     for view in _views(metrics, (baseline.gpus, candidate.gpus), gated_throughput):
-        base, cand = _passed_values(baseline, view.gate.metric.key), _passed_values(candidate, view.gate.metric.key)
+        key = view.gate.metric.key
+        base, cand = passed_values(baseline, key, base_idx), passed_values(candidate, key, cand_idx)
         if base and cand:
-            judged.append(_metric(view, base, cand, threshold_pct, looks))
-    return judged
+            found.append(_metric(view, base, cand, threshold_pct, looks))
+    return found
+
+
+def _indices(record: SequentialRecord | None) -> tuple[set[int] | None, set[int] | None]:
+    if record is None or not record.looks:
+        return None, None
+    return set(record.baseline_repetitions), set(record.candidate_repetitions)
+
+
+def look(
+    baseline: CasePerformance,
+    candidate: CasePerformance,
+    record: SequentialRecord,
+    *,
+    threshold_pct: float,
+    metrics: Sequence[MetricGate],
+    looks: int,
+    gated_throughput: str = "per_gpu",
+) -> dict[str, Verdict]:
+    """One look of a sequential series: every gated metric view's verdict (``stats.quick_verdict``, the same as
+    ``judge``'s) over the repetitions ``record`` names so far, at ``1/looks`` of both error rates. Gated: a metric
+    whose verdict can fail the comparison (``on_worse: fail`` or ``require: parity``) in its gated view."""
+    base_idx, cand_idx = set(record.baseline_repetitions), set(record.candidate_repetitions)
+    verdicts = {}
+    for view in _views(metrics, (baseline.gpus, candidate.gpus), gated_throughput):
+        if not (view.gated and view.gate.gated):
+            continue
+        key = view.gate.metric.key
+        base = [v / view.divisors[0] for v in passed_values(baseline, key, base_idx)]
+        cand = [v / view.divisors[1] for v in passed_values(candidate, key, cand_idx)]
+        if not (base and cand):
+            verdicts[view.key] = Verdict.INCONCLUSIVE
+            continue
+        verdicts[view.key] = stats.quick_verdict(
+            stats.Summary.of(base),
+            stats.Summary.of(cand),
+            threshold_pct=threshold_pct,
+            margin_pct=view.gate.margin_pct,
+            higher_is_better=view.gate.metric.higher_is_better,
+            looks=looks,
+        )
+    return verdicts
 
 
 def compare_performance(
@@ -171,33 +222,36 @@ def compare_performance(
     threshold_pct: float,
     control: bool,
     metrics: Sequence[MetricGate],
-    looks: int = 1,
     gated_throughput: str = "per_gpu",
 ) -> PerformanceComparison:
     """The ``performance`` block of a comparison. Metrics use passed repetitions only; a side with failed
     repetitions fails the comparison (its figures are still shown); a side without any is ``skipped``. A metric
     judged ``worse`` with ``on_worse: fail``, or not ``parity`` with ``require: parity``, fails it; a worse ``warn``
-    one lands in ``warnings``. The ranged series' record (looks, order) comes along from the side that ran it."""
+    one lands in ``warnings``. Where the pair ran a sequential series (its record on the candidate's section) the
+    comparison judges the repetitions of its last look at that look's share of the error rates, so the final
+    verdict is the last look's; otherwise the one look gets the whole error rates."""
     problems = [p for p in (_side_problem(baseline_id, baseline), _side_problem(candidate_id, candidate)) if p]
     result = PerformanceComparison(status=Status.PASSED, control=control)
     if not baseline or not candidate:
         result.status, result.failure = Status.SKIPPED, "; ".join(problems)
         return result
+    result.sequential = next(
+        (
+            s.sequential
+            for s in (candidate, baseline)
+            if s.sequential and (s.sequential.baseline, s.sequential.candidate) == (baseline_id, candidate_id)
+        ),
+        None,
+    )
+    series = result.sequential if result.sequential is not None and result.sequential.looks else None
     result.metrics = judge_metrics(
         baseline,
         candidate,
         threshold_pct=threshold_pct,
         metrics=metrics,
-        looks=looks,
+        looks=series.planned_looks if series else 1,
         gated_throughput=gated_throughput,
-    )
-    result.sequential = next(
-        (
-            s.sequential
-            for s in (candidate, baseline)
-            if s.sequential and {s.sequential.baseline, s.sequential.candidate} == {baseline_id, candidate_id}
-        ),
-        None,
+        judged=series,
     )
     if not control:
         for metric in result.metrics:

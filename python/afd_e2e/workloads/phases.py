@@ -160,19 +160,18 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
         section = CasePerformance(Status.FAILED, str(exc))
         publish(section)
     else:
+        target = bench.Target(
+            case.id, case.base_url, case.served_model_name, tokenizer, bench.client_env(ctx.client_env("bench"))
+        )
         section = bench.run_series(
             spec,
+            target,
             executable=executable,
-            base_url=case.base_url,
-            model=case.served_model_name,
-            tokenizer=tokenizer,
             out_dir=ctx.out_dir,
-            case_id=case.id,
             publish=publish,
             progress=ctx.progress,
             cancelled=ctx.cancelled,
             heartbeat_s=PROGRESS_EVERY_S,
-            env=bench.client_env(ctx.client_env("bench")),
             on_timeout=lambda reason: ctx.take_forensics("timeout", reason),
             diagnose=ctx.diagnose,
         )
@@ -288,6 +287,5 @@ def compare_performance(
         threshold_pct=profile.bench.parity_threshold_pct,
         control=cmp.control,
         metrics=profile.bench.metrics,
-        looks=profile.bench.looks,
         gated_throughput=profile.bench.gated_throughput,
     )

@@ -170,19 +170,22 @@ class Judgement:
     reason: str = ""
 
 
-def _needed(delta_pct: float, base: Summary, cand: Summary, threshold_pct: float, margin_pct: float) -> int | None:
-    """The fewest repetitions per side (both sides n, one look) at which the observed delta and standard deviations
-    would reach a verdict: parity when |delta| < margin, a difference when |delta| > threshold; None when neither
-    can be reached (the delta sits between margin and threshold) or beyond ``MAX_ESTIMATE``."""
+def _needed(
+    delta_pct: float, base: Summary, cand: Summary, threshold_pct: float, margin_pct: float, looks: int
+) -> int | None:
+    """The fewest repetitions per side (both sides n, at this look's share of the error rates) at which the observed
+    delta and standard deviations would reach a verdict: parity when |delta| < margin, a difference when |delta| >
+    threshold; None when neither can be reached (the delta sits between margin and threshold) or beyond
+    ``MAX_ESTIMATE``."""
     var = (base.std**2 + cand.std**2) / base.mean**2 * 1e4  # in %^2
     if var == 0.0:
         return 2
     weight = (base.std**4 + cand.std**4) / base.mean**4 * 1e8
     goals = []
     if abs(delta_pct) < margin_pct:
-        goals.append((margin_pct - abs(delta_pct), EQUIVALENCE_CONFIDENCE))
+        goals.append((margin_pct - abs(delta_pct), 1.0 - (1.0 - EQUIVALENCE_CONFIDENCE) / looks))
     if abs(delta_pct) > threshold_pct:
-        goals.append((abs(delta_pct), CONFIDENCE))
+        goals.append((abs(delta_pct), 1.0 - (1.0 - CONFIDENCE) / looks))
     best = None
     for room, confidence in goals:
         n = 2
@@ -243,28 +246,36 @@ def judge(
     judgement = Judgement(found, delta_pct, ci95, ci90)
     if found is not Verdict.INCONCLUSIVE:
         return judgement
-    needed = _needed(delta_pct, base, cand, threshold_pct, margin_pct)
+    needed = _needed(delta_pct, base, cand, threshold_pct, margin_pct, looks)
     reason = _sentence(delta_pct, ci90, needed, margin_pct, threshold_pct)
     return Judgement(found, delta_pct, ci95, ci90, needed, reason)
 
 
-def decides(base: Summary, cand: Summary, *, threshold_pct: float, margin_pct: float, looks: int) -> bool:
-    """Whether ``judge`` would reach a verdict, from p-values (three t CDFs, no quantile search): what a sequential
-    driver asks after each repetition and what the simulation in the tests asks thousands of times."""
-    if base.n < 2 or cand.n < 2 or not base.mean > 0.0:
-        return False
+def quick_verdict(
+    base: Summary, cand: Summary, *, threshold_pct: float, margin_pct: float, higher_is_better: bool, looks: int
+) -> Verdict:
+    """``judge``'s verdict from p-values (three t CDFs, no quantile search): the interval excludes zero exactly when
+    the two-sided p-value is under its alpha, and lies inside ±margin exactly when both one-sided p-values are. What
+    a sequential series asks at every look and what the simulation in the tests asks thousands of times."""
+    if base.n < 2 or cand.n < 2 or not base.mean > 0.0 or not math.isfinite(cand.mean):
+        return Verdict.INCONCLUSIVE
     se, df = _welch(base, cand)
     diff, scale = cand.mean - base.mean, 100.0 / base.mean
+    delta_pct = diff * scale
+    beyond = abs(delta_pct) > threshold_pct
     if se == 0.0:  # no noise at all: the delta itself decides
-        return abs(diff * scale) > threshold_pct or abs(diff * scale) < margin_pct
-    alpha_diff, alpha_eq = (1.0 - CONFIDENCE) / looks, (1.0 - EQUIVALENCE_CONFIDENCE) / looks
-    if abs(diff * scale) > threshold_pct and 2.0 * (1.0 - student_t_cdf(abs(diff) / se, df)) < alpha_diff:
-        return True
-    margin = margin_pct / scale
-    return (
-        1.0 - student_t_cdf((diff + margin) / se, df) < alpha_eq / 2.0
-        and student_t_cdf((diff - margin) / se, df) < alpha_eq / 2.0
-    )
+        differs, equivalent = beyond and diff != 0.0, abs(delta_pct) < margin_pct
+    else:
+        alpha_diff, alpha_eq = (1.0 - CONFIDENCE) / looks, (1.0 - EQUIVALENCE_CONFIDENCE) / looks
+        differs = beyond and 2.0 * (1.0 - student_t_cdf(abs(diff) / se, df)) < alpha_diff
+        margin = margin_pct / scale
+        equivalent = not differs and (
+            1.0 - student_t_cdf((diff + margin) / se, df) < alpha_eq / 2.0
+            and student_t_cdf((diff - margin) / se, df) < alpha_eq / 2.0
+        )
+    if differs:
+        return Verdict.BETTER if (delta_pct > 0) == higher_is_better else Verdict.WORSE
+    return Verdict.PARITY if equivalent else Verdict.INCONCLUSIVE
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,10 @@ def test_every_phase_has_every_part(phase):
         assert section.name in CASE_FIELDS or section.type is not None, section
     for workload in phase.workloads:
         assert workload.key in PROFILE_FIELDS or workload.read is not None, workload
-    report = REPORTS[phase.name]
-    assert callable(report.junit) and callable(report.annotation)
-    for column in report.columns:
+    report = REPORTS.get(phase.name)  # a phase with no renderer gets a testcase per section (warmup)
+    assert report is not None or phase.name == "warmup"
+    assert report is None or (callable(report.junit) and callable(report.annotation))
+    for column in report.columns if report else ():
         assert column.header and callable(column.cell)
     if phase.measure is not None:
         assert callable(phase.measure.compare) and callable(phase.measure.needs)
@@ -74,6 +75,7 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue()
     assert [m.name for m in catalogue.measures()] == ["parity", "replay", "performance", "capacity"]
     assert catalogue.phase_names() == (
         "smoke",
+        "warmup",
         "correctness",
         "replay",
         "serving",
@@ -83,6 +85,7 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue()
     )
     assert results_sections.written_sections() == (
         "smoke",
+        "warmup",
         "gsm8k",
         "parity_records",
         "replay",

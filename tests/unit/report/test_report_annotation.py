@@ -20,10 +20,15 @@ SEED_ROWS = [
 
 def test_seed_performance_table_reads_like_the_seed(seed_results: dict) -> None:
     body = render_annotation(typed(seed_results), plots={"performance": "plots/performance.png"}).body
-    assert "| Metric | native DP8/TP1/EP8 | AFD 4A4F | Delta | 95% CI | Verdict |" in body
+    header = "| Metric | native DP8/TP1/EP8 | AFD 4A4F | Delta | Interval vs margin | Verdict | Reps | Noise |"
+    assert header in body
     for row in SEED_ROWS:
         assert row in body, row
-    assert "| +8.87% | [+4.46%, +13.29%] | **worse** ⚠️ warning |" in body
+    # the interval against the margin as a text bar, the verdict, the repetitions used, the noise and its flags
+    ttft = "| +8.87% | [+5.38%, +12.37%] ±5% <code>·····¦····0····¦■■■■▶</code> | **worse** ⚠️ warning | 5+5 |"
+    assert ttft + " CV 3.6%/1.5%; ⚠️ base warm-up -5.6% |" in body
+    tpot = "| -1.25% | [-2.01%, -0.49%] ±5% <code>·····¦··■■0····¦·····</code> | parity | 5+5 | CV 0.8%/0.4% |"
+    assert tpot in body
     assert "1024/1024 requests completed each; 0 failed requests" in body
     assert '<img src="artifact://plots/performance.png"' in body
 

@@ -237,3 +237,19 @@ def test_a_long_failure_output_is_cut_at_its_head_saying_where_the_whole_log_is(
     text = cases[("afd-e2e.qwen3.5-122b-a10b.case.afd-eager-4a4f", "launch and readiness")].find("failure").text
     assert text.startswith("[8 characters cut; the whole text is in logs/afd-eager-4a4f/ffn.log, ")
     assert text.endswith("xxEND") and len(text) < OUTPUT_CHARS + 200
+
+
+def test_a_required_parity_not_shown_fails_its_testcase_with_the_sentence(seed_results: dict, tmp_path: Path) -> None:
+    """``require: parity`` on TPOT, judged inconclusive (as ``stats.judge`` words it): the testcase fails with the
+    interval, the margin and the repetitions that would decide it; the same metric without ``require`` passes."""
+    performance = seed_results["comparisons"]["performance"]["performance"]
+    tpot = next(m for m in performance["metrics"] if m["key"] == "mean_tpot_ms")
+    sentence = "interval [-9.1%, +4.2%] is wider than the ±3% margin: about 12 repetitions per side would decide it"
+    tpot.update(verdict="inconclusive", ci90_pct=[-9.1, 4.2], margin_pct=3.0, needed_repetitions=12, reason=sentence)
+    key = ("afd-e2e.qwen3.5-122b-a10b.comparison.performance", "performance mean_tpot_ms")
+    assert _testcases(_parse(write_junit(typed(seed_results), tmp_path / "a")))[key].find("failure") is None
+    tpot["require"] = "parity"
+    failure = _testcases(_parse(write_junit(typed(seed_results), tmp_path / "b")))[key].find("failure")
+    message = failure.get("message")
+    assert message.startswith("not shown at parity (require: parity): TPOT: ") and message.endswith(sentence)
+    assert "90% CI [-9.10%, +4.20%] against ±3%" in message and "(5+5 repetitions)" in message

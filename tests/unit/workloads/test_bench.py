@@ -199,17 +199,13 @@ def _series(tmp_path, executable, cancelled=None, spec=SPEC, on_timeout=lambda _
     published = []
     section = bench.run_series(
         spec,
+        bench.Target("cpu-tp1", "http://127.0.0.1:9", "m", "/m", bench.client_env(os.environ)),
         executable=executable,
-        base_url="http://127.0.0.1:9",
-        model="m",
-        tokenizer="/m",
         out_dir=tmp_path,
-        case_id="cpu-tp1",
         publish=lambda s: published.append(copy.deepcopy(s)),
         progress=lambda _: None,
         cancelled=cancelled or threading.Event(),
         heartbeat_s=0.2,
-        env=bench.client_env(os.environ),
         on_timeout=on_timeout,
     )
     return section, published
