@@ -18,18 +18,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from afd_e2e.phases import registry
 from afd_e2e.plan.model import CasePlan, ComparisonPlan, RunPlan
-from afd_e2e.profile import Profile
+from afd_e2e.profile import Profile, catalogue
 from afd_e2e.results.model import CaseResults, SequentialRecord
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import call_watched
 from afd_e2e.runner.case import CaseFailure, RunContext, died, new_case_results, run_case
-from afd_e2e.runner.child_env import client_environment
-from afd_e2e.runner.markers import marker_env
 from afd_e2e.runner.server import CaseServers, Stalled
 from afd_e2e.runner.watch import EngineDied
+from afd_e2e.system.child_env import client_environment
 from afd_e2e.system.executables import resolve_executable
+from afd_e2e.system.markers import marker_env
 from afd_e2e.workloads import bench, sequential
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.phases import PROGRESS_EVERY_S
@@ -205,7 +204,7 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         record.stopped, record.reason = "failed", "a side's first repetitions did not all pass"
         results.performance.sequential = record
         return
-    budget_s = registry.phase("performance").budget.seconds(ctx.profile)
+    budget_s = catalogue.phase("performance").budget.seconds(ctx.profile)
     spent_s = results.timings.phases.get("performance", 0.0)
     started = time.monotonic()
     writes = {c.id: _Writes(r, ctx.store.lock) for c, r in ((held.case, base_results), (case, results))}
