@@ -25,6 +25,7 @@ COMMANDS = (
     "run",
     "report",
     "trend",
+    "bisect",
     "cleanup",
     "schema",
     "pipeline",

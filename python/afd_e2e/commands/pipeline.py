@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from afd_e2e.buildkite.env import BuildEnv
 from afd_e2e.errors import UsageError
@@ -64,11 +65,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--agents-api-timeout", type=float, default=TIMEOUT_S, metavar="S", help=f"per request ({TIMEOUT_S:g} s)"
     )
+    parser.add_argument(
+        "--bisect-from",
+        type=Path,
+        metavar="DIR",
+        help="a nightly's out folder whose trend ran: print the bisect steps for the regression episodes it opened "
+        "(with one --profile; docs/bisect.md)",
+    )
     parser.add_argument("--format", choices=("yaml", "json"), default="yaml")
     parser.set_defaults(func=run)
 
 
+def bisect_run(args: argparse.Namespace) -> int:
+    """``--bisect-from DIR``: the follow-up step of a nightly uploads a bisect for each episode opened tonight."""
+    from afd_e2e.pipeline.bisect_steps import bisect_pipeline, select_bisects
+    from afd_e2e.pipeline.steps import step_timeout_minutes
+    from afd_e2e.results.store import load_results
+    from afd_e2e.trend.files import read_opened_tonight
+
+    if len(args.profile) != 1 or args.profile_set:
+        raise UsageError("--bisect-from needs exactly one --profile", "pass the --profile the nightly ran")
+    reference = args.profile[0]
+    profile = load_profile(reference)
+    results = load_results(args.bisect_from)
+    agent = (results.build.agent_name if results.build else None) or results.environment.hostname or "this agent"
+    selection = select_bisects(read_opened_tonight(args.bisect_from))
+    for line in selection.not_offered:
+        print(f"afd-e2e pipeline: no bisect for {line}", file=sys.stderr)
+    print(f"afd-e2e pipeline: {len(selection.offers)} bisect steps offered", file=sys.stderr)
+    # a bisect makes up to ~6 probes of one case, each with its runs: the case's own budget, several times over
+    minutes = args.timeout_in_minutes or 6 * step_timeout_minutes([profile])
+    pipeline = bisect_pipeline(selection, profile, reference, agent, timeout_in_minutes=minutes)
+    print(render(pipeline, args.format), end="")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.bisect_from is not None:
+        return bisect_run(args)
     if args.timeout_in_minutes is not None and args.timeout_in_minutes < 1:
         raise UsageError(f"--timeout-in-minutes={args.timeout_in_minutes} is not positive", "give minutes >= 1")
     if "#" not in args.plugin:

@@ -425,6 +425,10 @@ class TrendSpec:
     window: int = 14  # earlier runs compared
     threshold_pct: float = 5.0  # how far outside the history's spread counts as a move
     on_regression: str = "warn"  # "warn": annotation warning; "fail": failing JUnit testcase, exit 1
+    # a regression episode opens only at a move this material too (trend/episodes.py): robust σ and % of the median
+    materiality_sigma: float = 2.0
+    materiality_pct: float = 5.0
+    bisect: str = "block"  # the bisect step offered when an episode opens: "block" (asks first) | "unattended"
 
 
 @dataclass(frozen=True)

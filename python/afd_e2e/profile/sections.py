@@ -439,7 +439,15 @@ def _read_trend(r: Reader) -> TrendSpec:
         window=r.positive_int("window", TrendSpec.window, minimum=3),
         threshold_pct=r.get("threshold_pct", float, TrendSpec.threshold_pct),
         on_regression=r.get("on_regression", str, TrendSpec.on_regression),
+        materiality_sigma=r.get("materiality_sigma", float, TrendSpec.materiality_sigma),
+        materiality_pct=r.get("materiality_pct", float, TrendSpec.materiality_pct),
+        bisect=r.get("bisect", str, TrendSpec.bisect),
     )
+    if spec.bisect not in ("block", "unattended"):
+        r.fail(r.key("bisect"), f"unknown value {spec.bisect!r}", "use block or unattended")
+    for key in ("materiality_sigma", "materiality_pct"):
+        if getattr(spec, key) < 0:
+            r.fail(r.key(key), f"{getattr(spec, key):g} is negative", f"use a number >= 0 for {key}")
     if spec.on_regression not in ON_REGRESSION:
         r.fail(r.key("on_regression"), f"unknown value {spec.on_regression!r}", "use warn or fail")
     if spec.threshold_pct < 0:

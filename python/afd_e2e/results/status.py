@@ -43,6 +43,19 @@ class Verdict(str, Enum):
         return self.value
 
 
+class BisectWord(str, Enum):
+    """A commit's word in a bisect (``afd-e2e bisect``), as ``git bisect`` says it: ``good`` (like the good
+    revision), ``bad`` (shows the regression or the correctness break), ``skipped`` (did not install or start, or
+    stayed undecided within the probe budget: ``git bisect skip``)."""
+
+    GOOD = "good"
+    BAD = "bad"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class ParityVerdict(str, Enum):
     """One parity prompt: ``identical`` token ids; ``close``: at the first differing token each side's token is
     within the other side's top-k logprobs (a near-tie); ``different``; ``not compared`` (a side has no output)."""

@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from afd_e2e.buildkite.env import describe_build
@@ -68,6 +68,7 @@ def execute_run(
     allow_busy_gpus: bool = False,
     keep_on_stall: bool = False,
     side: AgentSide | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RunResults:
     """Run an admitted plan into ``out_dir``; return the results (also in ``out_dir/results.json``).
 
@@ -76,7 +77,8 @@ def execute_run(
     ``afd-e2e preflight``) is recorded; when the agent does not fit, the run stops there, before anything is launched,
     with the failed checks as its verdict. Busy GPUs allowed (``allow_busy_gpus``) are listed in the results.
     With ``keep_on_stall`` a stalled case's processes are left up and the run ends after that case. ``side`` is
-    this agent's part in the cases placed on several agents (the leader's, or a follower's).
+    this agent's part in the cases placed on several agents (the leader's, or a follower's). ``env``: the
+    environment the case processes start from (default the agent's; ``afd-e2e bisect`` prepends a commit's package).
     """
     admission = (
         plan
@@ -130,7 +132,7 @@ def execute_run(
             progress,
             flag,
             executables,
-            dict(os.environ),
+            dict(os.environ if env is None else env),
             gsm8k_dir,
             keep_on_stall=keep_on_stall,
             side=side,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from afd_e2e.profile.model import TrendSpec
 from afd_e2e.results import RunResults
 from afd_e2e.trend.analysis import REGRESSION, Call, call
+from afd_e2e.trend.episodes import Episode, Materiality, Night, episodes
 from afd_e2e.trend.history import Fetched, Skipped, screen
 from afd_e2e.trend.record import METRICS, BuildRef, Identity, RunPoint, identity, metric, run_point
 
@@ -33,6 +34,17 @@ class TrendReport:
     calls: list[Call]
     skipped: list[Skipped]
     comparisons: list[ComparisonSeries]
+    episodes: list[Episode] = field(default_factory=list)  # every regression episode of the window, oldest first
+
+    @property
+    def open_episodes(self) -> list[Episode]:
+        """The episodes still open tonight: one alert each, however many nights they last."""
+        return [e for e in self.episodes if e.open]
+
+    @property
+    def opened_tonight(self) -> list[Episode]:
+        """Open episodes whose first bad night is tonight: what a bisect step is offered for."""
+        return [e for e in self.open_episodes if e.first_bad == self.tonight.build]
 
     @property
     def regressions(self) -> list[Call]:
@@ -68,7 +80,8 @@ def compute_trend(
     tonight = run_point(results, tonight_build)
     earlier = [f for f in fetched if tonight_build.number is None or f.build.number != tonight_build.number]
     screened = screen(earlier, identity(results), spec.window)
-    calls = []
+    calls, found = [], []
+    materiality = Materiality(spec.materiality_sigma, spec.materiality_pct)
     for case_id in _case_order(results):
         for key in METRICS:
             history = [(p.build, p.values[(case_id, key)]) for p in screened.points if (case_id, key) in p.values]
@@ -76,6 +89,18 @@ def compute_trend(
             if value is None and not history:
                 continue
             calls.append(call(case_id, metric(key), history, (tonight_build, value), spec.threshold_pct))
+            points = [*screened.points, tonight]
+            nights = [
+                Night(p.build, p.values[(case_id, key)], p.baseline) for p in points if (case_id, key) in p.values
+            ]
+            found += episodes(
+                case_id,
+                metric(key),
+                nights,
+                threshold_pct=spec.threshold_pct,
+                materiality=materiality,
+                window=spec.window,
+            )
     return TrendReport(
         profile=results.profile,
         identity=tonight.identity,
@@ -86,4 +111,5 @@ def compute_trend(
         calls=calls,
         skipped=screened.skipped,
         comparisons=_comparisons(results),
+        episodes=found,
     )

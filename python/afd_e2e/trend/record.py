@@ -89,6 +89,7 @@ class RunPoint:
     build: BuildRef
     identity: Identity
     values: Mapping[tuple[str, str], float]
+    baseline: bool = True  # the run passed or warned: it may form a regression episode's baseline
 
 
 _VOLATILE_PROCESS_KEYS = ("api_port", "connector_ports", "devices")
@@ -168,4 +169,5 @@ def run_point(results: RunResults, build: BuildRef) -> RunPoint:
     values = {
         (case_id, key): value for case_id, case in results.cases.items() for key, value in case_values(case).items()
     }
-    return RunPoint(build=build, identity=identity(results), values=values)
+    baseline = results.status in (Status.PASSED, Status.WARNED)
+    return RunPoint(build=build, identity=identity(results), values=values, baseline=baseline)

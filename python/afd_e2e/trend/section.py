@@ -84,6 +84,26 @@ def _skips(report: TrendReport) -> list[str]:
     return [*lines, "", "</details>"]
 
 
+def _commit(build: BuildRef) -> str:
+    return f" (commit <code>{markdown_text(build.commit[:12])}</code>)" if build.commit else ""
+
+
+def _episodes(report: TrendReport) -> list[str]:
+    """One line per open regression episode: since when, the last good and first bad builds and their commits."""
+    if not report.open_episodes:
+        return []
+    lines = ["**Open regression episodes** (one alert each, however many nights they last):", ""]
+    for episode in report.open_episodes:
+        started = "opened tonight" if episode in report.opened_tonight else f"open for {episode.nights} nights"
+        lines.append(
+            f"- {markdown_text(episode.metric.name)} of <code>{markdown_text(episode.case_id)}</code>: "
+            f"{episode.worst_pct:+.1f}% against the median {value_text(episode.median, episode.metric.unit)}, "
+            f"{started}; last good {build_link(episode.last_good)}{_commit(episode.last_good)}, first bad "
+            f"{build_link(episode.first_bad)}{_commit(episode.first_bad)}"
+        )
+    return [*lines, ""]
+
+
 def render_section(report: TrendReport, plots: Mapping[str, str]) -> str:
     """The section's markdown; ``plots`` maps comparison id -> plot path relative to the results folder."""
     labels: dict[str, str] = {}
@@ -113,6 +133,7 @@ def render_section(report: TrendReport, plots: Mapping[str, str]) -> str:
         *(_row(row, labels) for row in report.calls),
         "</table>",
         "",
+        *_episodes(report),
     ]
     if plots:
         links = ", ".join(artifact_link(path, f"{comparison_id} trend") for comparison_id, path in plots.items())

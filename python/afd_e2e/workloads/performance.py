@@ -31,7 +31,7 @@ from afd_e2e.results.status import Proof, Status, Verdict
 from afd_e2e.workloads import stats
 
 
-def _passed_values(section: CasePerformance, key: str, indices: Collection[int] | None = None) -> list[float]:
+def passed_values(section: CasePerformance, key: str, indices: Collection[int] | None = None) -> list[float]:
     """The metric over passed repetitions (only those of ``indices``, 1-based, where given: the repetitions a
     sequential series judged); a value that is not a finite number is never aggregated."""
     values = [
@@ -166,7 +166,7 @@ def judge_metrics(
     found = []
     for view in _views(metrics, (baseline.gpus, candidate.gpus), gated_throughput):
         key = view.gate.metric.key
-        base, cand = _passed_values(baseline, key, base_idx), _passed_values(candidate, key, cand_idx)
+        base, cand = passed_values(baseline, key, base_idx), passed_values(candidate, key, cand_idx)
         if base and cand:
             found.append(_metric(view, base, cand, threshold_pct, looks))
     return found
@@ -197,8 +197,8 @@ def look(
         if not (view.gated and view.gate.gated):
             continue
         key = view.gate.metric.key
-        base = [v / view.divisors[0] for v in _passed_values(baseline, key, base_idx)]
-        cand = [v / view.divisors[1] for v in _passed_values(candidate, key, cand_idx)]
+        base = [v / view.divisors[0] for v in passed_values(baseline, key, base_idx)]
+        cand = [v / view.divisors[1] for v in passed_values(candidate, key, cand_idx)]
         if not (base and cand):
             verdicts[view.key] = Verdict.INCONCLUSIVE
             continue

@@ -57,7 +57,10 @@ def path_tokens(text: str) -> set[str]:
 
 
 def resolves(token: str) -> bool:
-    return any((base / token).exists() for base in (REPO, PACKAGE))
+    """A path exists; ``path.py::test_name`` also names a test that the file defines."""
+    path, _, test = token.partition("::")
+    files = [base / path for base in (REPO, PACKAGE) if (base / path).exists()]
+    return bool(files) and (not test or any(f"def {test}(" in f.read_text(encoding="utf-8") for f in files))
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_ids)

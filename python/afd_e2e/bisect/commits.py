@@ -1,0 +1,74 @@
+"""The first-parent commit list from the good revision to the bad one, read with git (``git rev-list``).
+
+First-parent, as ``git bisect start --first-parent``: a merged branch's inner commits were never what the main line
+shipped, and each of them may not even build; the merge commit is the one to blame.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from afd_e2e.errors import UsageError
+from afd_e2e.results.bisect import CommitRef
+
+GIT_TIMEOUT_S = 60.0
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+        )
+    except FileNotFoundError:
+        raise UsageError("git is not on PATH", "install git, which bisect reads the commit list with") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UsageError(f"git {' '.join(args)} in {repo} failed: {last}", "check --repo and the revisions")
+    return done.stdout
+
+
+def resolve(repo: Path, rev: str, flag: str) -> str:
+    """The full sha of ``rev`` (a branch, tag or sha) in ``repo``."""
+    if not _is_git(repo):
+        raise UsageError(f"--repo {repo} is not a git repository", "pass the checkout of the package to bisect")
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    except UsageError:
+        raise UsageError(f"{flag} {rev!r} is not a commit of {repo}", f"pass a sha, branch or tag to {flag}") from None
+
+
+def _is_git(repo: Path) -> bool:
+    try:
+        return _git(repo, "rev-parse", "--is-inside-work-tree").strip() == "true"
+    except UsageError:
+        return False
+
+
+def first_parent_commits(repo: Path, good: str, bad: str) -> list[CommitRef]:
+    """The good commit, then every first-parent commit after it up to the bad one, oldest first."""
+    good_sha, bad_sha = resolve(repo, good, "--good"), resolve(repo, bad, "--bad")
+    if good_sha == bad_sha:
+        raise UsageError(f"--good and --bad are the same commit {good_sha[:12]}", "pass an older --good")
+    listed = _git(repo, "rev-list", "--first-parent", "--reverse", "--format=%H %s", f"{good_sha}..{bad_sha}")
+    commits = [CommitRef(good_sha, _subject(repo, good_sha))]
+    for line in listed.splitlines():
+        if line.startswith("commit "):
+            continue
+        sha, _, subject = line.partition(" ")
+        commits.append(CommitRef(sha, subject))
+    if commits[-1].sha != bad_sha or not _on_first_parent_line(repo, good_sha, bad_sha):
+        raise UsageError(
+            f"--good {good} is not on the first-parent line of --bad {bad}",
+            "pass a --good that --bad's main line descends from (git log --first-parent --bad)",
+        )
+    return commits
+
+
+def _on_first_parent_line(repo: Path, good_sha: str, bad_sha: str) -> bool:
+    line = _git(repo, "rev-list", "--first-parent", bad_sha).split()
+    return good_sha in line
+
+
+def _subject(repo: Path, sha: str) -> str:
+    return _git(repo, "log", "-1", "--format=%s", sha).strip()

@@ -1,0 +1,174 @@
+"""Good or bad for one probed commit, from its runs' samples against the good revision's (pure).
+
+A bench metric (``mean_tpot_ms``, ...) is judged with the performance comparison's own verdict
+(``workloads.stats.judge``: Welch's interval for ``worse``/``better``, TOST equivalence inside the profile's margin
+for ``parity``), the good revision's passed repetitions as the baseline, both error rates split over the planned
+runs per commit (``looks``), since each added run is another look at the same pair: ``worse`` is bad, ``parity``
+or ``better`` good, ``inconclusive`` asks for another run. A correctness metric is pass/fail: ``gsm8k`` the case's
+strict-match gate, ``parity`` every parity prompt identical or close to the good revision's output (the
+comparison's rule, ``workloads.parity.compare_outputs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from afd_e2e.errors import UsageError
+from afd_e2e.profile import Profile
+from afd_e2e.profile.model import BENCH_METRICS, DEFAULT_MARGIN_PCT, MetricGate
+from afd_e2e.results.model import Gsm8kResult, ParityOutput
+from afd_e2e.results.status import BisectWord, Status, Verdict
+from afd_e2e.workloads import stats
+from afd_e2e.workloads.parity import compare_outputs
+
+GSM8K = "gsm8k"
+PARITY = "parity"
+CORRECTNESS_METRICS = (GSM8K, PARITY)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What one run of the case measured: its status, the bench values of the metric (passed repetitions), its
+    parity outputs and GSM8K section (None where the case recorded none)."""
+
+    status: Status
+    failure: str | None = None
+    values: list[float] = field(default_factory=list)
+    outputs: list[ParityOutput] | None = None
+    gsm8k: Gsm8kResult | None = None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A commit's word (None: undecided, run again), the sentence why, and a bench metric's verdict figures."""
+
+    word: BisectWord | None
+    reason: str
+    verdict: Verdict | None = None
+    delta_pct: float | None = None
+    ci95_pct: list[float] | None = None
+    ci90_pct: list[float] | None = None
+    values: list[float] = field(default_factory=list)  # what the plot and table show: bench values, GSM8K
+    # correct answers per run, parity prompts matching the good revision's outputs
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """The metric a bisect judges: a bench gate (key, direction, margin) with the comparison's threshold, or a
+    correctness outcome (``gsm8k`` / ``parity``)."""
+
+    key: str
+    gate: MetricGate | None = None
+    threshold_pct: float = 0.0
+
+    @property
+    def bench(self) -> bool:
+        return self.gate is not None
+
+
+def metric_spec(profile: Profile, case_id: str, key: str) -> MetricSpec:
+    """The metric ``--metric`` names, checked against what the profile's case measures (UsageError otherwise)."""
+    phases = profile.case(case_id).phases
+    if key in CORRECTNESS_METRICS:
+        if "correctness" not in phases or (profile.gsm8k if key == GSM8K else profile.parity) is None:
+            section = "workloads.gsm8k" if key == GSM8K else "workloads.parity"
+            raise UsageError(
+                f"--metric {key}: case {case_id} of profile {profile.name} does not measure it",
+                f"give the profile {section} and the case the correctness phase, or pick a bench metric",
+            )
+        return MetricSpec(key)
+    known = {m.key: m for m in BENCH_METRICS}
+    if key not in known:
+        raise UsageError(
+            f"--metric {key!r} is neither a bench metric nor a correctness outcome",
+            f"use one of: {', '.join([*known, *CORRECTNESS_METRICS])}",
+        )
+    if profile.bench is None or "performance" not in phases:
+        raise UsageError(
+            f"--metric {key}: case {case_id} of profile {profile.name} runs no performance phase",
+            "pick a case with the performance phase, or a correctness metric (gsm8k, parity)",
+        )
+    gates = {g.metric.key: g for g in profile.bench.metrics}
+    metric = known[key]
+    default = DEFAULT_MARGIN_PCT["throughput" if metric.higher_is_better else "latency"]
+    gate = gates.get(key) or MetricGate(metric, "warn", default)
+    return MetricSpec(key, gate, profile.bench.parity_threshold_pct)
+
+
+def _pooled(samples: Sequence[Sample]) -> list[float]:
+    return [v for s in samples for v in s.values]
+
+
+def _bench(spec: MetricSpec, reference: Sequence[Sample], samples: Sequence[Sample], looks: int) -> Judged:
+    assert spec.gate is not None
+    base, cand = _pooled(reference), _pooled(samples)
+    if len(cand) < 2:
+        return Judged(None, f"{len(cand)} passed repetitions of {spec.key}: fewer than two, run again", values=cand)
+    judged = stats.judge(
+        stats.Summary.of(base),
+        stats.Summary.of(cand),
+        threshold_pct=spec.threshold_pct,
+        margin_pct=spec.gate.margin_pct,
+        higher_is_better=spec.gate.metric.higher_is_better,
+        looks=looks,
+    )
+    word = {Verdict.WORSE: BisectWord.BAD, Verdict.INCONCLUSIVE: None}.get(judged.verdict, BisectWord.GOOD)
+    reason = judged.reason or f"{spec.key} {judged.verdict}: {judged.delta_pct:+.1f}% against the good revision"
+    return Judged(word, reason, judged.verdict, judged.delta_pct, judged.ci95_pct, judged.ci90_pct, cand)
+
+
+def judge_commit(
+    spec: MetricSpec,
+    profile: Profile,
+    reference: Sequence[Sample],
+    samples: Sequence[Sample],
+    *,
+    is_reference: bool,
+    looks: int,
+) -> Judged:
+    """The word for a commit from all its samples; ``reference``: the good revision's (ignored when it is the
+    good revision itself, whose bench values and parity outputs are the reference: good by definition)."""
+    if not samples:
+        return Judged(None, "not run yet")
+    last = samples[-1]
+    if spec.key == GSM8K:
+        if last.gsm8k is None or last.gsm8k.status not in (Status.PASSED, Status.FAILED):
+            return _unmeasured(last, "GSM8K")
+        word = BisectWord.GOOD if last.gsm8k.status is Status.PASSED else BisectWord.BAD
+        result = last.gsm8k
+        corrects = [float(s.gsm8k.correct) for s in samples if s.gsm8k]
+        return Judged(
+            word, f"GSM8K strict-match {result.correct}/{result.total} (needs {result.min_correct})", values=corrects
+        )
+    if spec.key == PARITY:
+        if not last.outputs:
+            return _unmeasured(last, "parity outputs")
+        if is_reference:
+            shown = [float(len(last.outputs))]
+            return Judged(BisectWord.GOOD, "the good revision: its outputs are the reference", values=shown)
+        ref = next((s.outputs for s in reference if s.outputs), None)
+        assert profile.parity is not None and ref is not None
+        compared = compare_outputs(profile.parity, "good", ref, "probe", last.outputs)
+        shown = [float(compared.identical + compared.close)]
+        if compared.status is Status.PASSED:
+            return Judged(BisectWord.GOOD, f"parity: {int(shown[0])}/{compared.total} prompts match", values=shown)
+        if compared.different:
+            return Judged(BisectWord.BAD, f"parity: {compared.failure}", values=shown)
+        return Judged(None, f"parity not compared: {compared.failure}", values=shown)
+    if not _pooled(samples):
+        return _unmeasured(last, spec.key)
+    if is_reference:
+        values = _pooled(samples)
+        if len(values) < 2:
+            return Judged(None, "the good revision has fewer than two passed repetitions: run again")
+        return Judged(BisectWord.GOOD, f"the good revision: {len(values)} repetitions are the reference", values=values)
+    return _bench(spec, reference, samples, looks)
+
+
+def _unmeasured(sample: Sample, what: str) -> Judged:
+    """A run that measured nothing: a failed start is the commit's (``skipped``); a cancel is no word at all."""
+    if sample.status.unfinished:
+        return Judged(None, f"the run was {sample.status}")
+    why = sample.failure or f"the run recorded no {what}"
+    return Judged(BisectWord.SKIPPED, f"skipped: {why}")

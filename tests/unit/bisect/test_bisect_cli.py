@@ -1,0 +1,109 @@
+"""Unit tier: ``afd-e2e bisect``'s command line over a real git history (``tests/bisect_plugin``, built in tmp by
+git, nothing installed or launched): ``--dry-run`` prints the first-parent list and the probe plan; bad input is
+one line and exit 2; the log a search writes replays with ``git bisect replay`` to the same first bad commit;
+``afd-e2e schema bisect`` prints the shipped schema."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from bisect_support import StandIns, slowed_from
+
+from afd_e2e.bisect.commits import first_parent_commits
+from afd_e2e.bisect.drive import BisectSettings, run_bisect
+from afd_e2e.bisect.verdicts import metric_spec
+from afd_e2e.cli import main
+from afd_e2e.profile import load_profile
+from afd_e2e.results.bisect import bisect_schema_text
+from afd_e2e.runner.cancellation import CancelFlag
+from bisect_plugin.make_history import BROKEN_AT, SLOW_AT, SUBJECTS, make_history
+from repo_paths import FIXTURES
+
+PROFILE = str(FIXTURES / "profiles" / "bisect-cpu.yaml")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    repo = tmp_path_factory.mktemp("history") / "plugin"
+    return repo, make_history(repo)
+
+
+def _bisect(repo: Path, out: Path, *extra: str, metric: str = "mean_tpot_ms") -> int:
+    argv = ["bisect", "--profile", PROFILE, "--case", "cpu-tp1", "--metric", metric, "--repo", str(repo)]
+    return main([*argv, "--out", str(out), *extra])
+
+
+def test_a_dry_run_prints_the_commits_and_the_plan(history, tmp_path: Path, capsys) -> None:
+    repo, shas = history
+    assert _bisect(repo, tmp_path / "out", "--good", "main~9", "--bad", "main", "--dry-run") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "10 first-parent commits, oldest first:"
+    assert out[1] == f"    0 {shas[0]} {SUBJECTS[0]}" and out[10] == f"    9 {shas[9]} {SUBJECTS[9]}"
+    assert out[11] == f"probe 1: {shas[0][:12]} (good revision, the reference)"
+    assert not (tmp_path / "out").exists(), "a dry run writes nothing"
+
+
+def test_a_merged_branch_counts_as_its_merge_commit(tmp_path: Path, capsys) -> None:
+    repo = tmp_path / "plugin"
+    shas = make_history(repo)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "checkout", "-q", "-b", "side", shas[9]], check=True)
+    (repo / "side.txt").write_text("side\n")
+    subprocess.run([*git, "add", "side.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "side: one"], check=True)
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    subprocess.run([*git, "merge", "-q", "--no-ff", "-m", "merge side", "side"], check=True)
+    assert _bisect(repo, tmp_path / "out", "--good", shas[8], "--bad", "main", "--dry-run") == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("    ")]
+    assert [line.split(" ", 6)[-1] for line in listed] == [SUBJECTS[8], SUBJECTS[9], "merge side"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--good", "main~9", "--bad", "nope"), "--bad 'nope' is not a commit of"),
+        (("--good", "main", "--bad", "main~3"), "--good main is not on the first-parent line of --bad main~3"),
+        (("--good", "main", "--bad", "main"), "--good and --bad are the same commit"),
+        (("--good", "main~9", "--bad", "main", "--max-runs", "0"), "--max-runs 0 is below 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(history, tmp_path: Path, capsys, args, said: str) -> None:
+    repo, _shas = history
+    assert _bisect(repo, tmp_path / "out", *args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("afd-e2e bisect: error: ") and said in err and "(fix: " in err
+
+
+def test_a_folder_that_is_not_a_repository_is_bad_input(tmp_path: Path, capsys) -> None:
+    assert _bisect(tmp_path, tmp_path / "out", "--good", "a", "--bad", "b") == 2
+    assert f"--repo {tmp_path} is not a git repository" in capsys.readouterr().err
+
+
+def test_schema_bisect_prints_the_shipped_schema(capsys) -> None:
+    assert main(["schema", "bisect"]) == 0
+    assert capsys.readouterr().out == bisect_schema_text()
+
+
+def test_the_log_replays_in_the_repository_with_git_bisect(history, tmp_path: Path) -> None:
+    repo, shas = history
+    spec = metric_spec(load_profile("tiny-cpu"), "cpu-tp1", "mean_tpot_ms")
+    settings = BisectSettings(
+        load_profile("tiny-cpu"), "cpu-tp1", spec, repo, "main~9", "main", tmp_path, tmp_path / "c"
+    )
+    stand_ins = StandIns(shas, tpot=slowed_from(SLOW_AT), uninstallable=(BROKEN_AT,))
+    run_bisect(
+        settings,
+        first_parent_commits(repo, "main~9", "main"),
+        install=lambda sha: stand_ins.install(sha, settings.cache),
+        launch=stand_ins.launch,
+        flag=CancelFlag(),
+        say=lambda _line: None,
+    )
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    replayed = subprocess.run(
+        ["git", "-C", str(clone), "bisect", "replay", str(tmp_path / "bisect.log")], capture_output=True, text=True
+    )
+    assert f"{shas[SLOW_AT]} is the first bad commit" in replayed.stdout
