@@ -45,7 +45,8 @@ def test_the_warmup_phase_sent_its_requests_to_the_engine_and_recorded_each_late
     assert warmup["status"] == "passed" and warmup["failure"] is None
     assert len(warmup["latencies_s"]) == 4 and all(latency > 0 for latency in warmup["latencies_s"])
     assert (warmup["first_s"], warmup["last_s"]) == (warmup["latencies_s"][0], warmup["latencies_s"][-1])
-    (testcase,) = [t for t in case_junit(tiny_cpu_run.out, "cpu-tp1").iter("testcase") if t.get("name") == "warmup"]
+    testcases = case_junit(tiny_cpu_run.out, "cpu-tp1").iter("testcase")
+    (testcase,) = [t for t in testcases if t.get("name") == "warmup" and t.get("classname", "").endswith(".cpu-tp1")]
     assert testcase.find("failure") is None
 
 
