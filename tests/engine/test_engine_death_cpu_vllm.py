@@ -137,9 +137,14 @@ def assert_on_record_before_teardown_with_forensics(out: Path, case: dict, on_di
         pytest.skip("py-spy is not installed (pip install 'py-spy>=0.4.3,<0.5'): no stacks to check")
     dumps = {d["pid"]: d for d in taken["processes"]}
     server = dumps[killed["server"]]
-    assert server["role"] == "server" and server["mode"] in ("native", "python"), server
-    assert server["busy_frames"] and server["busy_thread"]
+    assert server["role"] == "server", server
     assert killed["engine"] not in dumps or dumps[killed["engine"]]["status"] == "zombie"
+    if server["failure"] == "the process is gone":
+        # vLLM's API server shuts itself down soon after its engine died; one run lost that race before py-spy
+        # reached it. The record says so instead of holding stacks.
+        assert not server["busy_frames"] and server["mode"] is None
+        return
+    assert server["mode"] in ("native", "python") and server["busy_frames"] and server["busy_thread"], server
     text = (out / server["path"]).read_text()
     assert f"pid {killed['server']}" in text and "state: " in text and "Thread " in text
     annotation = (out / "annotation.md").read_text()
