@@ -144,7 +144,7 @@ def assert_on_record_before_teardown_with_forensics(out: Path, case: dict, on_di
         # reached it. The record says so instead of holding stacks.
         assert not server["busy_frames"] and server["mode"] is None
         return
-    assert server["mode"] in ("native", "python") and server["busy_frames"] and server["busy_thread"], server
+    assert server["mode"] in ("native", "python"), server  # its threads' stacks; busy ones only where it was busy
     text = (out / server["path"]).read_text()
     assert f"pid {killed['server']}" in text and "state: " in text and "Thread " in text
     annotation = (out / "annotation.md").read_text()
