@@ -139,9 +139,9 @@ def assert_on_record_before_teardown_with_forensics(out: Path, case: dict, on_di
     server = dumps[killed["server"]]
     assert server["role"] == "server", server
     assert killed["engine"] not in dumps or dumps[killed["engine"]]["status"] == "zombie"
-    if server["failure"] == "the process is gone":
-        # vLLM's API server shuts itself down soon after its engine died; one run lost that race before py-spy
-        # reached it. The record says so instead of holding stacks.
+    if server["failure"] in ("the process is gone", "a zombie: it has exited, nothing to dump"):
+        # vLLM's API server shuts itself down soon after its engine died; some runs lose that race before py-spy
+        # reaches it (gone, or a zombie). The record says so instead of holding stacks.
         assert not server["busy_frames"] and server["mode"] is None
         return
     assert server["mode"] in ("native", "python"), server  # its threads' stacks; busy ones only where it was busy
