@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.errors import UsageError
-from afd_e2e.results.codec import FormatError, from_json, json_schema, to_json
+from afd_e2e.results.codec import FormatError, from_json, to_json
+from afd_e2e.results.schema import document_schema, schema_json
 from afd_e2e.results.status import BisectWord, Status, Verdict
 from afd_e2e.results.store import write_json_atomic
 
@@ -103,13 +104,11 @@ class BisectRecord:
 
 
 def bisect_schema() -> dict[str, Any]:
-    schema = json_schema(BisectRecord, schema_id=BISECT_SCHEMA, title="afd-e2e bisect.json")
-    schema["properties"]["schema"] = {"const": BISECT_SCHEMA}
-    return schema
+    return document_schema(BisectRecord, BISECT_SCHEMA, "afd-e2e bisect.json")
 
 
 def bisect_schema_text() -> str:
-    return json.dumps(bisect_schema(), indent=2, ensure_ascii=False) + "\n"
+    return schema_json(bisect_schema())
 
 
 def write_bisect(out_dir: Path, record: BisectRecord) -> Path:

@@ -16,14 +16,24 @@ from afd_e2e.results.model import SCHEMA, RunResults
 SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
 
-def results_schema() -> dict[str, Any]:
-    schema = json_schema(RunResults, schema_id=SCHEMA, title="afd-e2e results.json")
-    schema["properties"]["schema"] = {"const": SCHEMA}
+def document_schema(record: type, schema_id: str, title: str) -> dict[str, Any]:
+    """The JSON schema of a written document whose ``schema`` field names its version (results.json, bisect.json)."""
+    schema = json_schema(record, schema_id=schema_id, title=title)
+    schema["properties"]["schema"] = {"const": schema_id}
     return schema
 
 
+def schema_json(schema: dict[str, Any]) -> str:
+    """A schema as its checked-in file holds it."""
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+def results_schema() -> dict[str, Any]:
+    return document_schema(RunResults, SCHEMA, "afd-e2e results.json")
+
+
 def schema_text() -> str:
-    return json.dumps(results_schema(), indent=2, ensure_ascii=False) + "\n"
+    return schema_json(results_schema())
 
 
 if __name__ == "__main__":  # python -m afd_e2e.results.schema > python/afd_e2e/results/schema.json
