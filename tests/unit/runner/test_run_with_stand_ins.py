@@ -17,10 +17,10 @@ from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.run import execute_run
-from afd_e2e.runner.teardown import terminate
-from afd_e2e.system.markers import find_marked
+from afd_e2e.runner.teardown import POLL_INTERVAL_S, terminate
+from afd_e2e.system.markers import find_marked, is_alive
 from afd_e2e.system.progress import Progress
-from unit.timing import eventually, wait_until
+from unit.timing import FakeClock, eventually, wait_until
 
 PROFILE = load_profile("tiny-cpu")
 
@@ -82,9 +82,25 @@ def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_pa
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
+def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path, monkeypatch):
+    """The teardown's grace is read on a FakeClock that moves only as the teardown's own polls sleep on it (and,
+    once the grace is out, only after the SIGKILLed server is gone): the SIGKILL comes when that clock says the
+    grace ran out, however slow the machine."""
     case = stand_in_case("stubborn", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 32, startup_timeout_s=1.0)
+    graces, trees = [], []
 
+    def settle():
+        if clock.elapsed >= 1.0:  # the grace is out: the SIGKILL is sent, wait for it to land
+            eventually(lambda: not any(is_alive(p) for p in trees[0]))
+
+    clock = FakeClock(settle=settle)
+
+    def on_the_clock(find, grace_s, **kwargs):
+        graces.append(grace_s)
+        trees.append([m.process for m in find()])
+        return terminate(find, grace_s, **kwargs, clock=clock, sleep=clock.sleep)
+
+    monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
     data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet()))
 
     result = data["cases"]["stubborn"]
@@ -98,7 +114,10 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path):
     hygiene = {c["check"]: c for c in result["hygiene"]}
     assert hygiene["forced_kill"]["status"] == "failed"
     assert hygiene["forced_kill"]["detail"] == "SIGKILL needed for server: still running 1 s after SIGTERM"
-    assert 1.0 <= result["timings"]["teardown_s"] < 3.0
+    assert graces == [1.0] and len(trees[0]) == 1  # one teardown of the one server, with the case's 1 s grace
+    # the SIGKILL came when the grace ran out on the clock given, and the teardown returned at its next looks
+    assert 1.0 <= result["timings"]["teardown_s"] <= 1.0 + 3 * POLL_INTERVAL_S
+    assert result["timings"]["teardown_s"] == round(clock.elapsed, 3)
     assert data["status"] == "failed"
     assert find_marked(run_id_of(tmp_path)) == []
 
