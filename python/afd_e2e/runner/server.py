@@ -75,8 +75,13 @@ class CaseServers:
         telemetry: TelemetrySettings | None = None,
         on_startup_stall: Callable[[Stall], None] | None = None,
         hosted: Collection[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
+        """``clock`` is what the start-up budget and the telemetry's samples (the watchdog's stall_s) are read on, and
+        ``sleep`` how the sampler waits between samples (None: on its stop event); tests drive both."""
         self.case = case
+        self.clock, self.sleep = clock, sleep
         self.hosted = tuple(p.name for p in case.processes if hosted is None or p.name in hosted)
         self.remote: tuple[WatchedRole, ...] = ()  # another agent's processes, watched from here (``join``)
         self.before_each: Callable[[ProcessPlan], None] | None = None  # the launch order across agents (``join``)
@@ -94,7 +99,7 @@ class CaseServers:
         self.sampler: Sampler | None = None
         self.on_startup_stall = on_startup_stall  # None: a start-up stall fails the case
         self._startup_stall_seen = False
-        self._launch_started = time.monotonic()
+        self._launch_started = clock()
         self.kept = False  # --keep-on-stall: the processes are left up, never stopped here
         self.stopped: TeardownOutcome | None = None
         self.leftovers: dict[str, str] | None = None
@@ -142,7 +147,7 @@ class CaseServers:
     def launch(self, flag: CancelFlag | None = None) -> None:
         """Start every process in plan order (FFN before Attention) and start watching them at once."""
         local = self.local
-        self._launch_started = time.monotonic()
+        self._launch_started = self.clock()
         busy = busy_ports(local.ports, self.host)
         if busy:
             held = ", ".join(f"{port} held by {who}" for port, who in busy.items())
@@ -168,6 +173,8 @@ class CaseServers:
             argv = (executable, *process.argv[1:])
             if self.out_dir is not None:  # a folder in the results folder named in argv (a native profiler's)
                 argv = tuple(arg.replace(OUT_DIR, str(self.out_dir)) for arg in argv)
+            if not self.servers:  # the first launch: after its before_each, which may wait on other agents
+                self._launch_started = self.clock()
             try:
                 server = launch(process.name, argv, env, self.log_path(process.name))
             except OSError as exc:
@@ -177,18 +184,27 @@ class CaseServers:
         health = {p.name: f"http://{self.host}:{p.api_port}/health" for p in local.processes}
         self.watch = EngineWatch([(s, health[s.name]) for s in self.servers], remote=self.remote).start()
         if self.telemetry is not None and any(p.serves_api for p in local.processes):
-            self.sampler = Sampler(local, self.servers, self.telemetry).start()
+            self.sampler = Sampler(
+                local, self.servers, self.telemetry, clock=self.clock, started=self.launched_at, sleep=self.sleep
+            ).start()
 
     @property
     def launched_at(self) -> float:
-        return min((server.launched_at for server in self.servers), default=self._launch_started)
+        """When the first process launched, on ``clock``."""
+        return self._launch_started
 
     def wait_ready(self, flag: CancelFlag, budget_s: float | None = None) -> float:
         """Seconds from the first launch until the API answers (raises EngineDied, StartupTimeout or Cancelled)."""
         assert self.watch is not None, "launch() first"
         budget = self.case.startup_timeout_s if budget_s is None else budget_s
         return wait_until_ready(
-            self.case.ready_url, self.watch, self.launched_at, budget, flag, checks=[self._check_startup]
+            self.case.ready_url,
+            self.watch,
+            self.launched_at,
+            budget,
+            flag,
+            checks=[self._check_startup],
+            clock=self.clock,
         )
 
     def _check_startup(self) -> None:

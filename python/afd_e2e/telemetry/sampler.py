@@ -74,8 +74,21 @@ def requests_in_flight(api: EngineMetrics | None, tokens_before: float | None, c
 class Sampler:
     """A daemon thread sampling one case from ``start()`` to ``stop()``; ``mark(phase)`` says what the case does."""
 
-    def __init__(self, case: CasePlan, servers: Sequence[ServerProcess], settings: TelemetrySettings) -> None:
+    def __init__(
+        self,
+        case: CasePlan,
+        servers: Sequence[ServerProcess],
+        settings: TelemetrySettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        """Samples' times are read on ``clock`` from ``started`` (default: the first server's launch, monotonic);
+        between samples the thread waits with ``sleep`` (default: on its stop event). A test drives both, so a
+        stall_s of quiet is the clock's, not the machine's."""
         self.case, self.settings = case, settings
+        self._clock = clock
         self._servers = list(servers)
         self._api_port = next(p.api_port for p in case.processes if p.serves_api)
         self._api_role = next(p.name for p in case.processes if p.serves_api)
@@ -93,8 +106,11 @@ class Sampler:
         self.marks: list[tuple[float, str]] = []
         self.cpu_s = 0.0
         self.phase = "startup"
-        self._started = min(s.launched_at for s in servers) if servers else time.monotonic()
+        if started is None:
+            started = min(s.launched_at for s in servers) if servers else clock()
+        self._started = started
         self._stop = threading.Event()
+        self._sleep = self._stop.wait if sleep is None else sleep
         self._lock = threading.Lock()
         self._logs = {s.name: LogLines(s.log_path) for s in servers}
         self._tree: dict[int, tuple[float, list[psutil.Process]]] = {}
@@ -115,7 +131,7 @@ class Sampler:
         """A phase boundary: later samples carry ``phase``; the file gets a mark line."""
         with self._lock:
             self.phase = phase
-            at = time.monotonic() - self._started
+            at = self._clock() - self._started
             self.marks.append((at, phase))
             self._write({"mark": phase, "t": round(at, 3)})
 
@@ -141,7 +157,7 @@ class Sampler:
         urls = {} if self.phase == "startup" else self._metrics_urls
         metrics = {role: read_metrics(url) for role, url in urls.items()}
         return Sample(
-            t=time.monotonic() - self._started,
+            t=self._clock() - self._started,
             phase=self.phase,
             in_flight=self._in_flight(metrics.get(self._api_role)),
             metrics=metrics,
@@ -158,14 +174,14 @@ class Sampler:
 
     def _members(self, leader_pid: int) -> list[psutil.Process]:
         """``role_processes``, looked for again every TREE_REFRESH_S (a new worker is seen within seconds)."""
-        now = time.monotonic()
+        now = self._clock()
         cached = self._tree.get(leader_pid)
         if cached is None or now - cached[0] >= TREE_REFRESH_S:
             cached = self._tree[leader_pid] = (now, role_processes(leader_pid))
         return cached[1]
 
     def _run(self) -> None:
-        due = time.monotonic()
+        due = self._clock()
         while not self._stop.is_set():
             began = time.thread_time()
             sample = self.take()
@@ -177,8 +193,8 @@ class Sampler:
             self.cpu_s += time.thread_time() - began
             # on a fixed cadence: a sample's own time must not stretch the interval (30 intervals of 1.05 s put a
             # stall's verdict 1.5 s past stall_s)
-            due = max(due + self.settings.interval_s, time.monotonic())
-            self._stop.wait(due - time.monotonic())
+            due = max(due + self.settings.interval_s, self._clock())
+            self._sleep(due - self._clock())
 
     def _write(self, record: dict[str, Any], *, flush: bool = False) -> None:
         if self._out is not None:

@@ -20,6 +20,7 @@ from afd_e2e.telemetry.engine_metrics import EngineMetrics, parse_metrics
 from afd_e2e.telemetry.in_flight import LOCAL, client_connections, count_to_port, server_connections
 from afd_e2e.telemetry.sampler import TelemetrySettings, read_telemetry, requests_in_flight
 from afd_e2e.telemetry.watchdog import Sample, Watchdog, explain
+from unit.timing import FakeClock, wait_until
 
 STALL_S = 30.0
 API = ProcessState(10, "attention", "vllm", "sleeping", 5.0, 8, 1, leader=True)
@@ -193,7 +194,8 @@ def test_client_connections_counts_open_connections_to_a_listening_port():
             connection.close()
 
 
-SILENT = "import time; time.sleep(600)"  # alive, never logs, never uses CPU: a rendezvous that never completes
+# Alive, never logs, never uses CPU once it has touched {asleep} (outside its log): a rendezvous that never completes.
+SILENT = "import pathlib, time; pathlib.Path({asleep!r}).touch(); time.sleep(600)"
 
 
 # An API that answers /health but never becomes ready, logging an access line per probe (as uvicorn does).
@@ -207,14 +209,18 @@ http.server.HTTPServer(("127.0.0.1", {port}), Handler).serve_forever()
 
 
 def silent_servers(
-    tmp_path, port: int, on_startup_stall=None, script: str = SILENT, startup_timeout_s: float = 60.0
+    tmp_path, port: int, settled, on_startup_stall=None, script: str | None = None, startup_timeout_s: float = 60.0
 ) -> CaseServers:
     """A case whose start-up stalls: budgets.stall_s 2 s; a start-up budget far longer unless a test needs it to
-    run out (then the stall must come first)."""
+    run out (then the stall must come first). Both are read on a FakeClock that the sampler's waits move, and only
+    once ``settled()`` (the stand-in has reached its quiet state): a slow start on a loaded machine is never quiet
+    time, nor is it start-up time spent."""
+    script = SILENT.format(asleep=str(tmp_path / "asleep")) if script is None else script
     case = stand_in_case("silent", script, port=port, startup_timeout_s=startup_timeout_s)
     settings = TelemetrySettings(
         stall_s=2.0, workload_phases=frozenset({"smoke"}), path=tmp_path / "telemetry" / "silent.jsonl.gz"
     )
+    clock = FakeClock(settle=lambda: wait_until(settled, what="the stand-in's quiet state"))
     return CaseServers(
         case,
         tmp_path / "logs",
@@ -224,18 +230,25 @@ def silent_servers(
         executables={sys.executable: sys.executable},
         telemetry=settings,
         on_startup_stall=on_startup_stall,
+        clock=clock,
+        sleep=clock.sleep,
     )
+
+
+def asleep(tmp_path):
+    return lambda: (tmp_path / "asleep").exists()
 
 
 def test_a_silent_start_up_fails_as_a_start_up_stall_before_its_start_up_budget(tmp_path):
     """The stall (2 s of nothing) ends the wait, not the start-up budget (60 s): a StartupTimeout would fail this.
     How soon after stall_s on a real engine: benchmarks/lifecycle.py's hang-to-verdict."""
-    with silent_servers(tmp_path, UNIT_PORT_BASE + 61) as servers:
+    with silent_servers(tmp_path, UNIT_PORT_BASE + 61, asleep(tmp_path)) as servers:
         servers.launch()
         with pytest.raises(Stalled) as stalled:
             servers.wait_ready(CancelFlag())
     assert stalled.value.stall.kind == "startup"
     assert stalled.value.stall.message.startswith("start-up stalled: no role logged a line or used CPU for 2 s")
+    assert stalled.value.stall.at_s < 60.0  # found on the clock given, inside the start-up budget
     assert re.search(rf"; server \S+ pid {servers.servers[0].pid} is sleeping", stalled.value.stall.message)
     timeline = read_telemetry(tmp_path / "telemetry" / "silent.jsonl.gz")
     assert [kind for _, kind in timeline.marks] == ["startup"] and timeline.stalls
@@ -243,7 +256,12 @@ def test_a_silent_start_up_fails_as_a_start_up_stall_before_its_start_up_budget(
 
 def test_the_watchs_own_health_probes_in_the_log_do_not_hide_a_start_up_stall(tmp_path):
     port = UNIT_PORT_BASE + 63
-    with silent_servers(tmp_path, port, script=HEALTHY_NOT_READY.format(port=port)) as servers:
+    log_path = tmp_path / "logs" / "server.log"
+
+    def probed():  # the watch's first /health probe is in the log: from then on the stall must still be found
+        return log_path.exists() and "GET /health HTTP/1." in log_path.read_text()
+
+    with silent_servers(tmp_path, port, probed, script=HEALTHY_NOT_READY.format(port=port)) as servers:
         servers.launch()
         with pytest.raises(Stalled) as stalled:
             servers.wait_ready(CancelFlag())
@@ -255,7 +273,7 @@ def test_the_watchs_own_health_probes_in_the_log_do_not_hide_a_start_up_stall(tm
 def test_a_start_up_stall_the_profile_waits_on_is_reported_then_startup_s_still_applies(tmp_path):
     reported = []
     with silent_servers(
-        tmp_path, UNIT_PORT_BASE + 62, on_startup_stall=reported.append, startup_timeout_s=6.0
+        tmp_path, UNIT_PORT_BASE + 62, asleep(tmp_path), on_startup_stall=reported.append, startup_timeout_s=6.0
     ) as servers:
         servers.launch()
         with pytest.raises(StartupTimeout):
