@@ -175,17 +175,20 @@ def run_repetition(
     cancelled: threading.Event,
     heartbeat_s: float,
     env: Mapping[str, str],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[Repetition, bool]:
     """Run one ``vllm bench serve`` bounded by ``timeout_s`` with ``env`` (``client_env``): the repetition (index
     and paths left for the caller), and whether the bench ended by itself (False when it was stopped for a timeout
-    or a cancel)."""
+    or a cancel). The timeout and heartbeats are read on ``clock``, the polls wait with ``sleep`` (tests drive
+    both)."""
     result_path.unlink(missing_ok=True)  # a stale file must not pass for this run's result
-    started = time.monotonic()
+    started = clock()
     with log_path.open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
         next_beat = started + heartbeat_s
         while process.poll() is None:
-            now = time.monotonic()
+            now = clock()
             if cancelled.is_set() or now - started > timeout_s:
                 _stop(process)
                 reason = "cancelled" if cancelled.is_set() else f"timed out after {timeout_s:g} s"
@@ -195,7 +198,7 @@ def run_repetition(
             if now >= next_beat:
                 progress(f"{label}: {now - started:.0f} s, {progress_tail(log_path)}")
                 next_beat = now + heartbeat_s
-            time.sleep(min(0.5, heartbeat_s))
+            sleep(min(0.5, heartbeat_s))
     rep = read_result(result_path, num_prompts, required)
     if rep.failure and process.returncode:
         rep.failure += f" (vllm bench serve exited {process.returncode})"

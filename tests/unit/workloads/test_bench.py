@@ -15,6 +15,7 @@ import pytest
 from afd_e2e.profile import BENCH_METRICS, BenchSpec, MetricGate
 from afd_e2e.workloads import bench
 from repo_paths import FIXTURES
+from unit.timing import FakeClock, wait_until
 
 REQUIRED = [metric.key for metric in BENCH_METRICS]
 
@@ -143,8 +144,9 @@ def test_nan_literal_as_python_writes_it_is_read_and_refused(tmp_path):
     assert _read(path).failure == "rep-1.json: mean_ttft_ms is nan, not a finite non-negative number"
 
 
-def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
+def _run(argv, tmp_path, timeout_s=30.0, cancelled=None, clock=None):
     lines: list[str] = []
+    timing = {} if clock is None else {"clock": clock, "sleep": clock.sleep}
     rep, ended = bench.run_repetition(
         argv,
         result_path=tmp_path / "rep-1.json",
@@ -157,6 +159,7 @@ def _run(argv, tmp_path, timeout_s=30.0, cancelled=None):
         cancelled=cancelled or threading.Event(),
         heartbeat_s=0.2,
         env=bench.client_env(os.environ),
+        **timing,
     )
     return rep, ended, lines
 
@@ -173,17 +176,25 @@ def test_a_stale_result_file_is_not_taken_for_this_run(tmp_path):
 
 
 def test_timeout_stops_the_bench_and_reports_progress(tmp_path):
+    """The 1 s is the FakeClock's, which moves only once the bench has printed its first progress line."""
     script = "import sys, time\nfor i in range(100):\n    print(f'{i}/100', flush=True)\n    time.sleep(0.1)"
-    rep, ended, lines = _run([sys.executable, "-c", script], tmp_path, timeout_s=1.0)
+    log = tmp_path / "rep-1.log"
+    clock = FakeClock(settle=lambda: wait_until(lambda: "/100" in log.read_text(), what="the bench's progress"))
+    rep, ended, lines = _run([sys.executable, "-c", script], tmp_path, timeout_s=1.0, clock=clock)
     assert not ended and rep.status == "failed" and rep.failure == "timed out after 1 s"
     assert lines and all(line.startswith("case rep 1/1: ") for line in lines)
     assert any("/100" in line for line in lines)
 
 
 def test_cancel_stops_the_bench(tmp_path):
+    """The cancel comes once the bench is up (it has printed), not after a fixed time."""
     cancelled = threading.Event()
-    threading.Timer(0.5, cancelled.set).start()
-    rep, ended, _ = _run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, cancelled=cancelled)
+    log = tmp_path / "rep-1.log"
+    threading.Thread(
+        target=lambda: (wait_until(lambda: log.exists() and "up" in log.read_text()), cancelled.set())
+    ).start()
+    script = "import time; print('up', flush=True); time.sleep(30)"
+    rep, ended, _ = _run([sys.executable, "-c", script], tmp_path, cancelled=cancelled)
     assert not ended and (rep.status, rep.failure) == ("cancelled", "cancelled")
 
 
