@@ -13,9 +13,11 @@ from commit 2, and a packaging break at commit 3 that ``pip install`` refuses. P
   serves either metric) and it launches nothing.
 
 vLLM launches: 4, all in the TPOT search (commits 0, 6, 2, 1; commit 3 does not install, so nothing launches), of
-one engine configuration, each one probe (~22 s to ready, ~7 s of parity outputs, two bench repetitions of ~16 s,
-each ``vllm bench serve`` costing ~13 s of start-up); the parity search: 0. Measured on the 2 shared cores: see
-the numbers below. Ports 23200-23209 (the profile's port_base; this module's block is 23200-23599).
+one engine configuration, each one probe (~22 s to ready, a few s of parity outputs, two bench repetitions of
+~3.5 s each plus ~10 s of ``vllm bench serve`` start-up: 56-70 s a probe); the parity search: 0. Measured on the 2
+shared cores: the TPOT search 260 s (TPOT 104 ms good, 205 ms slowed; commit 1 +0.2%, 90% interval -0.4%..+0.7%
+against the ±15% margin), the parity search 0.2 s, the module 260 s (was 566 s with 7 launches). Ports
+23200-23209 (the profile's port_base; this module's block is 23200-23599).
 """
 
 from __future__ import annotations
