@@ -22,6 +22,8 @@ against the ±15% margin), the parity search 0.2 s, the module 260 s (was 566 s 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -65,11 +67,21 @@ def _table(out: Path) -> str:
     return "\n".join([*rows, f"total {record.seconds:.1f} s, {record.launches} launches"])
 
 
-def test_tpot_search_finds_the_slowdown(history, tiny_model: Path, tmp_path: Path, capsys) -> None:
+@pytest.fixture(scope="module")
+def tpot_search(history, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    """The TPOT search, run once for the module: its folder, exit status and what it printed. The parity search
+    reads its runs from the shared cache, so it asks for this fixture too and never depends on the tests' order."""
+    out = tmp_path_factory.mktemp("tpot")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = _bisect(history, tiny_model, "mean_tpot_ms", out)
+    return out, status, printed.getvalue()
+
+
+def test_tpot_search_finds_the_slowdown(history, tpot_search, capsys) -> None:
     _repo, shas, _cache = history
-    out = tmp_path / "tpot"
-    assert _bisect(history, tiny_model, "mean_tpot_ms", out) == 0
-    printed = capsys.readouterr().out
+    out, status, printed = tpot_search
+    assert status == 0
     assert f"first bad commit: {shas[SLOW_AT]} {SUBJECTS[SLOW_AT]}" in printed
     record = load_bisect(out)
     jsonschema.validate(json.loads((out / "bisect.json").read_text()), bisect_schema())
@@ -90,7 +102,9 @@ def test_tpot_search_finds_the_slowdown(history, tiny_model: Path, tmp_path: Pat
     assert "git bisect skip " + shas[BROKEN_AT] in (out / "bisect.log").read_text()
 
 
-def test_parity_search_finds_the_break_from_the_same_runs(history, tiny_model: Path, tmp_path: Path) -> None:
+def test_parity_search_finds_the_break_from_the_same_runs(
+    history, tpot_search, tiny_model: Path, tmp_path: Path
+) -> None:
     _repo, shas, _cache = history
     out = tmp_path / "parity"
     assert _bisect(history, tiny_model, "parity", out) == 0
