@@ -13,6 +13,7 @@ time goes mostly to server launches, so the count is watched (``.ci/run`` prints
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -63,7 +64,8 @@ def is_vllm_serve(argv: list[str]) -> bool:
 
 
 class LaunchCounter:
-    """Counts the distinct ``vllm serve`` processes seen on this machine while the session runs."""
+    """Counts the distinct ``vllm serve`` processes this session started (its descendants: other checkouts' servers
+    on a shared machine are not this run's launches) while the session runs."""
 
     def __init__(self) -> None:
         self.seen: set[tuple[int, float]] = set()
@@ -73,8 +75,15 @@ class LaunchCounter:
     def _poll(self) -> None:
         while not self.stop.wait(LAUNCH_POLL_S):
             for process in psutil.process_iter(["pid", "cmdline", "create_time"]):
-                if is_vllm_serve(process.info["cmdline"] or []):
+                if is_vllm_serve(process.info["cmdline"] or []) and self._ours(process):
                     self.seen.add((process.info["pid"], process.info["create_time"]))
+
+    @staticmethod
+    def _ours(process: psutil.Process) -> bool:
+        try:
+            return any(parent.pid == os.getpid() for parent in process.parents())
+        except psutil.Error:  # gone meanwhile
+            return False
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.thread.start()  # registered during collection: the session's start has passed

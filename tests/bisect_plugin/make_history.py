@@ -1,15 +1,19 @@
 """Builds the git history a bisect test searches: a small vLLM general plugin (``vllm.general_plugins`` entry
-point, hooked like ``tests/fault_plugin``) over ten first-parent commits, with planted changes:
+point, hooked like ``tests/fault_plugin``) over seven first-parent commits, with planted changes:
 
 - every version's ``EngineCore.step`` first sleeps ``STEP_S`` inside ``afd_e2e_plugin_step_work`` (the plugin's
-  "work": it makes TPOT about 40 ms of steady sleep plus the tiny model's few ms, so the shared cores' noise is a few %);
-- from ``CORRUPT_AT`` on, the sampler greedily picks from negated logits: every completion's tokens change (a
+  "work": it makes TPOT about 100 ms of steady sleep plus the tiny model's few ms, so the shared cores' noise, which
+  moves only those few ms, is a few % of TPOT at most and two bench repetitions a probe decide ``parity``);
+- from ``CORRUPT_AT`` (1) on, the sampler greedily picks from negated logits: every completion's tokens change (a
   correctness break that parity against the good revision sees);
-- from ``SLOW_AT`` on, the step sleeps ``SLOW_STEP_S`` instead (a per-step slowdown TPOT sees);
-- at ``BROKEN_AT`` the packaging names a package folder that does not exist, so ``pip install`` fails (skipped);
+- from ``SLOW_AT`` (2) on, the step sleeps ``SLOW_STEP_S`` instead (a per-step slowdown TPOT sees);
+- at ``BROKEN_AT`` (3) the packaging names a package folder that does not exist, so ``pip install`` fails (skipped);
   the next commit repairs it.
-The other commits change nothing the engine runs (docs, a comment, a version). Used by
-``tests/engine/test_bisect_cpu_vllm.py`` and by hand: ``python tests/bisect_plugin/make_history.py DIR``.
+The other commits change nothing the engine runs (a docs line, a version). Why this shape: 3 is the first midpoint
+the search picks between 0 and 6, so the packaging break is really probed (and skipped) and, lying after both
+planted changes, hides neither answer; the search then picks 2 and 1, the commits both searches need, so the
+parity search finds its answer in the TPOT search's runs. Used by ``tests/engine/test_bisect_cpu_vllm.py``, the
+unit tests of the bisect command line, and by hand: ``python tests/bisect_plugin/make_history.py DIR``.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ from pathlib import Path
 
 NAME = "afd-e2e-bisect-plugin"
 PACKAGE = "afd_e2e_bisect_plugin"
-STEP_S = 0.040
-SLOW_STEP_S = 0.080
-CORRUPT_AT = 3
-SLOW_AT = 5
-BROKEN_AT = 6
+STEP_S = 0.100
+SLOW_STEP_S = 0.200
+CORRUPT_AT = 1
+SLOW_AT = 2
+BROKEN_AT = 3
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
@@ -89,11 +93,8 @@ def register():
 '''
 
 SUBJECTS = [
-    "plugin: step work of 40 ms",
-    "docs: say what the plugin does",
-    "plugin: name the step constant",
+    "plugin: step work of 100 ms",
     "sampler: pick from the plugin's logit transform",
-    "docs: note the sampler hook",
     "step: account each step's work twice",
     "packaging: move the package folder",
     "packaging: put the package folder back",
@@ -104,14 +105,13 @@ SUBJECTS = [
 
 def _files(index: int) -> dict[str, str]:
     packages = "afd_e2e_bisect_plugin_moved" if index == BROKEN_AT else PACKAGE
-    version = "0.2.0" if index >= 9 else f"0.1.{index}"
+    version = "0.2.0" if index == len(SUBJECTS) - 1 else f"0.1.{index}"
     docs = "".join(f"- {s}\n" for s in SUBJECTS[: index + 1] if s.startswith("docs"))
     return {
         "pyproject.toml": PYPROJECT.format(name=NAME, version=version, package=PACKAGE, packages=packages),
         f"{PACKAGE}/__init__.py": PLUGIN.format(
             step_s=SLOW_STEP_S if index >= SLOW_AT else STEP_S, negate=index >= CORRUPT_AT
-        )
-        + ("\n# the constant above is the step's work\n" if index >= 2 else ""),
+        ),
         "README.md": f"# {NAME}\n\nA test plugin.\n{docs}",
     }
 

@@ -22,6 +22,7 @@ from bisect_plugin.make_history import BROKEN_AT, SLOW_AT, SUBJECTS, make_histor
 from repo_paths import FIXTURES
 
 PROFILE = str(FIXTURES / "profiles" / "bisect-cpu.yaml")
+LAST = len(SUBJECTS) - 1  # the history's newest commit (main); main~LAST is its first
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +38,11 @@ def _bisect(repo: Path, out: Path, *extra: str, metric: str = "mean_tpot_ms") ->
 
 def test_a_dry_run_prints_the_commits_and_the_plan(history, tmp_path: Path, capsys) -> None:
     repo, shas = history
-    assert _bisect(repo, tmp_path / "out", "--good", "main~9", "--bad", "main", "--dry-run") == 0
+    assert _bisect(repo, tmp_path / "out", "--good", f"main~{LAST}", "--bad", "main", "--dry-run") == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "10 first-parent commits, oldest first:"
-    assert out[1] == f"    0 {shas[0]} {SUBJECTS[0]}" and out[10] == f"    9 {shas[9]} {SUBJECTS[9]}"
-    assert out[11] == f"probe 1: {shas[0][:12]} (good revision, the reference)"
+    assert out[0] == f"{LAST + 1} first-parent commits, oldest first:"
+    assert out[1] == f"    0 {shas[0]} {SUBJECTS[0]}" and out[LAST + 1] == f"    {LAST} {shas[LAST]} {SUBJECTS[LAST]}"
+    assert out[LAST + 2] == f"probe 1: {shas[0][:12]} (good revision, the reference)"
     assert not (tmp_path / "out").exists(), "a dry run writes nothing"
 
 
@@ -49,24 +50,24 @@ def test_a_merged_branch_counts_as_its_merge_commit(tmp_path: Path, capsys) -> N
     repo = tmp_path / "plugin"
     shas = make_history(repo)
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "checkout", "-q", "-b", "side", shas[9]], check=True)
+    subprocess.run([*git, "checkout", "-q", "-b", "side", shas[LAST]], check=True)
     (repo / "side.txt").write_text("side\n")
     subprocess.run([*git, "add", "side.txt"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "side: one"], check=True)
     subprocess.run([*git, "checkout", "-q", "main"], check=True)
     subprocess.run([*git, "merge", "-q", "--no-ff", "-m", "merge side", "side"], check=True)
-    assert _bisect(repo, tmp_path / "out", "--good", shas[8], "--bad", "main", "--dry-run") == 0
+    assert _bisect(repo, tmp_path / "out", "--good", shas[LAST - 1], "--bad", "main", "--dry-run") == 0
     listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("    ")]
-    assert [line.split(" ", 6)[-1] for line in listed] == [SUBJECTS[8], SUBJECTS[9], "merge side"]
+    assert [line.split(" ", 6)[-1] for line in listed] == [SUBJECTS[LAST - 1], SUBJECTS[LAST], "merge side"]
 
 
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (("--good", "main~9", "--bad", "nope"), "--bad 'nope' is not a commit of"),
+        (("--good", f"main~{LAST}", "--bad", "nope"), "--bad 'nope' is not a commit of"),
         (("--good", "main", "--bad", "main~3"), "--good main is not on the first-parent line of --bad main~3"),
         (("--good", "main", "--bad", "main"), "--good and --bad are the same commit"),
-        (("--good", "main~9", "--bad", "main", "--max-runs", "0"), "--max-runs 0 is below 1"),
+        (("--good", f"main~{LAST}", "--bad", "main", "--max-runs", "0"), "--max-runs 0 is below 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(history, tmp_path: Path, capsys, args, said: str) -> None:
@@ -90,12 +91,12 @@ def test_the_log_replays_in_the_repository_with_git_bisect(history, tmp_path: Pa
     repo, shas = history
     spec = metric_spec(load_profile("tiny-cpu"), "cpu-tp1", "mean_tpot_ms")
     settings = BisectSettings(
-        load_profile("tiny-cpu"), "cpu-tp1", spec, repo, "main~9", "main", tmp_path, tmp_path / "c"
+        load_profile("tiny-cpu"), "cpu-tp1", spec, repo, f"main~{LAST}", "main", tmp_path, tmp_path / "c"
     )
     stand_ins = StandIns(shas, tpot=slowed_from(SLOW_AT), uninstallable=(BROKEN_AT,))
     run_bisect(
         settings,
-        first_parent_commits(repo, "main~9", "main"),
+        first_parent_commits(repo, f"main~{LAST}", "main"),
         install=lambda sha: stand_ins.install(sha, settings.cache),
         launch=stand_ins.launch,
         flag=CancelFlag(),

@@ -1,6 +1,6 @@
 """One CI definition: this repository's pipeline runs .ci/run, which is the README's two commands (scripts/test, the
-one test command, with scripts/test-lowest beside it, then scripts/run-embedded-default), then the generator; no lint
-or test command is repeated outside scripts/test."""
+one test command, which also runs scripts/test-lowest, and beside it scripts/run-embedded-default, the first), then
+the generator; no lint or test command is repeated outside scripts/test."""
 
 from __future__ import annotations
 
@@ -23,14 +23,14 @@ def test_the_pipeline_runs_ci_run_then_the_generator():
 
 def test_ci_run_is_the_readme_commands():
     lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    timed = [line.split(" ", 2) for line in lines if line.startswith("timed ")]  # timed PART COMMAND...
-    assert [part for _, part, _ in timed] == ["scripts/test", "scripts/test-lowest", "run-embedded-default"]
-    commands = [command for _, _, command in timed]
-    assert lines[-1].startswith("timed ") and commands == [
-        "scripts/test",
-        "scripts/test-lowest",
-        "scripts/run-embedded-default --port-base 19400",
+    parts = [line.split(" ", 2) for line in lines if line.startswith(("timed ", "beside "))]  # timed PART COMMAND...
+    assert parts == [
+        ["timed", "install-cpu-vllm", "scripts/install-cpu-vllm"],
+        ["beside", "run-embedded-default", "scripts/run-embedded-default --port-base 24400"],
+        ["timed", "scripts/test", "scripts/test || status=$?"],
     ]
+    test = (REPO / "scripts" / "test").read_text(encoding="utf-8")
+    assert "scripts/test-lowest" in test and 'flock "$engine_lock"' in test  # the engine tier waits for the lock
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "scripts/run-embedded-default" in readme and "scripts/test" in readme
 
