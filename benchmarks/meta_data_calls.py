@@ -68,6 +68,8 @@ def read_calls(path: Path) -> list[Call]:
 def profile_document(questions: int, placed: bool) -> dict:
     document = yaml.safe_load(PROFILE.read_text(encoding="utf-8"))
     document["workloads"]["gsm8k"].update(questions=questions, concurrency=1)
+    # the default heartbeat cadence, not the tests' shorter one: the rates a real agent API sees
+    document["budgets"].pop("heartbeat_lost_s")
     if not placed:
         document["cases"][CASE].pop("placement")
     return document

@@ -92,6 +92,7 @@ def follow(args: argparse.Namespace) -> int:
         os.environ,
         model_path=model,
         rendezvous_s=profile.budgets.rendezvous_s,
+        heartbeat_lost_s=profile.budgets.heartbeat_lost_s,
         progress=progress,
     )
     out = args.out or Path("afd-e2e-out") / records_name(args.leader_job, case_id, process)

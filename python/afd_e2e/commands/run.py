@@ -84,6 +84,7 @@ def leader_side(profile: Profile, plan: RunPlan, progress: Callable[[str], None]
         profile=profile,
         profile_ref=profile_ref,
         rendezvous_s=profile.budgets.rendezvous_s,
+        heartbeat_lost_s=profile.budgets.heartbeat_lost_s,
         teardown_s=profile.budgets.teardown_s,
         progress=progress,
     )

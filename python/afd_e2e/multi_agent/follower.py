@@ -32,7 +32,15 @@ from afd_e2e.multi_agent.board import (
 )
 from afd_e2e.multi_agent.identity import AgentIdentity, identity_of
 from afd_e2e.multi_agent.lifecycle import ENDED as LEADER_ENDED
-from afd_e2e.multi_agent.lifecycle import Heartbeat, LeaderLost, Pulse, heartbeat_key, leader_state_key
+from afd_e2e.multi_agent.lifecycle import (
+    LOST_AFTER_S,
+    Heartbeat,
+    LeaderLost,
+    Pulse,
+    beat_every_s,
+    heartbeat_key,
+    leader_state_key,
+)
 from afd_e2e.plan.addresses import LISTEN_HOST, meta_data_key, placeholders, rendezvous_variable, resolve_case
 from afd_e2e.plan.model import CasePlan, ProcessPlan
 from afd_e2e.preflight.software import read_installed
@@ -43,7 +51,9 @@ from afd_e2e.runner.server import CaseServers
 
 WATCH_S = 0.2  # how often its own process is checked
 LEADER_EVERY_S = 1.0  # how often the leader's phase (or end) is read (each read is a buildkite-agent call)
-RUN_EVERY_S = 5.0  # how often the leader's run state and heartbeat are read (ended without ending the case: a crash)
+# how often the leader's run state (ended without ending the case: a crash) and heartbeat are read; more often when
+# the leader beats more often (``read_every_s``): a reader slower than the beat would find its leader lost late
+RUN_EVERY_S = 5.0
 WIND_DOWN_S = 15.0  # a failure seen here: how long the leader gets to stop its requests before this process stops
 STALL_TRIGGERS = ("stall", "startup")
 
@@ -65,10 +75,13 @@ class Follower:
         *,
         model_path: str,
         rendezvous_s: float,
+        heartbeat_lost_s: float = LOST_AFTER_S,
         progress: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``clock``: what the wind-down before the teardown (``case_over``) is measured on (tests drive it)."""
+        """``heartbeat_lost_s``: how long the leader may be silent before it is lost; this follower beats every
+        sixth of it, as its leader expects (it reads the same profile). ``clock``: what the wind-down before the
+        teardown (``case_over``) and the leader's silence are measured on (tests drive it)."""
         self.leader_job, self.process, self.env = leader_job, process, env
         self.clock = clock
         self.agent, self.job = agent_name(env), job_id(env) or "local"
@@ -77,7 +90,9 @@ class Follower:
         self.host = ""
         self.identity: AgentIdentity | None = None
         self.flag, self.deadline = CancelFlag(), 0.0
-        self.pulse, self.run_read_at = Pulse(time.monotonic()), float("-inf")
+        self.beat_every_s = beat_every_s(heartbeat_lost_s)
+        self.read_every_s = min(RUN_EVERY_S, self.beat_every_s)
+        self.pulse, self.run_read_at = Pulse(clock(), after_s=heartbeat_lost_s), float("-inf")
         self.run_gone: str | None = None  # why the leader's run is over (it ended, or its heartbeat stopped)
         self.leader_lost = False  # its heartbeat stopped: nobody else will end the case
         self.heartbeat: Heartbeat | None = None  # this follower's own beat, from joining to its end (``collect``)
@@ -102,7 +117,7 @@ class Follower:
         assert process.placement is not None
         self.board = board = Board(self.leader_job, case.id)
         self.flag, self.deadline = flag, time.monotonic() + self.rendezvous_s
-        self.heartbeat = Heartbeat(board.heartbeat_key(self.process))
+        self.heartbeat = Heartbeat(board.heartbeat_key(self.process), self.beat_every_s)
         self.heartbeat.start()
         listen = process.placement.listen_host
         if placeholders(listen):
@@ -155,9 +170,9 @@ class Follower:
 
     def _leader_gone(self) -> str | None:
         """Why to stop when the leader's run ended without ending its case (a crash) or its heartbeat stopped (a
-        SIGKILL, a lost agent); None while it runs. Read every RUN_EVERY_S at most (two buildkite-agent calls)."""
-        now = time.monotonic()
-        if self.run_gone is None and now - self.run_read_at >= RUN_EVERY_S:
+        SIGKILL, a lost agent); None while it runs. Read every ``read_every_s`` at most (two buildkite-agent calls)."""
+        now = self.clock()
+        if self.run_gone is None and now - self.run_read_at >= self.read_every_s:
             self.run_read_at = now
             state = meta_data.get(leader_state_key(self.leader_job))
             if state is not None and state.startswith(LEADER_ENDED):

@@ -4,7 +4,8 @@ Before its own processes start, the leader publishes ``waiting`` and its own pro
 follower step per placed process (``pipeline/followers.py``, when its step was generated: ``AFD_E2E_PLUGIN``), and
 waits (``budgets.rendezvous_s``)
 for every follower's readiness; it checks that every agent runs the same software (a mismatch fails the case naming
-both sides), fills the rendezvous addresses into the plan and watches each remote role (``remote.py``) with its own.
+both sides), fills the rendezvous addresses into the plan and watches each remote role (``remote.py``) with its own:
+a follower silent for ``budgets.heartbeat_lost_s`` is lost, and the leader beats every sixth of it for its followers.
 When its case is over (passed, failed, cancelled) it publishes that, so the followers tear down; it then downloads
 their records (results.json, logs, stacks, uploaded as artifacts) and merges them into its own results.
 """
@@ -22,7 +23,16 @@ from afd_e2e.errors import UsageError
 from afd_e2e.multi_agent.agent import listen_address
 from afd_e2e.multi_agent.board import Board, Readiness, RendezvousFailed, wait_for
 from afd_e2e.multi_agent.identity import AgentIdentity, checks, identity_of
-from afd_e2e.multi_agent.lifecycle import RUNNING, WAITING, Heartbeat, ended, heartbeat_key, leader_state_key
+from afd_e2e.multi_agent.lifecycle import (
+    LOST_AFTER_S,
+    RUNNING,
+    WAITING,
+    Heartbeat,
+    beat_every_s,
+    ended,
+    heartbeat_key,
+    leader_state_key,
+)
 from afd_e2e.multi_agent.merge import merge_follower
 from afd_e2e.multi_agent.remote import RemoteRole
 from afd_e2e.pipeline import upload as pipeline_upload
@@ -55,12 +65,15 @@ class Leader:
         profile_ref: str = "",
         rendezvous_s: float,
         teardown_s: float,
+        heartbeat_lost_s: float = LOST_AFTER_S,
         progress: Callable[[str], None],
     ) -> None:
+        """``heartbeat_lost_s``: how long a follower may be silent before it is lost; the leader beats every sixth
+        of it, as its followers expect (they read the same profile)."""
         self.job, self.env, self.agent = job, env, agent_name(env)
         self.interface, self.model_path = interface, model_path
         self.profile, self.profile_ref = profile, profile_ref
-        self.rendezvous_s, self.teardown_s = rendezvous_s, teardown_s
+        self.rendezvous_s, self.teardown_s, self.heartbeat_lost_s = rendezvous_s, teardown_s, heartbeat_lost_s
         self.progress = progress
         self.board: Board | None = None
         self._identity: AgentIdentity | None = None
@@ -70,7 +83,8 @@ class Leader:
         self.deadline = 0.0
         self.flag = CancelFlag()
         self.placed = False  # a placed case ran: the run's end is published
-        self.heartbeat = Heartbeat(heartbeat_key(job))  # from the first rendezvous to the run's end
+        # from the first rendezvous to the run's end
+        self.heartbeat = Heartbeat(heartbeat_key(job), beat_every_s(heartbeat_lost_s))
 
     waits_ready = True
     runs_phases = True
@@ -126,6 +140,7 @@ class Leader:
                 f"http://{hosts[p.name]}:{p.api_port}/health",
                 self.board,
                 ready_at=time.monotonic(),
+                lost_after_s=self.heartbeat_lost_s,
             )
             for p in case.remote_processes
         }

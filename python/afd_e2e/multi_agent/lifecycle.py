@@ -8,10 +8,10 @@ running; otherwise it exits at once, passing, saying there is nothing to join. A
 for a leader that is gone, which is half of what keeps two builds from deadlocking (docs/agents.md: AFD across agents).
 
 A side killed outright (SIGKILL, its agent lost) publishes no end. So while it lives each side also beats: a counter
-every HEARTBEAT_EVERY_S (``Heartbeat``): the leader under ``heartbeat_key``, a follower under its process's
-``heartbeat`` key (``board.py``). A follower that sees no new beat of its leader for LOST_AFTER_S (``Pulse``) tears
-down and fails, instead of holding its agent until its step's time limit; a leader that sees none of a follower
-fails its case naming the follower's agent (``remote.py``).
+every ``beat_every_s`` (``Heartbeat``): the leader under ``heartbeat_key``, a follower under its process's
+``heartbeat`` key (``board.py``). A follower that sees no new beat of its leader for the profile's
+``budgets.heartbeat_lost_s`` (``Pulse``) tears down and fails, instead of holding its agent until its step's time
+limit; a leader that sees none of a follower fails its case naming the follower's agent (``remote.py``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,21 @@ from dataclasses import dataclass
 from afd_e2e.buildkite import meta_data
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.addresses import meta_data_key
+from afd_e2e.profile.model import BudgetSpec
 from afd_e2e.runner.side import SideFailed
 
 WAITING, RUNNING, ENDED = "waiting", "running", "ended"
-HEARTBEAT_EVERY_S = 5.0
-LOST_AFTER_S = 30.0  # six beats missed: a meta-data write slowed by the API is not a lost leader
+# budgets.heartbeat_lost_s's default, for a side built without a profile (the number's one home is BudgetSpec)
+LOST_AFTER_S = BudgetSpec.heartbeat_lost_s
+BEATS_MISSED = 6  # beats missed before a side is taken for gone: a meta-data write slowed by the API is not a lost side
+
+
+def beat_every_s(lost_after_s: float) -> float:
+    """How often a side beats, and its reader reads, when a reader takes it for gone after ``lost_after_s``."""
+    return lost_after_s / BEATS_MISSED
+
+
+HEARTBEAT_EVERY_S = beat_every_s(LOST_AFTER_S)
 
 
 def leader_state_key(leader_job: str) -> str:
@@ -74,24 +84,28 @@ class Heartbeat:
 class Pulse:
     """One side's reading of the other's heartbeat (``whose``: "the leader's", "its follower's"): how long since the
     value last changed, on the reader's own clock (agents' clocks need not agree). The first reading starts the
-    count, beat or none."""
+    count, beat or none. ``after_s``: the silence after which the other side is gone (``budgets.heartbeat_lost_s``)."""
 
-    def __init__(self, now: float, whose: str = "the leader's") -> None:
+    def __init__(self, now: float, whose: str = "the leader's", after_s: float = LOST_AFTER_S) -> None:
         self.value: str | None = None
-        self.changed_at, self.whose = now, whose
+        self.changed_at, self.whose, self.after_s = now, whose, after_s
 
     def silent_for(self, value: str | None, now: float) -> float:
         if value is not None and value != self.value:
             self.value, self.changed_at = value, now
         return now - self.changed_at
 
-    def lost(self, value: str | None, now: float, after_s: float = LOST_AFTER_S) -> str | None:
-        """Why the leader is taken for gone (no new beat for ``after_s``); None while it beats."""
+    def lost(self, value: str | None, now: float) -> str | None:
+        """Why the other side is taken for gone (no new beat for ``after_s``), naming the budget that says how long
+        is too long; None while it beats."""
         silent = self.silent_for(value, now)
-        if silent <= after_s:
+        if silent <= self.after_s:
             return None
         last = f"beat {self.value}" if self.value is not None else "no beat at all"
-        return f"{self.whose} heartbeat stopped ({last}, nothing new for {silent:.0f} s): killed, or its agent lost"
+        return (
+            f"{self.whose} heartbeat stopped ({last}, nothing new for {silent:.0f} s, over budgets.heartbeat_lost_s "
+            f"= {self.after_s:g} s): killed, or its agent lost"
+        )
 
 
 class LeaderLost(SideFailed):

@@ -356,6 +356,10 @@ class ServingSpec:
     concurrency: int
 
 
+# The budgets BudgetSpec holds as fields; the phases' budgets are the catalogue's.
+OWN_BUDGETS = ("startup_s", "teardown_s", "request_s", "rendezvous_s", "heartbeat_lost_s")
+
+
 @dataclass(frozen=True)
 class BudgetSpec:
     """Seconds each step of a case may take; a step past its budget fails its case, naming the budget. The
@@ -369,6 +373,9 @@ class BudgetSpec:
     # A case whose roles run on several agents: from the leader uploading its followers to every follower ready.
     # A follower that gets no agent within it ends the leader's case; it then finds nothing to join.
     rendezvous_s: float = 600.0
+    # A case whose roles run on several agents: a side that sees no new heartbeat of the other for this long takes
+    # it for gone (killed outright, its agent lost). Each side beats every sixth of it: six beats missed.
+    heartbeat_lost_s: float = 30.0
 
     def seconds(self, key: str) -> float:
         """A phase's budget; a phase registered after the profile was read gets its default."""
@@ -386,11 +393,11 @@ class BudgetSpec:
 
     def keys(self) -> tuple[str, ...]:
         """Every budget a profile may state."""
-        return ("startup_s", "teardown_s", "request_s", "rendezvous_s", *self.phases)
+        return (*OWN_BUDGETS, *self.phases)
 
     def replaced(self, **seconds: float) -> BudgetSpec:
         """A copy with some budgets changed, phase budgets included (``smoke_s=1``)."""
-        own = {k: v for k, v in seconds.items() if k in ("startup_s", "teardown_s", "request_s", "rendezvous_s")}
+        own = {k: v for k, v in seconds.items() if k in OWN_BUDGETS}
         phases = {**self.phases, **{k: v for k, v in seconds.items() if k not in own}}
         return replace(self, **own, phases=phases)
 

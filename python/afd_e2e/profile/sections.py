@@ -310,6 +310,7 @@ def _read_budgets(r: Reader) -> BudgetSpec:
         teardown_s=seconds("teardown_s", 20.0),
         request_s=seconds("request_s", 600.0),
         rendezvous_s=seconds("rendezvous_s", BudgetSpec.rendezvous_s),
+        heartbeat_lost_s=seconds("heartbeat_lost_s", BudgetSpec.heartbeat_lost_s),
         phases={key: seconds(key, default) for key, default in catalogue.budget_keys().items()},
     )
     r.done()

@@ -177,6 +177,22 @@ def test_time_budgets_live_in_one_section_and_old_keys_say_where_they_went(mutat
     assert expected in _error(mutate)
 
 
+def test_the_heartbeat_lost_budget_defaults_to_30_s_and_a_profile_may_shorten_it():
+    doc = seed_document()
+    del doc["budgets"]["heartbeat_lost_s"]
+    assert parse_profile(doc, "seed.yaml").budgets.heartbeat_lost_s == 30.0
+    assert load_profile("tiny-cpu-two-agents").budgets.heartbeat_lost_s == 10.0  # the CPU smoke profile's
+    assert load_profile("tiny-cpu-two-agents").budgets.replaced(heartbeat_lost_s=20).heartbeat_lost_s == 20.0
+
+
+@pytest.mark.parametrize("seconds", [0, -5])
+def test_a_heartbeat_lost_budget_that_is_not_positive_is_refused_with_its_fix(seconds):
+    assert _error(lambda d: d["budgets"].update(heartbeat_lost_s=seconds)) == (
+        f"bad.yaml: budgets.heartbeat_lost_s: must be > 0 seconds, got {seconds} "
+        "(fix: set heartbeat_lost_s to a positive number of seconds)"
+    )
+
+
 def test_every_shipped_profile_states_its_budgets_and_the_bench_uses_the_repetition_budget():
     """Every budget a profile's cases use is written in it; a phase none of its cases runs (one added since, such
     as warmup) may keep its default unstated, so adding a phase edits no shipped profile."""

@@ -47,15 +47,19 @@ from afd_e2e.runner.hygiene import read_gpu_memory
 from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.server import CaseServers
+from unit.timing import FakeClock
 
 PROFILE = load_profile("tiny-cpu-two-agents")
 CASE = "cpu-tp1-remote"
 
 
-def loopback_leader(*, rendezvous_s: float, agent: str | None = None) -> Leader:
+def loopback_leader(*, rendezvous_s: float, agent: str | None = None, **budgets: float) -> Leader:
     """Leader job job-L listening on 127.0.0.1 (``agent``: its BUILDKITE_AGENT_NAME), saying nothing."""
     env = {"AFD_E2E_LISTEN_HOST": "127.0.0.1", **({"BUILDKITE_AGENT_NAME": agent} if agent else {})}
-    return Leader("job-L", env, interface="lo", model_path="/m", rendezvous_s=rendezvous_s, teardown_s=5, progress=len)
+    return Leader(
+        "job-L", env, interface="lo", model_path="/m", rendezvous_s=rendezvous_s, teardown_s=5, progress=len,
+        **budgets,
+    )  # fmt: skip
 
 
 def join(leader: Leader, servers: CaseServers, recorded: list[PreflightCheck] | None = None) -> None:
@@ -167,6 +171,44 @@ def test_a_follower_whose_heartbeat_stopped_is_lost_though_its_server_may_still_
     beating = RemoteRole("server", "follower-1", "http://127.0.0.1:9/health", board, ready_at=ready_at)
     board.set(board.heartbeat_key("server"), "5")
     assert beating.sign_of_death() is None  # a new beat: alive
+
+
+def test_a_remote_role_given_a_shorter_budget_reads_its_followers_beat_and_loses_it_by_it(build):
+    """budgets.heartbeat_lost_s = 12, on the leader's own clock: the follower's beat read every 2 s (as often as it
+    beats), the follower lost once 12 s pass with no new beat (30 s would still be within)."""
+    board = Board("job-L", CASE)
+    board.set(board.heartbeat_key("server"), "4")
+    clock = FakeClock()
+    role = RemoteRole(
+        "server", "follower-1", "http://127.0.0.1:9/health", board, ready_at=clock(), lost_after_s=12, clock=clock
+    )
+    assert role.sign_of_death() is None  # beat 4 seen at 0 s
+    clock.advance(12)
+    assert role.sign_of_death() is None  # 12 s: just within
+    clock.advance(1)
+    assert role.sign_of_death() is None and not role.lost  # 13 s, but 1 s after its last read: not read again yet
+    clock.advance(1)
+    assert role.sign_of_death() == (
+        "its follower's heartbeat stopped (beat 4, nothing new for 14 s, over budgets.heartbeat_lost_s = 12 s): "
+        "killed, or its agent lost",
+        None,
+    )
+    assert role.lost
+
+
+def test_the_leader_beats_and_watches_its_followers_by_its_heartbeat_budget(build, tmp_path):
+    """The leader's beat every sixth of budgets.heartbeat_lost_s, and each remote role it watches lost after it."""
+    case = build_plan(PROFILE, model_path="/m").case(CASE)
+    leader = loopback_leader(rendezvous_s=5, agent="leader-1", heartbeat_lost_s=12)
+    leader._identity = identity("leader-1", "leader")
+    board = Board("job-L", CASE)
+    board.publish_host("server", "127.0.0.1")
+    board.publish_identity("server", identity("follower-1", "server"))
+    servers = CaseServers(case, tmp_path / "logs", scratch=tmp_path / "s", cache=tmp_path / "c", hosted=())
+    join(leader, servers, [])
+    assert leader.heartbeat.every_s == 2.0
+    assert leader.remote["server"].pulse.after_s == 12.0
+    assert loopback_leader(rendezvous_s=5).heartbeat.every_s == 5.0  # the default budget: every 5 s, as before
 
 
 def test_the_rendezvous_fails_naming_both_sides_when_the_follower_runs_other_software(build, tmp_path):
