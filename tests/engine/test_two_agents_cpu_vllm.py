@@ -9,7 +9,8 @@ artifacts): the leader is ``afd-e2e run``, the follower ``afd-e2e join --follow`
 - cancelling the leader ends the follower, and nothing is left on either side; the leader's correctness phase,
   cancelled, is recorded as cancelled everywhere (the cancel-per-phase test's correctness case);
 - a leader killed outright (SIGKILL: no end published) ends its follower once its heartbeat stops, with the
-  follower's own teardown and hygiene; a follower killed outright fails the leader once its heartbeat stops;
+  follower's own teardown and hygiene; a follower killed outright fails the leader once its heartbeat stops (after
+  the profile's ``budgets.heartbeat_lost_s``, a third of the default 30 s: each of these waits seconds, not a minute);
 - cancelling the follower (its job cancelled, its agent stopped) fails the leader within 5 s, naming its agent;
 - a follower that never starts ends the leader at its rendezvous budget, with a reason naming the role and pool,
   and a follower starting after that finds nothing to join.
@@ -34,7 +35,8 @@ import psutil
 import pytest
 import yaml
 
-from afd_e2e.multi_agent.lifecycle import HEARTBEAT_EVERY_S, LOST_AFTER_S
+from afd_e2e.multi_agent.lifecycle import beat_every_s
+from afd_e2e.profile import load_profile
 from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR, REPO
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
@@ -44,19 +46,19 @@ pytestmark = pytest.mark.engine
 PORT_BASE = 19700  # this module's block: one case at a time on 19700
 CASE, PROCESS = "cpu-tp1-remote", "server"
 DETECTION_LIMIT_S = 5.0
-# A silent side is taken for gone LOST_AFTER_S after the last new beat its reader saw, and it reads one every
-# HEARTBEAT_EVERY_S: the last beat before a kill was written up to one beat earlier and seen up to one read later
-# (+6 s for the reads themselves, each a buildkite-agent call, and this test's polling, on 2 busy cores: 43.8 s
-# was seen once).
-LOST_FROM_S, LOST_BY_S = LOST_AFTER_S - HEARTBEAT_EVERY_S, LOST_AFTER_S + 2 * HEARTBEAT_EVERY_S + 6.0
+SHIPPED = REPO / "python" / "afd_e2e" / "profiles" / "tiny-cpu-two-agents.yaml"  # what ``profile_file`` builds on
+# A silent side is taken for gone budgets.heartbeat_lost_s after the last new beat its reader saw, and each side beats
+# and reads every sixth of it: the last beat before a kill was written up to one beat earlier and seen up to one read
+# later (+6 s for the reads themselves, each a buildkite-agent call, and this test's polling, on 2 busy cores: 43.8 s
+# was seen once with the default 30 s).
+LOST_S = load_profile(str(SHIPPED)).budgets.heartbeat_lost_s
+LOST_FROM_S, LOST_BY_S = LOST_S - beat_every_s(LOST_S), LOST_S + 2 * beat_every_s(LOST_S) + 6.0
 
 
 def profile_file(tmp_path: Path, **budgets: float) -> Path:
     """tiny-cpu-two-agents as shipped; with ``long=True`` its GSM8K asks 1000 questions one at a time, so the case
     is still in its correctness phase when the test strikes (tens of seconds)."""
-    data = yaml.safe_load(
-        (REPO / "python" / "afd_e2e" / "profiles" / "tiny-cpu-two-agents.yaml").read_text(encoding="utf-8")
-    )
+    data = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
     long = budgets.pop("long", False)
     data["budgets"].update(budgets)
     if long:
@@ -160,7 +162,7 @@ def test_a_leader_killed_outright_ends_its_follower_once_its_heartbeat_stops(cpu
     leader.kill()
     killed = time.monotonic()
     leader.wait()
-    assert finish(follower, LOST_AFTER_S + 60, build) == 1, build.outputs()  # failed: its case never ended
+    assert finish(follower, LOST_S + 60, build) == 1, build.outputs()  # failed: its case never ended
     ended_s = time.monotonic() - killed
 
     assert LOST_FROM_S <= ended_s < LOST_BY_S + 20, ended_s  # then its teardown and its records
@@ -180,7 +182,7 @@ def test_a_follower_killed_outright_fails_the_leader_once_its_heartbeat_stops(cp
     follower.kill()
     killed = time.monotonic()
     follower.wait()
-    detected_s = build.seconds_until_case_ends(killed, LOST_AFTER_S + 30)
+    detected_s = build.seconds_until_case_ends(killed, LOST_S + 30)
 
     case = build.case_results()
     assert case["status"] == "failed", build.outputs()
