@@ -18,7 +18,7 @@ import pytest
 from afd_e2e import __version__
 from repo_paths import REPO
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
 
 INSTALL_AGENT = REPO / "scripts" / "install-agent"
 

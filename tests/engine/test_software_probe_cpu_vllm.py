@@ -25,7 +25,7 @@ from afd_e2e.system.engine_probe import interpreter_of, probe_engine
 from repo_paths import REPO
 from unit.preflight.preflight_fixtures import QWEN35_CONFIG, write_checkpoint
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
 
 REAL_VLLM = shutil.which("vllm")
 needs_vllm = pytest.mark.skipif(REAL_VLLM is None, reason="no vllm on PATH (scripts/install-cpu-vllm installs one)")

@@ -1,5 +1,5 @@
-"""Stalls on the real CPU vLLM (tiny-cpu, ``budgets.stall_s`` = 10 s): an engine hung inside its step by the
-fault plugin (``tests/fault_plugin``) and an EngineCore stopped with SIGSTOP are each reported as a stall within
+"""Stalls on the real CPU vLLM (tiny-cpu, ``budgets.stall_s`` = 10 s): an engine held inside its step by the
+fault plugin (``tests/fault_plugin``; the test releases it once the case's teardown begins) and an EngineCore stopped with SIGSTOP are each reported as a stall within
 ``stall_s`` + 2 s of the last token, naming the process that explains it, with forensics taken; an engine whose
 every step takes ``stall_s``/3 passes with no stall. After each, hygiene is clean and nothing of the run is left.
 
@@ -90,10 +90,27 @@ def stall_of(data: dict) -> dict:
     return stalls[0]
 
 
+class ReleaseAtTeardown(VerdictClock):
+    """The verdict clock that releases the fault plugin's hang (creates its release file) the moment the case's
+    teardown begins: the stall verdict and its forensics were taken on the held engine, and the teardown then
+    stops an engine that steps again."""
+
+    def __init__(self, release: Path) -> None:
+        super().__init__()
+        self.release = release
+
+    def enter(self, case_id, phase, logs=()):
+        if phase == "teardown":
+            self.release.touch()
+        super().enter(case_id, phase, logs)
+
+
 @needs_plugin
 def test_an_engine_hung_in_its_step_is_a_stall_within_stall_s_plus_2_s(tiny_model, tmp_path, monkeypatch):
+    release = tmp_path / "release-the-engine"
     monkeypatch.setenv("AFD_E2E_FAULT_HANG_AFTER_STEPS", "3")
-    data, clock, last = run_stalled(tiny_model, tmp_path, PORT_BASE)
+    monkeypatch.setenv("AFD_E2E_FAULT_RELEASE_FILE", str(release))
+    data, clock, last = run_stalled(tiny_model, tmp_path, PORT_BASE, ReleaseAtTeardown(release))
     case = data["cases"]["cpu-tp1"]
 
     assert case["status"] == "failed"
@@ -108,7 +125,8 @@ def test_an_engine_hung_in_its_step_is_a_stall_within_stall_s_plus_2_s(tiny_mode
     engine = [p for p in forensics["processes"] if "EngineCore" in p["name"]]
     assert engine, forensics
     dump = (tmp_path / engine[0]["path"]).read_text()
-    assert "afd_e2e_injected_hang" in dump, dump[-2000:]
+    assert "afd_e2e_injected_hang" in dump, dump[-2000:]  # taken while the test still held the engine
+    assert release.exists() and case["processes"][0]["forced_kill"] is False  # released, then stopped on SIGTERM
     timeline = read_telemetry(tmp_path / case["telemetry"]["path"])
     assert timeline.header["case"] == "cpu-tp1" and timeline.samples
     assert [phase for _, phase in timeline.marks] == ["startup", "performance"]

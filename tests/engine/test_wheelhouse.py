@@ -31,7 +31,7 @@ from afd_e2e import __version__
 from afd_e2e.commands.install_agent import PIP, conflicts, describe, dry_run, pip_env
 from repo_paths import FIXTURES, REPO
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
 
 WHEELHOUSE = Path(os.environ.get("AFD_E2E_WHEELHOUSE") or REPO / ".wheelhouse")
 AGENT_ENV = FIXTURES / "agent_env"

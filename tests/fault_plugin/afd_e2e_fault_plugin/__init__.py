@@ -3,11 +3,15 @@
 vLLM loads general plugins in every process, the EngineCore included, before the EngineCore binds its step
 function. Asked by the environment, ``register`` wraps ``EngineCore.step`` (and ``step_with_batch_queue``):
 
-- ``AFD_E2E_FAULT_HANG_AFTER_STEPS=N``: steps 1..N run, step N+1 blocks for good inside
-  ``afd_e2e_injected_hang`` (a real hang in a real engine, with that frame on its stack; SIGTERM still ends it);
-- ``AFD_E2E_FAULT_SLOW_STEP_S=S``: every step first sleeps S seconds inside ``afd_e2e_injected_slow_step``.
+- ``AFD_E2E_FAULT_HANG_AFTER_STEPS=N``: steps 1..N run, step N+1 blocks inside ``afd_e2e_injected_hang`` (a real
+  hang in a real engine, with that frame on its stack; SIGTERM still ends it) until the test releases it: with
+  ``AFD_E2E_FAULT_RELEASE_FILE=PATH`` the hang ends once PATH exists (the test's event: it creates the file when it
+  has seen what it waits for) and every later step runs; without it the hang lasts for good. The engine is held
+  by the test, never for a number of seconds, so a slow machine only makes the test's wait longer;
+- ``AFD_E2E_FAULT_SLOW_STEP_S=S``: every step first sleeps S seconds inside ``afd_e2e_injected_slow_step`` (a slow
+  engine: the fault is the step's length itself, which TPOT then shows).
 
-Without either variable it changes nothing.
+Without any of these variables it changes nothing.
 """
 
 from __future__ import annotations
@@ -15,29 +19,34 @@ from __future__ import annotations
 import functools
 import os
 import time
+from pathlib import Path
 
 HANG_AFTER_STEPS = "AFD_E2E_FAULT_HANG_AFTER_STEPS"
+RELEASE_FILE = "AFD_E2E_FAULT_RELEASE_FILE"
 SLOW_STEP_S = "AFD_E2E_FAULT_SLOW_STEP_S"
 STEP_METHODS = ("step", "step_with_batch_queue")
+RELEASE_POLL_S = 0.5  # as idle as a real hang: the watchdog names the EngineCore by its CPU time (none)
 
 
-def afd_e2e_injected_hang() -> None:
-    """Never returns: the frame a stack dump of the hung EngineCore shows."""
-    while True:
-        time.sleep(0.5)
+def afd_e2e_injected_hang(release: Path | None) -> None:
+    """Returns only once ``release`` exists (never without one): the frame a stack dump of the held EngineCore
+    shows."""
+    while release is None or not release.exists():
+        time.sleep(RELEASE_POLL_S)
 
 
 def afd_e2e_injected_slow_step(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def _faulty(step, hang_after: int | None, slow_s: float):
-    steps = {"done": 0}
+def _faulty(step, hang_after: int | None, release: Path | None, slow_s: float):
+    steps = {"done": 0, "released": False}
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        if hang_after is not None and steps["done"] >= hang_after:
-            afd_e2e_injected_hang()
+        if hang_after is not None and steps["done"] >= hang_after and not steps["released"]:
+            afd_e2e_injected_hang(release)
+            steps["released"] = True
         if slow_s > 0:
             afd_e2e_injected_slow_step(slow_s)
         steps["done"] += 1
@@ -49,6 +58,7 @@ def _faulty(step, hang_after: int | None, slow_s: float):
 
 def register() -> None:
     hang = os.environ.get(HANG_AFTER_STEPS, "").strip()
+    release = os.environ.get(RELEASE_FILE, "").strip()
     slow = os.environ.get(SLOW_STEP_S, "").strip()
     if not hang and not slow:
         return
@@ -57,4 +67,8 @@ def register() -> None:
     for name in STEP_METHODS:
         step = getattr(EngineCore, name, None)
         if step is not None and not getattr(step, "afd_e2e_fault", False):
-            setattr(EngineCore, name, _faulty(step, int(hang) if hang else None, float(slow or 0)))
+            setattr(
+                EngineCore,
+                name,
+                _faulty(step, int(hang) if hang else None, Path(release) if release else None, float(slow or 0)),
+            )
