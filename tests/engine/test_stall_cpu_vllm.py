@@ -1,6 +1,7 @@
-"""Stalls on the real CPU vLLM (tiny-cpu, ``budgets.stall_s`` = 10 s): an engine held inside its step by the
-fault plugin (``tests/fault_plugin``; the test releases it once the case's teardown begins) and an EngineCore stopped with SIGSTOP are each reported as a stall within
-``stall_s`` + 2 s of the last token, naming the process that explains it, with forensics taken; an engine whose
+"""Stalls on the real CPU vLLM (tiny-cpu with ``budgets.stall_s`` = 5 s, half the profile's: each stall costs CI its
+length): an engine held inside its step by the fault plugin (``tests/fault_plugin``; the test releases it once the
+case's teardown begins) and an EngineCore stopped with SIGSTOP are each reported as a stall within ``stall_s`` + 2 s
+of the last token, naming the process that explains it, with forensics taken; an engine whose
 every step takes ``stall_s``/3 passes with no stall. After each, hygiene is clean and nothing of the run is left.
 
 Three vLLM launches, one per engine fault (each is set in the engine's environment at its launch, and a stall
@@ -31,13 +32,13 @@ pytestmark = pytest.mark.engine
 
 PORT_BASE = 22400  # this module's block: 22400 (hang), 22420 (SIGSTOP), 22440 (slow steps)
 PROFILE = load_profile("tiny-cpu")
-STALL_S = PROFILE.budgets.stall_s
+STALL_S = 5.0
 VERDICT_LIMIT_S = STALL_S + 2.0
 # A short bench, so slow steps finish in seconds: one initial request, then 4 prompts of 4 tokens, 4 at a time.
 SHORT_BENCH = dataclasses.replace(
     PROFILE.bench, input_len=16, output_len=4, num_prompts=4, max_concurrency=4, warmups=0, repetitions=1
 )
-SHORT = dataclasses.replace(PROFILE, bench=SHORT_BENCH)
+SHORT = dataclasses.replace(PROFILE, bench=SHORT_BENCH, budgets=PROFILE.budgets.replaced(stall_s=STALL_S))
 needs_plugin = pytest.mark.skipif(
     importlib.util.find_spec("afd_e2e_fault_plugin") is None,
     reason="the fault plugin is not installed: pip install -e tests/fault_plugin (scripts/test does)",

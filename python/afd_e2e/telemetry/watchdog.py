@@ -77,8 +77,17 @@ def explain(first: Sample, last: Sample) -> str:
     engines = [p for p in last.processes if not p.leader] or list(last.processes)
     if not engines:
         return "no process of the case is left"
-    idle = min(engines, key=lambda p: (used[p.pid], "EngineCore" not in p.name))
-    return _describe(idle, f"is {idle.status} ({used[idle.pid]:.1f} CPU-s in {window:.0f} s)")
+    # Among the processes that sat idle (CPU time is counted in clock ticks, so "idle" is a fraction of a core, not
+    # exactly 0.0), vLLM's own come first, the EngineCore before its workers: a helper beside them (multiprocessing's
+    # resource tracker) is always idle and explains nothing. Else the least busy.
+    idle = [p for p in engines if used[p.pid] < IDLE_CPU_FRACTION * window]
+    quietest = min(idle or engines, key=lambda p: (_engine_rank(p) if idle else 0, used[p.pid]))
+    return _describe(quietest, f"is {quietest.status} ({used[quietest.pid]:.1f} CPU-s in {window:.0f} s)")
+
+
+def _engine_rank(process: ProcessState) -> int:
+    """0 for vLLM's EngineCore, 1 for its other processes (workers), 2 for any other process."""
+    return next((rank for rank, name in enumerate(ENGINE_NAMES) if name in process.name), len(ENGINE_NAMES))
 
 
 def compiling(before: Sample, after: Sample) -> bool:

@@ -144,6 +144,21 @@ def test_explain_prefers_stopped_then_zombie_then_spinning_then_the_idle_engine(
     assert explain(before, idle) == "ffn EngineCore_DP0 pid 21 is sleeping (0.0 CPU-s in 30 s)"
 
 
+def test_explain_names_the_idle_engine_core_not_an_idler_helper_or_worker():
+    """A held EngineCore wakes now and then (0.1 CPU-s in 30 s: idle); multiprocessing's resource tracker and the
+    worker that waits on the engine used none. The engine is named, as vLLM's own process that sat idle; with the
+    engine at work, its idle worker; a helper only when no process of vLLM's sat idle."""
+    tracker = ProcessState(12, "attention", "python", "sleeping", 1.0, 1, 10, leader=False)
+    worker = ProcessState(13, "attention", "VLLM::Worker", "sleeping", 5.0, 4, 11, leader=False)
+    before = sample(0, 1.0, processes=[API, ENGINE, tracker, worker])
+    held = sample(30, 1.0, processes=[API, with_status(ENGINE, "sleeping", cpu_s=50.1), tracker, worker])
+    assert explain(before, held) == "attention EngineCore_DP0 pid 11 is sleeping (0.1 CPU-s in 30 s)"
+    working = sample(30, 1.0, processes=[API, with_status(ENGINE, "sleeping", cpu_s=60.0), tracker, worker])
+    assert explain(before, working) == "attention VLLM::Worker pid 13 is sleeping (0.0 CPU-s in 30 s)"
+    alone = sample(30, 1.0, processes=[API, with_status(ENGINE, "sleeping", cpu_s=60.0), tracker])
+    assert explain(before, alone) == "attention python pid 12 is sleeping (0.0 CPU-s in 30 s)"  # only then a helper
+
+
 def test_start_up_where_no_role_logs_or_uses_cpu_for_stall_s_is_a_start_up_stall():
     dog = watchdog()
     found = [dog.observe(sample(t, None, 0, phase="startup")) for t in range(0, 31)]
