@@ -192,7 +192,7 @@ def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
 
 def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_longer_write(tmp_path):
     port = UNIT_PORT_BASE + 37
-    case = stand_in_case("dies", api_stand_in(port, dies_after_first_completion_s=0.5), port=port)
+    case = stand_in_case("dies", api_stand_in(port, dies_at_first_completion=True), port=port)
 
     data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
 
