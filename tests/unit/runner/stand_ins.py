@@ -96,7 +96,7 @@ def wait_for_log(path: Path, text: str, timeout_s: float = 30.0) -> str:
 
 
 def api_stand_in(port: int, *, dies_at_first_completion: bool = False) -> str:
-    """An API server: /v1/models and /health answer 200, a completion hangs. With ``dies_at_first_completion`` its
+    """An API server: /v1/models and /health answer 200, a completion hangs (logging "completion arrived"). With ``dies_at_first_completion`` its
     engine dies once the first completion has arrived and /health has answered 200 (the watch knows it healthy):
     /health answers 503 from then on while the process lives on. Events in that order, not seconds, so the death
     comes during the phase that sent the completion, whatever the machine's speed."""
@@ -114,6 +114,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         global completion_arrived
         completion_arrived = True
+        print("completion arrived", flush=True)
         time.sleep(600)
     def log_message(self, *args):
         pass

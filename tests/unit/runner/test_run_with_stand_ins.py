@@ -175,11 +175,42 @@ def with_budgets(**seconds: float):
     return dataclasses.replace(PROFILE, budgets=PROFILE.budgets.replaced(**seconds))
 
 
+def hung_completion_clock(out, case_id: str, cap_s: float = 3.0) -> FakeClock:
+    """The run's clock (start-up and phase budgets, telemetry samples, timings), moved only by the sampler's waits
+    (1 s a sample): not before the stand-in's completion has arrived, so a slow start on a loaded machine is neither
+    phase time nor quiet time; and no more than ``cap_s`` past that until the case's failure is on record, so the
+    watcher judges the moment the test means (a stall, a budget) however late its thread runs. Pass it as
+    ``execute_run(clock=clock, sleep=clock.sleep)``."""
+    arrived: list[float] = []
+
+    def completion_arrived() -> bool:
+        return any("completion arrived" in log.read_text() for log in out.rglob("server.log"))
+
+    def failure_on_record() -> bool:
+        try:
+            return bool(read_results(out)["cases"][case_id]["failure"])
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def settle() -> None:
+        if not arrived:
+            eventually(completion_arrived)
+            arrived.append(clock.now)
+        if clock.now - arrived[0] >= cap_s:
+            eventually(failure_on_record)
+
+    clock = FakeClock(settle=settle)
+    return clock
+
+
 def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
     port = UNIT_PORT_BASE + 36
     case = stand_in_case("slow", api_stand_in(port), port=port)
+    clock = hung_completion_clock(tmp_path, "slow")
 
-    data = execute_run(with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet())
+    data = execute_run(
+        with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet(), clock=clock, sleep=clock.sleep
+    )
 
     result = data.cases["slow"]
     assert result.status is Status.FAILED
@@ -238,9 +269,16 @@ def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_pa
     first = stand_in_case("hangs", api_stand_in(port), port=port)  # its completion never answers: one in flight
     second = stand_in_case("after", SLEEPER, port=port + 1)
     progress = Progress(stream=io.StringIO())
+    clock = hung_completion_clock(tmp_path, "hangs")
 
     data = execute_run(
-        with_budgets(stall_s=1.0), stand_in_plan(first, second), tmp_path, progress=progress, keep_on_stall=True
+        with_budgets(stall_s=1.0),
+        stand_in_plan(first, second),
+        tmp_path,
+        progress=progress,
+        keep_on_stall=True,
+        clock=clock,
+        sleep=clock.sleep,
     )
     try:
         result = data.cases["hangs"]
@@ -261,8 +299,9 @@ def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_pa
 def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path):
     port = UNIT_PORT_BASE + 39
     plan = stand_in_plan(stand_in_case("hangs", api_stand_in(port), port=port))
+    clock = hung_completion_clock(tmp_path, "hangs")
 
-    data = execute_run(with_budgets(stall_s=1.0), plan, tmp_path, progress=quiet())
+    data = execute_run(with_budgets(stall_s=1.0), plan, tmp_path, progress=quiet(), clock=clock, sleep=clock.sleep)
 
     result = data.cases["hangs"]
     assert result.failure.startswith("engine stalled during smoke: ")
