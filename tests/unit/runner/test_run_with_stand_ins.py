@@ -83,10 +83,11 @@ def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_pa
 
 
 def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path, monkeypatch):
-    """The teardown's grace is read on a FakeClock that moves only as the teardown's own polls sleep on it (and,
-    once the grace is out, only after the SIGKILLed server is gone): the SIGKILL comes when that clock says the
-    grace ran out, however slow the machine."""
+    """The start-up budget runs out on the run's clock (run_clock), then the teardown's grace is read on a FakeClock
+    that moves only as the teardown's own polls sleep on it (and, once the grace is out, only after the SIGKILLed
+    server is gone): the SIGKILL comes when that clock says the grace ran out, however slow the machine."""
     case = stand_in_case("stubborn", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 32, startup_timeout_s=1.0)
+    startup = run_clock(tmp_path, "stubborn", "ignoring SIGTERM")  # its 1 s start-up budget
     graces, trees = [], []
 
     def settle():
@@ -101,7 +102,8 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path, monkey
         return terminate(find, grace_s, **kwargs, clock=clock, sleep=clock.sleep)
 
     monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
-    data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet()))
+    run = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet(), clock=startup, sleep=startup.sleep)
+    data = results_to_json(run)
 
     result = data["cases"]["stubborn"]
     assert result["status"] == "failed"
@@ -175,16 +177,16 @@ def with_budgets(**seconds: float):
     return dataclasses.replace(PROFILE, budgets=PROFILE.budgets.replaced(**seconds))
 
 
-def hung_completion_clock(out, case_id: str, cap_s: float = 3.0) -> FakeClock:
+def run_clock(out, case_id: str, moves_once: str, cap_s: float = 3.0) -> FakeClock:
     """The run's clock (start-up and phase budgets, telemetry samples, timings), moved only by the sampler's waits
-    (1 s a sample): not before the stand-in's completion has arrived, so a slow start on a loaded machine is neither
-    phase time nor quiet time; and no more than ``cap_s`` past that until the case's failure is on record, so the
-    watcher judges the moment the test means (a stall, a budget) however late its thread runs. Pass it as
-    ``execute_run(clock=clock, sleep=clock.sleep)``."""
-    arrived: list[float] = []
+    (1 s a sample): not before ``moves_once`` is in the stand-in's log (its completion has arrived, it ignores
+    SIGTERM), so a slow start on a loaded machine is neither budget nor quiet time; and no more than ``cap_s`` past
+    that until the case's failure is on record, so the watcher judges the moment the test means (a stall, a budget)
+    however late its thread runs. Pass it as ``execute_run(clock=clock, sleep=clock.sleep)``."""
+    moved_from: list[float] = []
 
-    def completion_arrived() -> bool:
-        return any("completion arrived" in log.read_text() for log in out.rglob("server.log"))
+    def logged() -> bool:
+        return any(moves_once in log.read_text() for log in out.rglob("server.log"))
 
     def failure_on_record() -> bool:
         try:
@@ -193,10 +195,10 @@ def hung_completion_clock(out, case_id: str, cap_s: float = 3.0) -> FakeClock:
             return False
 
     def settle() -> None:
-        if not arrived:
-            eventually(completion_arrived)
-            arrived.append(clock.now)
-        if clock.now - arrived[0] >= cap_s:
+        if not moved_from:
+            eventually(logged)
+            moved_from.append(clock.now)
+        if clock.now - moved_from[0] >= cap_s:
             eventually(failure_on_record)
 
     clock = FakeClock(settle=settle)
@@ -206,7 +208,7 @@ def hung_completion_clock(out, case_id: str, cap_s: float = 3.0) -> FakeClock:
 def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
     port = UNIT_PORT_BASE + 36
     case = stand_in_case("slow", api_stand_in(port), port=port)
-    clock = hung_completion_clock(tmp_path, "slow")
+    clock = run_clock(tmp_path, "slow", "completion arrived")
 
     data = execute_run(
         with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet(), clock=clock, sleep=clock.sleep
@@ -269,7 +271,7 @@ def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_pa
     first = stand_in_case("hangs", api_stand_in(port), port=port)  # its completion never answers: one in flight
     second = stand_in_case("after", SLEEPER, port=port + 1)
     progress = Progress(stream=io.StringIO())
-    clock = hung_completion_clock(tmp_path, "hangs")
+    clock = run_clock(tmp_path, "hangs", "completion arrived")
 
     data = execute_run(
         with_budgets(stall_s=1.0),
@@ -299,7 +301,7 @@ def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_pa
 def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path):
     port = UNIT_PORT_BASE + 39
     plan = stand_in_plan(stand_in_case("hangs", api_stand_in(port), port=port))
-    clock = hung_completion_clock(tmp_path, "hangs")
+    clock = run_clock(tmp_path, "hangs", "completion arrived")
 
     data = execute_run(with_budgets(stall_s=1.0), plan, tmp_path, progress=quiet(), clock=clock, sleep=clock.sleep)
 
