@@ -10,6 +10,7 @@ import json
 import re
 import threading
 
+import pytest
 from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, api_stand_in, stand_in_case, stand_in_plan
 
 from afd_e2e.profile import load_profile
@@ -23,6 +24,13 @@ from afd_e2e.system.progress import Progress
 from unit.timing import FakeClock, eventually, wait_until
 
 PROFILE = load_profile("tiny-cpu")
+
+
+@pytest.fixture
+def no_wind_down(monkeypatch):
+    """The abandoned smoke's request to a hung stand-in ends only once the teardown closes its connection: the
+    wind-down that abandoned work gets (STOP_JOIN_S, for a bench subprocess to end) would only be waited out."""
+    monkeypatch.setattr("afd_e2e.runner.cancellation.STOP_JOIN_S", 0.0)
 
 
 def quiet() -> Progress:
@@ -205,7 +213,7 @@ def run_clock(out, case_id: str, moves_once: str, cap_s: float = 3.0) -> FakeClo
     return clock
 
 
-def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
+def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 36
     case = stand_in_case("slow", api_stand_in(port), port=port)
     clock = run_clock(tmp_path, "slow", "completion arrived")
@@ -223,7 +231,7 @@ def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_longer_write(tmp_path):
+def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_longer_write(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 37
     case = stand_in_case("dies", api_stand_in(port, dies_at_first_completion=True), port=port)
 
@@ -266,7 +274,7 @@ def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_fa
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_path):
+def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 38
     first = stand_in_case("hangs", api_stand_in(port), port=port)  # its completion never answers: one in flight
     second = stand_in_case("after", SLEEPER, port=port + 1)
@@ -298,7 +306,7 @@ def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_pa
         terminate(lambda: find_marked(run_id_of(tmp_path)), 1.0)
 
 
-def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path):
+def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 39
     plan = stand_in_plan(stand_in_case("hangs", api_stand_in(port), port=port))
     clock = run_clock(tmp_path, "hangs", "completion arrived")
