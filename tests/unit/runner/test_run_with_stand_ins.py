@@ -10,6 +10,7 @@ import json
 import re
 import threading
 
+import psutil
 import pytest
 from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, api_stand_in, stand_in_case, stand_in_plan
 
@@ -188,9 +189,9 @@ def with_budgets(**seconds: float):
 def run_clock(out, case_id: str, moves_once: str, cap_s: float = 3.0) -> FakeClock:
     """The run's clock (start-up and phase budgets, telemetry samples, timings), moved only by the sampler's waits
     (1 s a sample): not before ``moves_once`` is in the stand-in's log (its completion has arrived, it ignores
-    SIGTERM), so a slow start on a loaded machine is neither budget nor quiet time; and no more than ``cap_s`` past
-    that until the case's failure is on record, so the watcher judges the moment the test means (a stall, a budget)
-    however late its thread runs. Pass it as ``execute_run(clock=clock, sleep=clock.sleep)``."""
+    SIGTERM) and the stand-in sleeps, so a slow start on a loaded machine is neither budget nor quiet time; and no
+    more than ``cap_s`` past that until the case's failure is on record, so the watcher judges the moment the test
+    means (a stall, a budget) however late its thread runs. Pass it as ``execute_run(clock=clock, sleep=clock.sleep)``."""
     moved_from: list[float] = []
 
     def logged() -> bool:
@@ -202,9 +203,17 @@ def run_clock(out, case_id: str, moves_once: str, cap_s: float = 3.0) -> FakeClo
         except (OSError, ValueError, KeyError):
             return False
 
+    def asleep() -> bool:  # quiet after logging it: the state a diagnosis names is the stand-in's settled one
+        try:
+            pid = read_results(out)["cases"][case_id]["processes"][0]["pid"]
+            return psutil.Process(pid).status() == psutil.STATUS_SLEEPING
+        except (OSError, ValueError, KeyError, IndexError, psutil.Error):
+            return False
+
     def settle() -> None:
         if not moved_from:
             eventually(logged)
+            eventually(asleep)
             moved_from.append(clock.now)
         if clock.now - moved_from[0] >= cap_s:
             eventually(failure_on_record)
@@ -250,9 +259,19 @@ def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_l
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_failure(tmp_path):
+def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_failure(tmp_path, monkeypatch):
+    """The teardown's 1 s grace is read on a FakeClock that its own polls move, once the grace is out only after
+    the SIGKILLed server is gone (as in the test above)."""
     case = stand_in_case("loading", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 38)  # like vLLM while it loads
     flag = CancelFlag()
+    trees: list[list] = []
+    clock = FakeClock(settle=lambda: clock.elapsed < 1.0 or eventually(lambda: not any(map(is_alive, trees[0]))))
+
+    def on_the_clock(find, grace_s, **kwargs):
+        trees.append([m.process for m in find()])
+        return terminate(find, grace_s, **kwargs, clock=clock, sleep=clock.sleep)
+
+    monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
 
     def cancel_once_loading():
         eventually(lambda: any("ignoring SIGTERM" in p.read_text() for p in tmp_path.rglob("*.log")))
@@ -272,6 +291,7 @@ def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_fa
     )
     assert not any(c.status is Status.FAILED for c in result.hygiene)
     assert find_marked(run_id_of(tmp_path)) == []
+    assert 1.0 <= clock.elapsed <= 1.0 + 3 * POLL_INTERVAL_S  # the SIGKILL came when the grace ran out on that clock
 
 
 def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_path, no_wind_down):
