@@ -4,7 +4,6 @@ its requests before it stops its process."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 from afd_e2e.buildkite import meta_data
@@ -14,6 +13,7 @@ from afd_e2e.multi_agent.follower import WIND_DOWN_S, Follower
 from afd_e2e.multi_agent.lifecycle import LOST_AFTER_S, Heartbeat, Pulse, ended, heartbeat_key, leader_state_key
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
+from afd_e2e.runner.cancellation import CancelFlag
 from unit.timing import FakeClock, wait_until
 
 CASE = "cpu-tp1-remote"
@@ -82,6 +82,22 @@ def test_a_follower_takes_a_silent_leader_for_lost_and_an_ended_run_for_ended(bu
     assert done._leader_gone() == "the leader's run ended (failed)" and not done.leader_lost
 
 
+class LeaderEndsAtTheFirstWait(CancelFlag):
+    """A follower's cancel flag (never set) whose first wait is when the leader ends its case: the end comes while
+    the follower waits for it, not after some real seconds; no wait sleeps."""
+
+    def __init__(self, end) -> None:
+        super().__init__()
+        self.end = end
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        if len(self.waits) == 1:
+            self.end()
+        return self.is_set()
+
+
 def test_a_failed_follower_waits_for_the_leader_to_end_its_case_before_its_teardown(build):
     progress: list[str] = []
     events: list[str] = []
@@ -91,16 +107,15 @@ def test_a_failed_follower_waits_for_the_leader_to_end_its_case_before_its_teard
         ticks.advance(0.1)
         return ticks()
 
-    def leader_ends_after_the_wait_began(_line: str) -> None:
-        threading.Timer(0.2, lambda: (events.append("leader ended"), board.publish_end("failed"))).start()
-
     board = Board("job-L", CASE)
-    side = follower(progress, clock=clock, on_progress=leader_ends_after_the_wait_began)
+    side = follower(progress, clock=clock)
+    side.flag = LeaderEndsAtTheFirstWait(lambda: (events.append("leader ended"), board.publish_end("failed")))
     meta_data.set_value(heartbeat_key("job-L"), "1")
     side.case_over(CaseResults(CASE, "cpu", "native", status=Status.FAILED, failure="server stalled"))
     events.append("teardown may start")
 
     assert events == ["leader ended", "teardown may start"]  # it waited until the leader ended its case
+    assert side.flag.waits == [0.5]  # one wait, during which the leader ended; it went on at its next look
     assert ticks.elapsed < WIND_DOWN_S  # and went on then, not at the end of the whole WIND_DOWN_S
     assert progress == [f"waiting up to {WIND_DOWN_S:g} s for the leader to end its requests before the teardown"]
 
