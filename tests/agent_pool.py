@@ -13,9 +13,10 @@ Models what Buildkite does with the jobs of running builds (../shared/reference/
   command, then pre-exit always), each sourced with the exports of the ones before.
 
 ``AgentPool.run`` returns when every job has finished, or reports a deadlock: jobs waiting while nothing happened
-(no job started or finished, nothing written to any build's store, no job printed anything) for ``no_progress_s``,
-or at once when every running job only waits for a job that cannot start (``stuck``); it then names what each
-running job holds and what each waiting job waits for, and kills every job. Not modelled: priorities, retries,
+(no job started or finished, nothing written to any build's store, no job printed anything) for ``no_progress_s``
+on the pool's ``clock`` (a test's FakeClock, or the real one as a guard against a hang), or at once when every
+running job only waits for a job that cannot start (``stuck``); it then names what each running job holds and what
+each waiting job waits for, and kills every job. Not modelled: priorities, retries,
 timeouts, cancellation, block steps and ``depends_on`` (a test's pipelines use none of them).
 """
 
@@ -43,6 +44,7 @@ RECORD_CALL = REPO / "tests" / "stubs" / "record-call"
 PLUGIN_PREFIX = "BUILDKITE_PLUGIN_AFD_E2E_"
 HOOKS = ("environment", "pre-command", "command")
 WAITING, RUNNING, FINISHED = "waiting", "running", "finished"
+POLL_S = 0.05
 
 
 def plugin_env(config: dict[str, Any]) -> dict[str, str]:
@@ -74,7 +76,7 @@ class PoolJob:
     process: subprocess.Popen[bytes] | None = None
     exit_status: int | None = None
     folder: Path | None = None
-    started: float | None = None  # time.monotonic()
+    started: float | None = None  # on the pool's clock
     finished: float | None = None
 
     @property
@@ -140,12 +142,16 @@ class _Build:
 @dataclass
 class AgentPool:
     """``agents`` on this machine, under ``root``; jobs use the plugin in ``plugin_dir`` and the commands in
-    ``commands`` (name -> the argv it runs, e.g. an ``afd-e2e`` stand-in) besides the stubbed ``buildkite-agent``."""
+    ``commands`` (name -> the argv it runs, e.g. an ``afd-e2e`` stand-in) besides the stubbed ``buildkite-agent``.
+    Its time (no progress, the limit, when a job started and finished) is read on ``clock``; it polls with
+    ``sleep``."""
 
     root: Path
     agents: Sequence[PoolAgent]
     plugin_dir: Path = REPO
     commands: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
     jobs: list[PoolJob] = field(default_factory=list)
     builds: dict[str, _Build] = field(default_factory=dict)
 
@@ -167,7 +173,7 @@ class AgentPool:
         ``stuck`` (optional) says of a running job that it now only waits for another job to start (e.g. a leader
         waiting for followers it has uploaded). Every running job stuck, and no waiting job able to start, is a
         deadlock at once, without waiting out ``no_progress_s``: nothing can move, however slow the machine."""
-        start = last_progress = time.monotonic()
+        start = last_progress = self.clock()
         snapshot = self._store_snapshot()
         try:
             while True:
@@ -176,19 +182,19 @@ class AgentPool:
                 progress = self._ingest_uploads() | self._reap() | self._dispatch()
                 now_snapshot = self._store_snapshot()
                 if progress or now_snapshot != snapshot:
-                    last_progress, snapshot = time.monotonic(), now_snapshot
+                    last_progress, snapshot = self.clock(), now_snapshot
                 if all(job.state == FINISHED for job in self.jobs):
-                    return Outcome(self.jobs, None, time.monotonic() - start)
-                idle = time.monotonic() - last_progress
+                    return Outcome(self.jobs, None, self.clock() - start)
+                idle = self.clock() - last_progress
                 running = [job for job in self.jobs if job.state == RUNNING]
                 held = not progress and running and all(job in stuck_now for job in running)
                 if idle >= no_progress_s or held:
-                    return Outcome(self.jobs, self._deadlock(idle), time.monotonic() - start)
-                if time.monotonic() - start >= limit_s:
+                    return Outcome(self.jobs, self._deadlock(idle), self.clock() - start)
+                if self.clock() - start >= limit_s:
                     raise RuntimeError(
                         f"the pool's jobs still move after {limit_s:g} s: {self._deadlock(idle).describe()}"
                     )
-                time.sleep(0.05)
+                self.sleep(POLL_S)
         finally:
             self._kill_running()
 
@@ -279,13 +285,13 @@ class AgentPool:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        job.state, job.agent, job.folder, job.started = RUNNING, agent.name, folder, time.monotonic()
+        job.state, job.agent, job.folder, job.started = RUNNING, agent.name, folder, self.clock()
 
     def _reap(self) -> bool:
         finished = False
         for job in self.jobs:
             if job.state == RUNNING and job.process is not None and job.process.poll() is not None:
-                job.state, job.exit_status, job.finished = FINISHED, job.process.returncode, time.monotonic()
+                job.state, job.exit_status, job.finished = FINISHED, job.process.returncode, self.clock()
                 finished = True
         return finished
 
@@ -329,7 +335,7 @@ class AgentPool:
                 with contextlib.suppress(ProcessLookupError):  # the job ended on its own meanwhile
                     os.killpg(job.process.pid, signal.SIGKILL)
                 job.process.wait()
-                job.state, job.exit_status, job.finished = FINISHED, job.process.returncode, time.monotonic()
+                job.state, job.exit_status, job.finished = FINISHED, job.process.returncode, self.clock()
 
 
 def run_job(folder: Path, plugin_dir: Path) -> int:

@@ -18,27 +18,25 @@ import os
 import sys
 import time
 
-from afd_e2e.buildkite import meta_data
-from afd_e2e.commands import gates, join
-from afd_e2e.multi_agent.lifecycle import ENDED, RUNNING, WAITING, ended, leader_state_key
-from afd_e2e.phases import rendering
-from afd_e2e.pipeline.followers import FollowerRendezvous, LeaderJob, follower_pipeline
-from afd_e2e.pipeline.upload import upload
-from afd_e2e.plan.addresses import meta_data_key
-from afd_e2e.plan.build import build_plan
-from afd_e2e.profile import load_profile
-
-rendering.install()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
-
-POLL_S = 0.25  # each look at meta-data starts the stubbed buildkite-agent twice
-FOLLOWER_HOLD_S = 60.0  # a follower whose leader never ends gives its agent back after this
+POLL_S = 0.1  # each look at meta-data starts the stubbed buildkite-agent (bash) once or twice
+FOLLOWER_HOLD_S = 60.0  # a follower whose leader never ends gives its agent back after this (a guard, not a verdict)
+STAND_INS = ("preflight", "cleanup", "report")
 
 
 def ready_key(leader_job: str, case: str, process: str) -> str:
+    from afd_e2e.plan.addresses import meta_data_key
+
     return meta_data_key(leader_job, f"{case}/{process}/ready")
 
 
 def lead(args: argparse.Namespace) -> int:
+    from afd_e2e.buildkite import meta_data
+    from afd_e2e.multi_agent.lifecycle import RUNNING, WAITING, ended, leader_state_key
+    from afd_e2e.pipeline.followers import LeaderJob, follower_pipeline
+    from afd_e2e.pipeline.upload import upload
+    from afd_e2e.plan.build import build_plan
+    from afd_e2e.profile import load_profile
+
     profile = load_profile(args.profile)
     plan = build_plan(profile, model_path=os.environ.get(profile.gates.model_env, "/model"), case_ids=args.case or ())
     leader = LeaderJob.from_env(os.environ, args.profile)
@@ -63,12 +61,15 @@ def lead(args: argparse.Namespace) -> int:
                 time.sleep(POLL_S)
         meta_data.set_value(state, RUNNING)
         print(f"afd-e2e run: {case.id}: every follower is ready, running the workloads", flush=True)
-        time.sleep(0.3)
     meta_data.set_value(state, ended("passed"))
     return 0
 
 
 def follow() -> int:
+    from afd_e2e.buildkite import meta_data
+    from afd_e2e.multi_agent.lifecycle import ENDED, leader_state_key
+    from afd_e2e.pipeline.followers import FollowerRendezvous
+
     rendezvous = FollowerRendezvous.from_env(os.environ)
     agent = os.environ["BUILDKITE_AGENT_NAME"]
     meta_data.set_value(ready_key(rendezvous.leader_job, rendezvous.case, rendezvous.process), agent)
@@ -84,24 +85,35 @@ def follow() -> int:
 
 
 def main(argv: list[str]) -> int:
+    """Each command imports only what it runs, as the real ``afd-e2e`` does (the stand-ins: nothing): the hooks
+    call this script four or five times a job, and the renderers' imports alone (matplotlib, ~0.6 s) would be most
+    of a job's time."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command in STAND_INS:
+        print(f"afd-e2e {command}: stand-in, nothing to do")
+        return 0
+    from afd_e2e.phases import builtin
+
+    builtin.install()  # the built-in phases, as the real `afd-e2e` installs them for every command
     parser = argparse.ArgumentParser(prog="afd-e2e")
     commands = parser.add_subparsers(dest="command", required=True)
-    join.register(commands)
-    gates.register(commands)
+    if command == "join":
+        from afd_e2e.commands import join
+
+        join.register(commands)
+    elif command == "gates":
+        from afd_e2e.commands import gates
+
+        gates.register(commands)
     run = commands.add_parser("run")
     run.add_argument("--profile", required=True)
     run.add_argument("--case", action="append")
-    for name in ("preflight", "cleanup", "report"):
-        commands.add_parser(name)
     args, _ = parser.parse_known_args(argv)
     if args.command == "run":
         return lead(args)
     if args.command == "join" and args.follow:  # the follower job's command hook (plugin/lib.sh run_follower)
         return follow()
-    if args.command in ("join", "gates"):
-        return args.func(args)
-    print(f"afd-e2e {args.command}: stand-in, nothing to do")
-    return 0
+    return args.func(args)
 
 
 if __name__ == "__main__":

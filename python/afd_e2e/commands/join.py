@@ -20,7 +20,6 @@ from afd_e2e.buildkite import meta_data
 from afd_e2e.commands.common import resolve_model
 from afd_e2e.errors import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASSED, UsageError
 from afd_e2e.multi_agent.lifecycle import join_decision, leader_state_key
-from afd_e2e.phases import rendering
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rendering.install()  # this command renders: the phases' testcases and annotation parts
     decision = join_decision(args.leader_job, meta_data.get(leader_state_key(args.leader_job)))
     print(f"afd-e2e join: {decision.reason}")
     if not decision.join:
@@ -53,9 +51,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def follow(args: argparse.Namespace) -> int:
-    """Host the process ``--follow`` names for the leader job, through the case runner."""
+    """Host the process ``--follow`` names for the leader job, through the case runner. Only this part renders (the
+    phases' testcases and annotation parts): the plain join, every follower job's first step, reads one meta-data
+    key and loads no renderer, numpy or matplotlib."""
     from afd_e2e.commands.run import take_preflight
     from afd_e2e.multi_agent.follower import Follower, records_name
+    from afd_e2e.phases import rendering
     from afd_e2e.plan import build_plan
     from afd_e2e.plan.gates import plan_devices
     from afd_e2e.profile import load_profile
@@ -63,6 +64,7 @@ def follow(args: argparse.Namespace) -> int:
     from afd_e2e.runner.run import execute_run
     from afd_e2e.system.progress import Progress
 
+    rendering.install()
     case_id, _, process = args.follow.partition("/")
     if not args.profile:
         raise UsageError(f"--follow {args.follow} without --profile", "pass the leader's --profile")

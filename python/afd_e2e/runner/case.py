@@ -117,6 +117,10 @@ class RunContext:
     gsm8k_dir: Path | None
     keep_on_stall: bool = False  # leave a stalled case's processes up (debugging; refused in CI)
     side: AgentSide | None = None  # this agent's part in the cases placed on several agents
+    # What a case's start-up and phase budgets, telemetry samples (stall_s) and timings are read on, and how the
+    # sampler waits between samples (None: on its stop event): tests drive both, so a slow machine spends no budget.
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], object] | None = None
 
     def side_of(self, case: CasePlan) -> AgentSide | None:
         return self.side if case.remote_processes else None
@@ -192,7 +196,7 @@ def run_case(
     """Run one case; its results section is written as it goes and returned. ``while_up``: called once its phases
     passed, before its teardown, with its servers still up (``runner.sequential``: a series, the cases a held
     baseline waits for); a role that died meanwhile, or a performance section it failed, fails the case."""
-    started = time.monotonic()
+    started = ctx.clock()
     results = ctx.store.results.cases[case.id] = new_case_results(case)
     ctx.store.flush()
     side = ctx.side_of(case)
@@ -215,6 +219,8 @@ def run_case(
             at_server=side is not None and not side.runs_phases,
         ),
         hosted=hosted,
+        clock=ctx.clock,
+        sleep=ctx.sleep,
     ) as servers:
         if ctx.profile.engine.on_startup_stall == "wait":
             servers.on_startup_stall = partial(_startup_stall_reported, ctx, case, results, servers)
@@ -255,7 +261,7 @@ def run_case(
         _summarize_telemetry(ctx, case, results, servers)
         if side is None or side.runs_phases:
             _judge_execution(ctx, case, results)
-    results.timings.wall_s = round(time.monotonic() - started, 3)
+    results.timings.wall_s = round(ctx.clock() - started, 3)
     ctx.store.flush()
     ctx.progress(f"case {results.status}" + (f": {results.failure}" if results.failure else ""))
     return results
@@ -407,10 +413,10 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
     stop = threading.Event()  # tells the phase's own work to end (set when the phase is abandoned)
     budget = catalogue.phase(phase).budget
     budget_key, budget_s = budget.label, budget.seconds(ctx.profile)
-    started = time.monotonic()
+    started = ctx.clock()
 
     def within_budget() -> None:
-        if time.monotonic() - started > budget_s:
+        if ctx.clock() - started > budget_s:
             raise OverBudget(f"{phase} ran past its budget ({budget_key} = {budget_s:g} s)")
 
     def on_record(failure: CaseFailure) -> None:
@@ -466,7 +472,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
         writes.close(stopped_as, why)
         if stopped_as is not None and (port := urlsplit(servers.case.base_url).port) is not None:
             shut_own_connections(port)  # the abandoned work's requests: the server's SIGTERM would wait on them
-        results.timings.phases[phase] = round(time.monotonic() - started, 3)
+        results.timings.phases[phase] = round(ctx.clock() - started, 3)
         ctx.store.flush()
 
 

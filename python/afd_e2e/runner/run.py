@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -69,6 +70,8 @@ def execute_run(
     keep_on_stall: bool = False,
     side: AgentSide | None = None,
     env: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] | None = None,
 ) -> RunResults:
     """Run an admitted plan into ``out_dir``; return the results (also in ``out_dir/results.json``).
 
@@ -79,6 +82,8 @@ def execute_run(
     With ``keep_on_stall`` a stalled case's processes are left up and the run ends after that case. ``side`` is
     this agent's part in the cases placed on several agents (the leader's, or a follower's). ``env``: the
     environment the case processes start from (default the agent's; ``afd-e2e bisect`` prepends a commit's package).
+    ``clock`` and ``sleep``: what the cases' budgets, telemetry and timings are read on, and how the telemetry waits
+    between samples (``RunContext``; tests drive both).
     """
     admission = (
         plan
@@ -136,6 +141,8 @@ def execute_run(
             gsm8k_dir,
             keep_on_stall=keep_on_stall,
             side=side,
+            clock=clock,
+            sleep=sleep,
         )
         try:
             run_cases(ctx, plan.cases)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,9 @@ class BuildkiteHistory:
         cache_dir: Path | None = None,
         workers: int = WORKERS,
         budget_s: float = BUDGET_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``budget_s`` bounds all the builds' downloads together, read on ``clock`` (a test drives it)."""
         self.rest = rest
         self.organization = organization
         self.pipeline = pipeline
@@ -59,6 +61,7 @@ class BuildkiteHistory:
         self.cache_dir = cache_dir
         self.workers = max(1, workers)
         self.budget_s = budget_s
+        self.clock = clock
         self._deadline = 0.0
         self.description = f"builds of {organization}/{pipeline} on {branch}"
 
@@ -78,7 +81,7 @@ class BuildkiteHistory:
         return builds[:count]
 
     def fetch(self, limit: int) -> list[Fetched]:
-        self._deadline = time.monotonic() + self.budget_s
+        self._deadline = self.clock() + self.budget_s
         builds = self.list_builds(limit * CANDIDATES_PER_WINDOW)
         if self.workers == 1:
             return [self._fetch_build(build) for build in builds]
@@ -99,7 +102,7 @@ class BuildkiteHistory:
         cached = self._cached(build)
         if cached is not None:
             return parsed(ref, cached, source)
-        if time.monotonic() > self._deadline:
+        if self.clock() > self._deadline:
             return Fetched(ref, None, f"not fetched: the trend's {self.budget_s:g} s budget ran out", "not fetched")
         try:
             results = self._download_results(build)

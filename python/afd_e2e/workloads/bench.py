@@ -229,10 +229,12 @@ def run_one(
     cancelled: threading.Event,
     heartbeat_s: float,
     diagnose: Callable[[], str] = lambda: "",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[Repetition, bool]:
     """One warmup or formal repetition into ``out_dir/bench/<case>/<kind>-<index>.json``: the repetition with its
     index and paths, and whether the bench ended by itself (False: stopped for a timeout or a cancel, then with the
-    watchdog's ``diagnose()`` in its failure)."""
+    watchdog's ``diagnose()`` in its failure). ``clock`` and ``sleep``: as ``run_repetition``'s."""
     folder = out_dir / "bench" / target.case_id
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{kind}-{index}"
@@ -259,6 +261,8 @@ def run_one(
         cancelled=cancelled,
         heartbeat_s=heartbeat_s,
         env=target.env,
+        clock=clock,
+        sleep=sleep,
     )
     if not ended_by_itself and not cancelled.is_set() and (diagnosis := diagnose()):
         rep = replace(rep, failure=f"{rep.failure}; {diagnosis}")
@@ -280,6 +284,8 @@ def run_series(
     heartbeat_s: float,
     on_timeout: Callable[[str], None] = lambda _reason: None,
     diagnose: Callable[[], str] = lambda: "",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CasePerformance:
     """Warmups then formal repetitions (a range's ``min``; the rest is the sequential series') into
     ``out_dir/bench/<case>/``; the ``performance`` section of a case.
@@ -287,7 +293,8 @@ def run_series(
     Each finished repetition is published at once. A timed-out or cancelled repetition ends the series (a hung
     server would time out every later one too), a timed-out one after ``on_timeout`` (the case's forensics) was
     called with its failure, which carries the progress watchdog's ``diagnose()`` (what is in flight, since when
-    no token moved, the process that explains it); other failures are recorded and the series goes on.
+    no token moved, the process that explains it); other failures are recorded and the series goes on. Each
+    repetition's timeout and heartbeats are read on ``clock`` (tests drive it and ``sleep``).
     """
     section = CasePerformance(Status.RUNNING, env=redact_env(target.env))
     schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]
@@ -307,6 +314,8 @@ def run_series(
             cancelled=cancelled,
             heartbeat_s=heartbeat_s,
             diagnose=diagnose,
+            clock=clock,
+            sleep=sleep,
         )
         bucket.append(rep)
         if rep.failure and section.failure is None:

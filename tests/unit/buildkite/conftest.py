@@ -6,7 +6,6 @@ import json
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +16,7 @@ import pytest
 
 from afd_e2e.cli import main
 from repo_paths import SHARED
+from unit.timing import GUARD_S
 
 PORTS = range(21000, 21500)  # this suite's port range
 
@@ -38,12 +38,13 @@ def valid_pipeline() -> Callable[[dict[str, Any]], None]:
 
 @dataclass
 class Page:
-    """One canned answer: status, JSON body, extra headers, and a delay before answering."""
+    """One canned answer: status, JSON body, extra headers; with ``held``, given only once the test sets that event
+    (a server slower than the client's timeout, however slow the machine)."""
 
     status: int = 200
     body: Any = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
+    held: threading.Event | None = None
 
 
 @dataclass
@@ -53,7 +54,7 @@ class AgentsApiServer:
     requests: list[tuple[str, str]]  # (path, Authorization header)
 
     def serve(self, path: str, body: Any, **page: Any) -> None:
-        """Answer GET ``/v2{path}`` with ``body`` (JSON unless bytes) and the given status/headers/delay_s."""
+        """Answer GET ``/v2{path}`` with ``body`` (JSON unless bytes) and the given status/headers/held."""
         self.pages[f"/v2{path}"] = Page(body=body, **page)
 
 
@@ -77,7 +78,8 @@ def agents_api() -> Iterator[AgentsApiServer]:
         def do_GET(self) -> None:
             server_state.requests.append((self.path, self.headers.get("Authorization", "")))
             page = server_state.pages.get(self.path, Page(404, {"message": "Not Found"}))
-            time.sleep(page.delay_s)
+            if page.held is not None:
+                page.held.wait(GUARD_S)
             body = page.body if isinstance(page.body, bytes) else json.dumps(page.body).encode()
             try:
                 self.send_response(page.status)

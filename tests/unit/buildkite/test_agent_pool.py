@@ -21,14 +21,16 @@ from afd_e2e.pipeline.followers import leader_concurrency_group, tags_text
 from afd_e2e.pipeline.generate import GpuStepSettings, build_pipeline
 from afd_e2e.pipeline.steps import render
 from afd_e2e.profile import load_profile
-from agent_pool import FINISHED, WAITING, AgentPool, PoolAgent, PoolJob
+from agent_pool import FINISHED, POLL_S, WAITING, AgentPool, PoolAgent, PoolJob
 from repo_paths import REPO
+from unit.timing import FakeClock
 
 PROFILE = "tiny-cpu-two-agents"
 LEADER_POOL, FOLLOWER_POOL = {"queue": "afd-e2e-cpu"}, {"queue": "afd-e2e-cpu-follower"}
 AGENTS = (PoolAgent("agent-a", LEADER_POOL), PoolAgent("agent-b", FOLLOWER_POOL))
 # Longer than any quiet moment of a build that moves: about 1 s, a job's hook starting Python on a busy 2-core machine.
-# A deadlock is found at once (every running leader waits for followers that cannot start), not after this.
+# A deadlock is found at once (every running leader waits for followers that cannot start), not after this: on the
+# real clock it is only a guard against a hang. The no-progress finder itself is tested on a FakeClock (below).
 NO_PROGRESS_S = 60.0
 
 
@@ -201,3 +203,23 @@ def test_two_builds_on_one_pool_of_two_agents(tmp_path, valid_pipeline, design):
             "an agent with queue=afd-e2e-cpu: agent-a runs build-1: afd-e2e tiny-cpu-one-pool (leader); "
             "agent-c runs build-2: afd-e2e tiny-cpu-one-pool (leader)"
         ] * 2
+
+
+def test_jobs_waiting_while_nothing_moves_are_a_deadlock_once_no_progress_s_passed_on_the_pools_clock(tmp_path):
+    """The deadlock finder without ``stuck``: no job started, ended, wrote or printed anything for ``no_progress_s``
+    on the clock the pool was given (a FakeClock the pool's own polls move), however long that took in real time."""
+    clock = FakeClock()
+    agents = AgentPool(tmp_path / "pool", (PoolAgent("agent-a", {}),), clock=clock, sleep=clock.sleep)
+    agents.start_build(
+        "build-1", [{"label": "holds", "command": "exec sleep 600"}, {"label": "waits", "command": "true"}]
+    )
+
+    outcome = agents.run(no_progress_s=5.0)
+
+    assert outcome.deadlock is not None, "the jobs finished: the first one should hold its agent"
+    assert outcome.deadlock.no_progress_s == 5.0 and outcome.elapsed_s == pytest.approx(5.0, abs=POLL_S)
+    assert "nothing has moved for 5 s" in outcome.deadlock.describe()
+    assert outcome.deadlock.holding == (("build-1: holds", "agent-a"),)
+    assert outcome.deadlock.waiting == (("build-1: waits", "an agent with queue=default: agent-a runs build-1: holds"),)
+    held, waited = outcome.jobs
+    assert (held.state, held.exit_status, waited.state) == (FINISHED, -9, WAITING)  # the pool killed what it held

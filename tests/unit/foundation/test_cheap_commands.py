@@ -1,5 +1,6 @@
 """Unit tier: the commands a pipeline-upload step or a person at a terminal runs to read profiles (pipeline, plan,
-gates, profiles, preflight) import no renderer, numpy or matplotlib, so they start fast and need no plotting stack.
+gates, profiles, preflight), and a follower job's ``join`` without ``--follow``, import no renderer, numpy or
+matplotlib, so they start fast and need no plotting stack.
 
 Each runs in a fresh interpreter (``sys.modules`` of this test process has everything loaded), and reports the
 modules it ended with. The layers make it hold: the built-in phases' renderers are installed only by the commands
@@ -55,6 +56,12 @@ def test_a_cheap_command_imports_no_renderer_numpy_or_matplotlib(tmp_path, comma
     report = imported(tmp_path, CHEAP[command])
     assert report["heavy"] == [], f"{command} imported {report['heavy'][:5]}"
     assert report["code"] in (0, 1, 3), report  # it ran: passed, failed (preflight on this machine) or gates closed
+
+
+def test_join_without_follow_imports_no_renderer(tmp_path):
+    """Every follower job's first step (the plugin's check_leader) reads one meta-data key: it renders nothing, only
+    ``join --follow`` does. (No buildkite-agent on the probe's PATH: a one-line error, exit 2.)"""
+    assert imported(tmp_path, ["join", "--leader-job", "job-7"]) == {"code": 2, "heavy": []}
 
 
 def test_a_command_that_renders_installs_the_renderers(tmp_path):

@@ -4,7 +4,6 @@ own side gives the leader time to end its requests before it stops its process."
 
 from __future__ import annotations
 
-import threading
 import time
 
 from afd_e2e.buildkite import meta_data
@@ -23,6 +22,7 @@ from afd_e2e.multi_agent.lifecycle import (
 )
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
+from afd_e2e.runner.cancellation import CancelFlag
 from unit.timing import FakeClock, wait_until
 
 CASE = "cpu-tp1-remote"
@@ -128,6 +128,22 @@ def test_a_follower_given_a_shorter_budget_beats_reads_and_loses_its_leader_by_i
     assert follower([]).read_every_s == 5.0  # the default budget reads as before: every RUN_EVERY_S
 
 
+class LeaderEndsAtTheFirstWait(CancelFlag):
+    """A follower's cancel flag (never set) whose first wait is when the leader ends its case: the end comes while
+    the follower waits for it, not after some real seconds; no wait sleeps."""
+
+    def __init__(self, end) -> None:
+        super().__init__()
+        self.end = end
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        if len(self.waits) == 1:
+            self.end()
+        return self.is_set()
+
+
 def test_a_failed_follower_waits_for_the_leader_to_end_its_case_before_its_teardown(build):
     progress: list[str] = []
     events: list[str] = []
@@ -137,16 +153,15 @@ def test_a_failed_follower_waits_for_the_leader_to_end_its_case_before_its_teard
         ticks.advance(0.1)
         return ticks()
 
-    def leader_ends_after_the_wait_began(_line: str) -> None:
-        threading.Timer(0.2, lambda: (events.append("leader ended"), board.publish_end("failed"))).start()
-
     board = Board("job-L", CASE)
-    side = follower(progress, clock=clock, on_progress=leader_ends_after_the_wait_began)
+    side = follower(progress, clock=clock)
+    side.flag = LeaderEndsAtTheFirstWait(lambda: (events.append("leader ended"), board.publish_end("failed")))
     meta_data.set_value(heartbeat_key("job-L"), "1")
     side.case_over(CaseResults(CASE, "cpu", "native", status=Status.FAILED, failure="server stalled"))
     events.append("teardown may start")
 
     assert events == ["leader ended", "teardown may start"]  # it waited until the leader ended its case
+    assert side.flag.waits == [0.5]  # one wait, during which the leader ended; it went on at its next look
     assert ticks.elapsed < WIND_DOWN_S  # and went on then, not at the end of the whole WIND_DOWN_S
     assert progress == [f"waiting up to {WIND_DOWN_S:g} s for the leader to end its requests before the teardown"]
 

@@ -18,6 +18,7 @@ import pytest
 from afd_e2e.report import ReportPaths, render_all
 from results_docs import RESULTS_FIXTURES as FIXTURES
 from results_docs import load_fixture
+from unit.timing import GUARD_S
 
 PORT_RANGE = range(20400, 20500)  # this suite's share of the project's test ports
 
@@ -105,20 +106,22 @@ def agent_stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgentStub:
 
 
 class RecordingServer:
-    """A local HTTP server on 127.0.0.1 that records POSTs and answers as told (status, delay)."""
+    """A local HTTP server on 127.0.0.1 that records POSTs and answers as told: its status, and, while ``held``,
+    only once the test releases it (``release()``, also on close): a server slower than any client budget."""
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
         self.status = 202
-        self.delay_s = 0.0
+        self.held = False
+        self.released = threading.Event()
         recorder = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 recorder.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                if recorder.delay_s:
-                    threading.Event().wait(recorder.delay_s)
+                if recorder.held:
+                    recorder.released.wait(GUARD_S)
                 payload = b'{"id": "upload-1"}'
                 try:
                     self.send_response(recorder.status)
@@ -137,7 +140,11 @@ class RecordingServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
+    def release(self) -> None:
+        self.released.set()
+
     def close(self) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
 

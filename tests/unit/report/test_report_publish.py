@@ -83,12 +83,12 @@ def test_test_engine_gets_each_junit_file_with_run_env(
 
 
 @pytest.mark.parametrize(
-    ("status", "delay_s", "expected"), [(500, 0.0, "answered HTTP 500"), (202, 10.0, "ReadTimeout")]
+    ("status", "held", "expected"), [(500, False, "answered HTTP 500"), (202, True, "ReadTimeout")]
 )
 def test_failed_or_slow_test_engine_is_a_bounded_warning(
-    status: int, delay_s: float, expected: str, rendered: ReportPaths, agent_stub, upload_server, capsys
+    status: int, held: bool, expected: str, rendered: ReportPaths, agent_stub, upload_server, capsys
 ) -> None:
-    upload_server.status, upload_server.delay_s = status, delay_s
+    upload_server.status, upload_server.held = status, held
     env = {**BUILDKITE_ENV, "SUITE_TOKEN": TOKEN}
     warnings = publish(
         rendered,
@@ -97,7 +97,8 @@ def test_failed_or_slow_test_engine_is_a_bounded_warning(
         test_engine_url=upload_server.url,
         test_engine_budget_s=1.0,
     )
-    # a ReadTimeout: the 1 s budget cut the upload off (the server answers 202 only after 10 s)
+    # a ReadTimeout: the 1 s budget cut the upload off (the held server answers 202 only once released, after it)
+    upload_server.release()
     assert len(warnings) == 1 and expected in warnings[0]
     captured = capsys.readouterr()
     assert TOKEN not in warnings[0] + captured.out + captured.err

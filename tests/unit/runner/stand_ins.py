@@ -77,6 +77,13 @@ def stand_in_plan(*cases: CasePlan) -> RunPlan:
     )
 
 
+def on_release(path: Path) -> str:
+    """A stand-in's first line: wait until the test creates ``path``. A stand-in that acts "later" (dies, logs a
+    fatal line, exits) acts when the test releases it, once the test has seen what must come first, never after a
+    number of real seconds that a loaded machine could overrun."""
+    return f"import pathlib, time\nwhile not pathlib.Path({str(path)!r}).exists():\n    time.sleep(0.01)\n"
+
+
 def wait_for_log(path: Path, text: str, timeout_s: float = 30.0) -> str:
     """Block until ``text`` appears in the log at ``path`` (a stand-in has set itself up); return the log."""
     deadline = time.monotonic() + timeout_s
@@ -88,20 +95,26 @@ def wait_for_log(path: Path, text: str, timeout_s: float = 30.0) -> str:
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
-def api_stand_in(port: int, *, dies_after_first_completion_s: float | None = None) -> str:
-    """An API server: /v1/models and /health answer 200, a completion hangs. With ``dies_after_first_completion_s``
-    its engine dies that long after the first completion arrives: /health answers 503 while the process lives on."""
+def api_stand_in(port: int, *, dies_at_first_completion: bool = False) -> str:
+    """An API server: /v1/models and /health answer 200, a completion hangs (logging "completion arrived"). With ``dies_at_first_completion`` its
+    engine dies once the first completion has arrived and /health has answered 200 (the watch knows it healthy):
+    /health answers 503 from then on while the process lives on. Events in that order, not seconds, so the death
+    comes during the phase that sent the completion, whatever the machine's speed."""
     return f"""
 import http.server, time
-dies_after = {dies_after_first_completion_s!r}
-first_completion = None
+dies = {dies_at_first_completion!r}
+completion_arrived = answered_healthy = False
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        dead = dies_after is not None and first_completion and time.monotonic() - first_completion > dies_after
-        self.send_response(503 if dead and self.path == "/health" else 200); self.end_headers()
+        global answered_healthy
+        health = self.path == "/health"
+        dead = dies and completion_arrived and answered_healthy
+        self.send_response(503 if dead and health else 200); self.end_headers()
+        answered_healthy = answered_healthy or health
     def do_POST(self):
-        global first_completion
-        first_completion = first_completion or time.monotonic()
+        global completion_arrived
+        completion_arrived = True
+        print("completion arrived", flush=True)
         time.sleep(600)
     def log_message(self, *args):
         pass

@@ -25,7 +25,7 @@ from afd_e2e.runner.record import RunRecord
 from afd_e2e.runner.teardown import terminate
 from afd_e2e.system.markers import find_marked, is_alive
 from junit_xsd import assert_valid_junit
-from unit.timing import FakeClock, eventually, wait_until
+from unit.timing import GUARD_S, FakeClock, eventually, wait_until
 
 
 def statuses(checks):
@@ -59,7 +59,7 @@ def test_leftovers_of_a_killed_run_are_ended_and_the_machine_verified(tmp_path, 
         "leftover_files": "passed",
     }
     assert f"pid {leftover.pid}" in checks[1].detail
-    assert leftover.popen.wait(timeout=1) == -signal.SIGTERM
+    assert leftover.popen.wait(timeout=GUARD_S) == -signal.SIGTERM  # gone already: cleanup waited for it
     assert not layout.scratch_root.exists()
     again = statuses(clean_up(tmp_path))
     assert "leftovers" not in again and again["processes"] == "passed"
@@ -93,7 +93,7 @@ def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
     checks = clean_up(tmp_path)
 
     assert statuses(checks)["runner"] == Status.WARNED
-    runner.wait(timeout=1)  # cleanup reaped it already (same parent here), so its exit code is lost
+    runner.wait(timeout=GUARD_S)  # cleanup reaped it already (same parent here), so its exit code is lost
     assert json.loads((tmp_path / "results.json").read_text())["status"] == "cancelled"
     assert find_marked(run_id) == []
     assert statuses(checks)["processes"] == Status.PASSED

@@ -22,6 +22,7 @@ from afd_e2e.runner.hygiene import (
 )
 from afd_e2e.runner.teardown import TeardownOutcome
 from afd_e2e.system.markers import find_marked
+from unit.timing import GUARD_S, FakeClock
 
 
 def test_a_leftover_process_fails_the_check_and_is_killed(run_id, spawn):
@@ -32,7 +33,7 @@ def test_a_leftover_process_fails_the_check_and_is_killed(run_id, spawn):
 
     assert result.status is Status.FAILED
     assert f"pid {leftover.pid}" in result.detail
-    leftover.popen.wait(timeout=5)
+    leftover.popen.wait(timeout=GUARD_S)
     assert check_processes(partial(find_marked, run_id)).status is Status.PASSED
 
 
@@ -41,10 +42,11 @@ def test_a_busy_port_fails_naming_its_holder_and_a_free_one_passes():
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()
-        busy = check_ports([port], "127.0.0.1", settle_s=0.2)
-    free = check_ports([port], "127.0.0.1", settle_s=0.2)
+        clock = FakeClock()
+        busy = check_ports([port], "127.0.0.1", settle_s=0.2, clock=clock, sleep=clock.sleep)
+    free = check_ports([port], "127.0.0.1", settle_s=0.2, clock=FakeClock(), sleep=no_sleep)
 
-    assert busy.status is Status.FAILED
+    assert busy.status is Status.FAILED and clock.elapsed >= 0.2  # after the settle time, on the clock given
     assert f"{port} held by pid {os.getpid()}" in busy.detail
     assert free == CheckRecord("ports", Status.PASSED, f"free: {port}")
 
@@ -61,10 +63,11 @@ def test_gpu_memory_must_return_to_its_baseline():
     leaked = GpuSnapshot({0: 0, 1: 8194}, {1: (4242,)})
     settled = GpuSnapshot({0: 3, 1: 2})
 
-    failed = check_gpu_memory(baseline, read=lambda _devices: leaked, settle_s=0.1)
-    passed = check_gpu_memory(baseline, read=lambda _devices: settled, settle_s=0.1)
+    clock = FakeClock()
+    failed = check_gpu_memory(baseline, read=lambda _devices: leaked, settle_s=0.1, clock=clock, sleep=clock.sleep)
+    passed = check_gpu_memory(baseline, read=lambda _devices: settled, settle_s=0.1, clock=FakeClock(), sleep=no_sleep)
 
-    assert failed.status is Status.FAILED
+    assert failed.status is Status.FAILED and clock.elapsed >= 0.1
     assert failed.detail == "device 1: 8194 MiB used, 2 MiB before (pids [4242])"
     assert passed == CheckRecord("gpu_memory", Status.PASSED, "back to baseline: device 0: 3 MiB, device 1: 2 MiB")
 
@@ -72,7 +75,15 @@ def test_gpu_memory_must_return_to_its_baseline():
 def test_gpu_memory_that_settles_within_the_window_passes():
     readings = iter([GpuSnapshot({0: 900}), GpuSnapshot({0: 400}), GpuSnapshot({0: 0})])
 
-    assert check_gpu_memory(GpuSnapshot({0: 0}), read=lambda _d: next(readings), settle_s=5).status is Status.PASSED
+    clock = FakeClock()
+    settled = check_gpu_memory(
+        GpuSnapshot({0: 0}), read=lambda _d: next(readings), settle_s=5, clock=clock, sleep=clock.sleep
+    )
+    assert settled.status is Status.PASSED and 0 < clock.elapsed < 5  # the third reading, inside the window
+
+
+def no_sleep(seconds: float) -> None:
+    raise AssertionError(f"a check that should pass at its first look slept {seconds} s")
 
 
 def test_forced_kill_is_a_failure():

@@ -8,15 +8,19 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from stand_ins import SLEEPER, wait_for_log
+from stand_ins import SLEEPER, on_release, wait_for_log
 
 from afd_e2e.runner.cancellation import CancelFlag, Cancelled
 from afd_e2e.runner.readiness import StartupTimeout, wait_until_ready
 from afd_e2e.runner.watch import EngineDied, EngineWatch
+from unit.timing import FakeClock
 
-DIES = (
-    "import sys, time; time.sleep(0.3); print('error: unrecognized arguments: --no-such-flag', flush=True); sys.exit(2)"
-)
+
+def dies(release) -> str:
+    """A server that fails its start-up (a bad flag) once the test releases it: while the wait is on."""
+    return (
+        on_release(release) + "print('error: unrecognized arguments: --no-such-flag', flush=True); raise SystemExit(2)"
+    )
 
 
 @pytest.fixture
@@ -36,12 +40,13 @@ def watched(server, port: int) -> EngineWatch:
     return EngineWatch([(server, urls(port)[1])]).start()
 
 
-def test_a_server_that_exits_fails_the_wait_at_once_with_its_cause(spawn, port):
-    server = spawn(DIES)
+def test_a_server_that_exits_fails_the_wait_at_once_with_its_cause(spawn, port, tmp_path):
+    release = tmp_path / "release"
+    server = spawn(dies(release))
     watch = watched(server, port)
 
-    with pytest.raises(EngineDied) as caught:  # a StartupTimeout (60 s) if the death went unseen
-        wait_until_ready(urls(port)[0], watch, server.launched_at, 60, CancelFlag())
+    with pytest.raises(EngineDied) as caught:  # a StartupTimeout (60 s, only a guard) if the death went unseen
+        wait_until_ready(urls(port)[0], watch, server.launched_at, 60, CancelFlag(), checks=[release.touch])
     watch.stop()
 
     death = caught.value.death
@@ -51,12 +56,20 @@ def test_a_server_that_exits_fails_the_wait_at_once_with_its_cause(spawn, port):
 
 
 def test_the_wait_ends_at_the_startup_budget_naming_it(spawn, port):
+    """The budget is read on the clock given: 20 s pass on it at each look, so the fourth look is past 60 s."""
     server = spawn(SLEEPER)
     watch = watched(server, port)
+    clock = FakeClock()
+    looks = []
 
-    with pytest.raises(StartupTimeout, match=r"within its start-up budget \(budgets.startup_s = 0.3 s\)"):
-        wait_until_ready(urls(port)[0], watch, server.launched_at, 0.3, CancelFlag())
+    def look():
+        looks.append(clock.elapsed)
+        clock.advance(20)
+
+    with pytest.raises(StartupTimeout, match=r"within its start-up budget \(budgets.startup_s = 60 s\)"):
+        wait_until_ready(urls(port)[0], watch, clock(), 60, CancelFlag(), checks=[look], clock=clock)
     watch.stop()
+    assert looks == [0, 20, 40, 60]  # not before the budget was out on that clock (60 s is not past it), then at once
 
 
 def test_cancelling_stops_the_wait_promptly(spawn, port):

@@ -10,6 +10,8 @@ import json
 import re
 import threading
 
+import psutil
+import pytest
 from stand_ins import IGNORES_SIGTERM, SLEEPER, UNIT_PORT_BASE, api_stand_in, stand_in_case, stand_in_plan
 
 from afd_e2e.profile import load_profile
@@ -23,6 +25,13 @@ from afd_e2e.system.progress import Progress
 from unit.timing import FakeClock, eventually, wait_until
 
 PROFILE = load_profile("tiny-cpu")
+
+
+@pytest.fixture
+def no_wind_down(monkeypatch):
+    """The abandoned smoke's request to a hung stand-in ends only once the teardown closes its connection: the
+    wind-down that abandoned work gets (STOP_JOIN_S, for a bench subprocess to end) would only be waited out."""
+    monkeypatch.setattr("afd_e2e.runner.cancellation.STOP_JOIN_S", 0.0)
 
 
 def quiet() -> Progress:
@@ -83,10 +92,11 @@ def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_pa
 
 
 def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path, monkeypatch):
-    """The teardown's grace is read on a FakeClock that moves only as the teardown's own polls sleep on it (and,
-    once the grace is out, only after the SIGKILLed server is gone): the SIGKILL comes when that clock says the
-    grace ran out, however slow the machine."""
+    """The start-up budget runs out on the run's clock (run_clock), then the teardown's grace is read on a FakeClock
+    that moves only as the teardown's own polls sleep on it (and, once the grace is out, only after the SIGKILLed
+    server is gone): the SIGKILL comes when that clock says the grace ran out, however slow the machine."""
     case = stand_in_case("stubborn", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 32, startup_timeout_s=1.0)
+    startup = run_clock(tmp_path, "stubborn", "ignoring SIGTERM")  # its 1 s start-up budget
     graces, trees = [], []
 
     def settle():
@@ -101,7 +111,8 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path, monkey
         return terminate(find, grace_s, **kwargs, clock=clock, sleep=clock.sleep)
 
     monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
-    data = results_to_json(execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet()))
+    run = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet(), clock=startup, sleep=startup.sleep)
+    data = results_to_json(run)
 
     result = data["cases"]["stubborn"]
     assert result["status"] == "failed"
@@ -175,11 +186,50 @@ def with_budgets(**seconds: float):
     return dataclasses.replace(PROFILE, budgets=PROFILE.budgets.replaced(**seconds))
 
 
-def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
+def run_clock(out, case_id: str, moves_once: str, cap_s: float = 3.0) -> FakeClock:
+    """The run's clock (start-up and phase budgets, telemetry samples, timings), moved only by the sampler's waits
+    (1 s a sample): not before ``moves_once`` is in the stand-in's log (its completion has arrived, it ignores
+    SIGTERM) and the stand-in sleeps, so a slow start on a loaded machine is neither budget nor quiet time; and no
+    more than ``cap_s`` past that until the case's failure is on record, so the watcher judges the moment the test
+    means (a stall, a budget) however late its thread runs. Pass it as ``execute_run(clock=clock, sleep=clock.sleep)``."""
+    moved_from: list[float] = []
+
+    def logged() -> bool:
+        return any(moves_once in log.read_text() for log in out.rglob("server.log"))
+
+    def failure_on_record() -> bool:
+        try:
+            return bool(read_results(out)["cases"][case_id]["failure"])
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def asleep() -> bool:  # quiet after logging it: the state a diagnosis names is the stand-in's settled one
+        try:
+            pid = read_results(out)["cases"][case_id]["processes"][0]["pid"]
+            return psutil.Process(pid).status() == psutil.STATUS_SLEEPING
+        except (OSError, ValueError, KeyError, IndexError, psutil.Error):
+            return False
+
+    def settle() -> None:
+        if not moved_from:
+            eventually(logged)
+            eventually(asleep)
+            moved_from.append(clock.now)
+        if clock.now - moved_from[0] >= cap_s:
+            eventually(failure_on_record)
+
+    clock = FakeClock(settle=settle)
+    return clock
+
+
+def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 36
     case = stand_in_case("slow", api_stand_in(port), port=port)
+    clock = run_clock(tmp_path, "slow", "completion arrived")
 
-    data = execute_run(with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet())
+    data = execute_run(
+        with_budgets(smoke_s=1.0), stand_in_plan(case), tmp_path, progress=quiet(), clock=clock, sleep=clock.sleep
+    )
 
     result = data.cases["slow"]
     assert result.status is Status.FAILED
@@ -190,9 +240,9 @@ def test_a_phase_past_its_budget_fails_the_case_naming_the_budget(tmp_path):
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_longer_write(tmp_path):
+def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_longer_write(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 37
-    case = stand_in_case("dies", api_stand_in(port, dies_after_first_completion_s=0.5), port=port)
+    case = stand_in_case("dies", api_stand_in(port, dies_at_first_completion=True), port=port)
 
     data = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet())
 
@@ -209,9 +259,19 @@ def test_an_engine_dying_mid_phase_fails_the_case_at_once_and_the_phase_can_no_l
     assert find_marked(run_id_of(tmp_path)) == []
 
 
-def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_failure(tmp_path):
+def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_failure(tmp_path, monkeypatch):
+    """The teardown's 1 s grace is read on a FakeClock that its own polls move, once the grace is out only after
+    the SIGKILLed server is gone (as in the test above)."""
     case = stand_in_case("loading", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 38)  # like vLLM while it loads
     flag = CancelFlag()
+    trees: list[list] = []
+    clock = FakeClock(settle=lambda: clock.elapsed < 1.0 or eventually(lambda: not any(map(is_alive, trees[0]))))
+
+    def on_the_clock(find, grace_s, **kwargs):
+        trees.append([m.process for m in find()])
+        return terminate(find, grace_s, **kwargs, clock=clock, sleep=clock.sleep)
+
+    monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
 
     def cancel_once_loading():
         eventually(lambda: any("ignoring SIGTERM" in p.read_text() for p in tmp_path.rglob("*.log")))
@@ -231,16 +291,24 @@ def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_fa
     )
     assert not any(c.status is Status.FAILED for c in result.hygiene)
     assert find_marked(run_id_of(tmp_path)) == []
+    assert 1.0 <= clock.elapsed <= 1.0 + 3 * POLL_INTERVAL_S  # the SIGKILL came when the grace ran out on that clock
 
 
-def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_path):
+def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 38
     first = stand_in_case("hangs", api_stand_in(port), port=port)  # its completion never answers: one in flight
     second = stand_in_case("after", SLEEPER, port=port + 1)
     progress = Progress(stream=io.StringIO())
+    clock = run_clock(tmp_path, "hangs", "completion arrived")
 
     data = execute_run(
-        with_budgets(stall_s=1.0), stand_in_plan(first, second), tmp_path, progress=progress, keep_on_stall=True
+        with_budgets(stall_s=1.0),
+        stand_in_plan(first, second),
+        tmp_path,
+        progress=progress,
+        keep_on_stall=True,
+        clock=clock,
+        sleep=clock.sleep,
     )
     try:
         result = data.cases["hangs"]
@@ -258,11 +326,12 @@ def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_pa
         terminate(lambda: find_marked(run_id_of(tmp_path)), 1.0)
 
 
-def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path):
+def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path, no_wind_down):
     port = UNIT_PORT_BASE + 39
     plan = stand_in_plan(stand_in_case("hangs", api_stand_in(port), port=port))
+    clock = run_clock(tmp_path, "hangs", "completion arrived")
 
-    data = execute_run(with_budgets(stall_s=1.0), plan, tmp_path, progress=quiet())
+    data = execute_run(with_budgets(stall_s=1.0), plan, tmp_path, progress=quiet(), clock=clock, sleep=clock.sleep)
 
     result = data.cases["hangs"]
     assert result.failure.startswith("engine stalled during smoke: ")

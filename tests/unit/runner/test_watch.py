@@ -3,62 +3,86 @@ exits 0, a fatal log line; the root-cause line quoted from the role's log, never
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from stand_ins import UNIT_PORT_BASE, wait_for_log
+from stand_ins import UNIT_PORT_BASE, on_release, wait_for_log
 
 from afd_e2e.runner.watch import EngineDied, EngineWatch, LogScanner, fatal_marker, root_cause
-from unit.timing import wait_until
+from unit.timing import GUARD_S, wait_until
 
 PORT = UNIT_PORT_BASE + 50
 HEALTH = f"http://127.0.0.1:{PORT}/health"
-# An API server whose engine dies 0.5 s after it first answers: /health turns 503, the process stays up, and the
-# engine's traceback lands in the log the way vLLM's EngineCore writes it (prefixed lines, then the wrapper).
-DEAD_ENGINE_API_ALIVE = f"""
-import http.server, threading, time
-started = None
+
+
+def dead_engine_api_alive(release: Path) -> str:
+    """An API server whose engine dies once the test releases it: the engine's traceback lands in the log the way
+    vLLM's EngineCore writes it (prefixed lines, then the wrapper; one write), and only then does /health turn 503,
+    while the process stays up."""
+    return f"""
+import http.server, pathlib, threading, time
+dead = False
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        global started
-        started = started or time.monotonic()
-        dead = time.monotonic() - started > 0.5
         self.send_response(503 if dead else 200); self.end_headers()
     def log_message(self, *args):
         pass
 def engine():
-    while started is None or time.monotonic() - started < 0.5:
+    global dead
+    while not pathlib.Path({str(release)!r}).exists():
         time.sleep(0.01)
-    for line in ("(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1] EngineCore encountered a fatal error.",
-                 "(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1] Traceback (most recent call last):",
-                 "(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1]   File \\"x.py\\", line 1, in forward",
-                 "(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1] ValueError: Unknown routing strategy: x",
-                 "(APIServer pid=6) ERROR 11-29 20:26:07 [async_llm.py:1] vllm.v1.engine.exceptions.EngineDeadError: "
-                 "EngineCore encountered an issue. See stack trace (above) for the root cause."):
-        print(line, flush=True)
+    print("\\n".join((
+        "(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1] EngineCore encountered a fatal error.",
+        "(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1] Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1]   File \\"x.py\\", line 1, in forward",
+        "(EngineCore_DP0 pid=7) ERROR 11-29 20:26:06 [core.py:1] ValueError: Unknown routing strategy: x",
+        "(APIServer pid=6) ERROR 11-29 20:26:07 [async_llm.py:1] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    )), flush=True)
+    dead = True
 threading.Thread(target=engine, daemon=True).start()
 print("api up", flush=True)
 http.server.HTTPServer(("127.0.0.1", {PORT}), Handler).serve_forever()
 """
-UP_THEN_EXITS_0 = "import time; print('shutting down cleanly', flush=True); time.sleep(0.3)"
-LOGS_OOM = (
-    "import time; time.sleep(0.2); "
-    "print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', flush=True); time.sleep(600)"
-)
 
 
-def wait_for_death(watch: EngineWatch, within_s: float):
-    assert watch.dead.wait(within_s), "the watch saw no death"
+def up_then_exits_0(release: Path) -> str:
+    return on_release(release) + "print('shutting down cleanly', flush=True)"
+
+
+def logs_oom(release: Path) -> str:
+    return on_release(release) + (
+        "print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', flush=True); time.sleep(600)"
+    )
+
+
+@pytest.fixture
+def release(tmp_path) -> Path:
+    """The file whose creation lets a stand-in act (stand_ins.on_release)."""
+    return tmp_path / "release"
+
+
+def wait_for_death(watch: EngineWatch):
+    assert watch.dead.wait(GUARD_S), "the watch saw no death"
     with pytest.raises(EngineDied) as caught:
         watch.check()
     watch.stop()
     return caught.value.death
 
 
-def test_a_dead_engine_behind_a_live_api_process_is_named_with_its_root_cause(spawn):
-    server = spawn(DEAD_ENGINE_API_ALIVE, name="ffn")
+def first_200(watch: EngineWatch) -> None:
+    (role,) = watch._roles
+    wait_until(lambda: role.health.healthy, what="the watch's first 200 from /health")
+
+
+def test_a_dead_engine_behind_a_live_api_process_is_named_with_its_root_cause(spawn, release):
+    server = spawn(dead_engine_api_alive(release), name="ffn")
     wait_for_log(server.log_path, "api up")
     watch = EngineWatch([(server, HEALTH)]).start()
+    first_200(watch)  # healthy first: what follows is a death, not a server that never came up
 
-    death = wait_for_death(watch, 5.0)
+    release.touch()
+    death = wait_for_death(watch)
 
     assert server.exit_code() is None  # the API process is still alive
     assert death.role == "ffn" and death.exit_code is None
@@ -68,32 +92,34 @@ def test_a_dead_engine_behind_a_live_api_process_is_named_with_its_root_cause(sp
     assert death.describe("start-up").endswith("): ValueError: Unknown routing strategy: x")
 
 
-def test_a_process_that_exits_0_while_watched_is_a_death(spawn):
-    server = spawn(UP_THEN_EXITS_0)
+def test_a_process_that_exits_0_while_watched_is_a_death(spawn, release):
+    server = spawn(up_then_exits_0(release))
     watch = EngineWatch([(server, HEALTH)]).start()
+    release.touch()  # it exits once watched
 
-    death = wait_for_death(watch, 5.0)
+    death = wait_for_death(watch)
 
     assert (death.exit_code, death.sign, death.cause) == (0, "exited with code 0", "shutting down cleanly")
     assert death.describe("smoke").startswith("server exited with code 0 during smoke, ")
 
 
-def test_a_fatal_log_line_is_a_death_even_while_the_process_and_port_look_fine(spawn):
-    server = spawn(LOGS_OOM, name="attention")
+def test_a_fatal_log_line_is_a_death_even_while_the_process_and_port_look_fine(spawn, release):
+    server = spawn(logs_oom(release), name="attention")
     watch = EngineWatch([(server, HEALTH)]).start()
+    release.touch()  # its log line comes once the watch reads the log
 
-    death = wait_for_death(watch, 5.0)
+    death = wait_for_death(watch)
 
+    assert server.exit_code() is None  # the process looks fine: only its log says it died
     assert (death.role, death.sign) == ("attention", "log: CUDA out of memory")
     assert death.cause == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
-def test_a_healthy_role_is_no_death(spawn):
-    server = spawn(DEAD_ENGINE_API_ALIVE.replace("> 0.5", "> 600").replace("< 0.5", "< 600"))
+def test_a_healthy_role_is_no_death(spawn, release):
+    server = spawn(dead_engine_api_alive(release))  # never released: its engine lives
     wait_for_log(server.log_path, "api up")
     watch = EngineWatch([(server, HEALTH)]).start()
-    (role,) = watch._roles
-    wait_until(lambda: role.health.healthy, what="the watch's first 200 from /health")
+    first_200(watch)
     watch.check()  # raises nothing
     watch.stop()
     assert watch.death is None

@@ -9,6 +9,7 @@ from afd_e2e.buildkite.rest import BuildkiteRest
 from afd_e2e.trend.buildkite import BuildkiteHistory
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite
 from fixtures.trend.make_history import REAL_RUNS
+from unit.timing import FakeClock
 
 TOKEN = "bk-token"
 TINY = (REAL_RUNS[0] / "results.json").read_bytes()
@@ -63,13 +64,22 @@ def test_a_broken_build_is_a_skip_and_the_rest_still_come():
 
 
 def test_the_budget_bounds_all_builds_together():
-    with local_buildkite(TOKEN, delay_s=0.05) as server:
+    """The budget is read on the clock given, which moves 0.25 s at each reading: the deadline is set at 0.25 s
+    (1.25 s then), and each build reads it once before its download: at 0.5, 0.75, 1.0 and 1.25 s, then past it."""
+    clock = FakeClock(start=0.0)
+
+    def ticking() -> float:
+        clock.advance(0.25)
+        return clock()
+
+    with local_buildkite(TOKEN) as server:
         for number in range(1, 21):
             server.add(number, "passed", TINY)
-        fetched = history(server, workers=1, budget_s=0.3).fetch(10)
-    skipped = [f for f in fetched if f.results is None]
-    assert skipped and all(f.skip_kind == "not fetched" and "0.3 s budget ran out" in f.skip for f in skipped)
+        fetched = history(server, workers=1, budget_s=1.0, clock=ticking).fetch(10)
     assert len(fetched) == 20
+    assert [f.results is not None for f in fetched] == [True] * 4 + [False] * 16
+    skipped = fetched[4:]
+    assert all(f.skip_kind == "not fetched" and "1 s budget ran out" in f.skip for f in skipped)
 
 
 def test_pages_of_builds_are_followed_until_the_window_is_filled():

@@ -206,8 +206,9 @@ def _fake_bench(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
-def _series(tmp_path, executable, cancelled=None, spec=SPEC, on_timeout=lambda _reason: None):
+def _series(tmp_path, executable, cancelled=None, spec=SPEC, on_timeout=lambda _reason: None, clock=None):
     published = []
+    timing = {} if clock is None else {"clock": clock, "sleep": clock.sleep}
     section = bench.run_series(
         spec,
         bench.Target("cpu-tp1", "http://127.0.0.1:9", "m", "/m", bench.client_env(os.environ)),
@@ -218,6 +219,7 @@ def _series(tmp_path, executable, cancelled=None, spec=SPEC, on_timeout=lambda _
         cancelled=cancelled or threading.Event(),
         heartbeat_s=0.2,
         on_timeout=on_timeout,
+        **timing,
     )
     return section, published
 
@@ -239,8 +241,13 @@ def test_series_writes_warmup_and_repetitions_and_keeps_going_after_a_failure(tm
 
 def test_series_stops_after_a_timeout_once_the_case_forensics_were_asked_for(tmp_path):
     asked: list[str] = []
-    bench_script = _fake_bench(tmp_path, "time.sleep(30)")
-    section, _ = _series(tmp_path, bench_script, spec=replace(SPEC, timeout_s=1.0), on_timeout=asked.append)
+    bench_script = _fake_bench(tmp_path, "print('up', flush=True); time.sleep(600)")
+    log = tmp_path / "bench" / "cpu-tp1" / "warmup-1.log"
+    # the 1 s is a FakeClock's, which moves only once the bench is up (it has printed)
+    clock = FakeClock(settle=lambda: wait_until(lambda: log.exists() and "up" in log.read_text(), what="the bench"))
+    section, _ = _series(
+        tmp_path, bench_script, spec=replace(SPEC, timeout_s=1.0), on_timeout=asked.append, clock=clock
+    )
     assert section.status == "failed" and section.failure == "warmup 1: timed out after 1 s"
     assert section.repetitions == []
     assert asked == ["performance warmup 1: timed out after 1 s"]
