@@ -16,6 +16,19 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# Modules whose verdicts are speed (TPOT series, capacity at SLO, bisect on TPOT) run after the others: in CI the
+# embedded default and the unit tier run beside the engine tier for its first minutes (scripts/test, .ci/run), and
+# what they take from the cores is noise these verdicts would have to outlast (a loaded start once cost the bisect a
+# second run of a commit). Only the order changes: no test depends on another having run.
+SPEED_JUDGED_LAST = ("test_capacity_cpu_vllm.py", "test_sequential_cpu_vllm.py", "test_bisect_cpu_vllm.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def late(item: pytest.Item) -> int:
+        name = item.path.name
+        return SPEED_JUDGED_LAST.index(name) + 1 if name in SPEED_JUDGED_LAST else 0
+
+    items.sort(key=late)  # stable: each module keeps its own order
 
 
 @pytest.fixture(scope="session")
