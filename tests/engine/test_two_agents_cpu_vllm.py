@@ -41,7 +41,7 @@ from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR, REPO
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
 
-pytestmark = [pytest.mark.engine, pytest.mark.second_lane]  # beside the rest of the engine tier (scripts/test)
+pytestmark = pytest.mark.engine
 
 PORT_BASE = 19700  # this module's block: one case at a time on 19700
 CASE, PROCESS = "cpu-tp1-remote", "server"

@@ -28,7 +28,7 @@ from afd_e2e.system.markers import find_marked
 from agent_pool import RECORD_CALL, AgentPool, PoolAgent
 from repo_paths import GSM8K_DIR
 
-pytestmark = [pytest.mark.engine, pytest.mark.second_lane]  # beside the rest of the engine tier (scripts/test)
+pytestmark = pytest.mark.engine
 
 PROFILE = "tiny-cpu-two-agents"  # its port block, 18600, is this module's
 PORT_BASE = load_profile(PROFILE).engine.port_base
