@@ -196,16 +196,23 @@ def test_a_remote_role_given_a_shorter_budget_reads_its_followers_beat_and_loses
     assert role.lost
 
 
-def test_the_leader_beats_and_watches_its_followers_by_its_heartbeat_budget(build, tmp_path):
-    """The leader's beat every sixth of budgets.heartbeat_lost_s, and each remote role it watches lost after it."""
+def joined_leader(tmp_path, **settings):
+    """A loopback leader of CASE that joined its server's follower (host and identity published), its board and
+    servers; ``settings`` go to ``loopback_leader``."""
     case = build_plan(PROFILE, model_path="/m").case(CASE)
-    leader = loopback_leader(rendezvous_s=5, agent="leader-1", heartbeat_lost_s=12)
+    leader = loopback_leader(rendezvous_s=5, agent="leader-1", **settings)
     leader._identity = identity("leader-1", "leader")
     board = Board("job-L", CASE)
     board.publish_host("server", "127.0.0.1")
     board.publish_identity("server", identity("follower-1", "server"))
     servers = CaseServers(case, tmp_path / "logs", scratch=tmp_path / "s", cache=tmp_path / "c", hosted=())
     join(leader, servers, [])
+    return leader, board, servers
+
+
+def test_the_leader_beats_and_watches_its_followers_by_its_heartbeat_budget(build, tmp_path):
+    """The leader's beat every sixth of budgets.heartbeat_lost_s, and each remote role it watches lost after it."""
+    leader, _board, _servers = joined_leader(tmp_path, heartbeat_lost_s=12)
     assert leader.heartbeat.every_s == 2.0
     assert leader.remote["server"].pulse.after_s == 12.0
     assert loopback_leader(rendezvous_s=5).heartbeat.every_s == 5.0  # the default budget: every 5 s, as before
@@ -302,14 +309,7 @@ def test_a_process_launches_only_after_every_process_before_it_in_the_plan_on_an
 def test_a_follower_listening_elsewhere_than_the_leaders_plan_fails_the_rendezvous_at_once(build, tmp_path):
     """A follower started with another --port-base (or another profile) launches where the leader never looks:
     said at its readiness, not after budgets.startup_s of polling the wrong port."""
-    case = build_plan(PROFILE, model_path="/m").case(CASE)
-    leader = loopback_leader(rendezvous_s=5, agent="leader-1")
-    leader._identity = identity("leader-1", "leader")
-    board = Board("job-L", CASE)
-    board.publish_host("server", "127.0.0.1")
-    board.publish_identity("server", identity("follower-1", "server"))
-    servers = CaseServers(case, tmp_path / "logs", scratch=tmp_path / "s", cache=tmp_path / "c", hosted=())
-    join(leader, servers, [])
+    leader, board, servers = joined_leader(tmp_path)
     board.publish_ready("server", Readiness("follower-1", "job-f", "127.0.0.1", (18620,), (7,), identity("f", "s")))
     with pytest.raises(RendezvousFailed) as raised:
         leader.launched(servers)
