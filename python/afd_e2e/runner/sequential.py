@@ -12,6 +12,7 @@ a GPU's memory); holds nest. Any other ranged pair keeps ``min`` repetitions a s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -222,7 +223,7 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
             w.flush()
         ctx.store.flush()
 
-    def work() -> SequentialRecord:
+    def series(scope: contextlib.ExitStack) -> SequentialRecord:
         base_section, cand_section = writes[held.case.id].section, writes[case.id].section
         assert base_section is not None and cand_section is not None
         cand_section.sequential = record
@@ -235,6 +236,12 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
             return record
         for section in (base_section, cand_section):
             section.status = Status.RUNNING
+        clients = {
+            side_id: scope.enter_context(
+                bench.warm_client(executable, side.env, ctx.layout.out_dir / "bench" / side_id / "client.log")
+            )
+            for side_id, side in targets.items()
+        }
 
         def step(case_id: str, index: int):
             rep, _ended = bench.run_one(
@@ -248,6 +255,7 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
                 progress=lambda line: ctx.progress(f"{case_id}: {line}"),
                 cancelled=stop,
                 heartbeat_s=PROGRESS_EVERY_S,
+                client=clients[case_id],
             )
             return rep
 
@@ -267,6 +275,10 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         )
         ctx.progress(f"series {held.case.id} vs {case.id}: {found.stopped} after {len(found.looks)} looks")
         return found
+
+    def work() -> SequentialRecord:
+        with contextlib.ExitStack() as scope:  # the sides' warm bench clients end with the series
+            return series(scope)
 
     def baseline_alive() -> None:
         try:

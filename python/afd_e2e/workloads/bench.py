@@ -1,4 +1,8 @@
-"""Where ``vllm bench serve`` is driven: its argv, one bounded repetition as a subprocess, and its result JSON.
+"""Where ``vllm bench serve`` is driven: its argv, one bounded repetition, and its result JSON.
+
+A repetition is a process of its own, or, where the executable is vLLM's own CLI, a child of the phase's warm
+client (``WarmClient``, ``bench_client_script.py``), which imports vLLM once for all of a phase's repetitions
+instead of once per repetition (8-15 s of a CPU core each).
 
 ``vllm bench serve`` exits 0 even when every request failed or no server listened, so a repetition passes only
 when its result JSON is an object with consistent counts (``completed + failed == num_prompts``, ``failed == 0``,
@@ -8,23 +12,26 @@ with a one-line reason naming the file and the field.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import queue
 import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from afd_e2e.profile import BenchSpec
 from afd_e2e.results.model import CasePerformance, Repetition
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Status
+from afd_e2e.system.engine_probe import ProbeFailed, interpreter_of
 
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
 METRIC_PERCENTILES = "50,90,99"
@@ -41,6 +48,8 @@ CLIENT_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
 }
 KILL_GRACE_S = 5.0
+CLIENT_SCRIPT = Path(__file__).with_name("bench_client_script.py")
+VLLM_CLI = "vllm.entrypoints.cli.main"  # the console script's entry point, and what the GPU kit's wrapper runs
 
 
 def client_env(base: Mapping[str, str]) -> dict[str, str]:
@@ -162,6 +171,137 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
+class Command(Protocol):
+    """One running ``vllm bench serve``: ``poll`` its exit status (None while it runs), ``stop`` it."""
+
+    def poll(self) -> int | None: ...
+
+    def stop(self) -> None: ...
+
+
+class _OwnProcess:
+    """A ``vllm bench serve`` in a process (and process group) of its own, its output in its log."""
+
+    def __init__(self, argv: list[str], log_path: Path, env: Mapping[str, str]) -> None:
+        with log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
+            )
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def warm_interpreter(executable: str) -> str | None:
+    """The Python to run the warm client in, or None: only an executable that runs vLLM's own CLI (its console
+    script, or a wrapper that execs ``-m vllm.entrypoints.cli.main``) is warmed, so the client runs what the
+    executable would; any other (a wrapper with behaviour of its own, a stand-in) runs as itself, per command."""
+    try:
+        with open(executable, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", "replace")
+        python = interpreter_of(executable)
+    except (OSError, ProbeFailed):
+        return None
+    return python if VLLM_CLI in head else None
+
+
+def _read_answers(stream: IO[bytes], answers: queue.Queue[int | None]) -> None:
+    """The client's answers (each command's exit status) into ``answers``; None once it has ended."""
+    for line in stream:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            answers.put(int(json.loads(line)["returncode"]))
+    answers.put(None)
+
+
+class WarmClient:
+    """One warm ``vllm bench serve`` interpreter (``bench_client_script.py``) for a phase's commands against one
+    server, in a process group of its own, with ``env``; its own output in ``log_path``. Started at the first
+    command, again after a command was stopped (a stop ends the whole group); ``close`` ends it."""
+
+    def __init__(self, python: str, env: Mapping[str, str], log_path: Path) -> None:
+        self.python, self.env, self.log_path = python, dict(env), log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.answers: queue.Queue[int | None] = queue.Queue()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [self.python, str(CLIENT_SCRIPT)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=self.env,
+                start_new_session=True,
+            )
+        self.process, self.answers = process, queue.Queue()
+        assert process.stdout is not None
+        threading.Thread(target=_read_answers, args=(process.stdout, self.answers), daemon=True).start()
+        return process
+
+    def submit(self, argv: list[str], log_path: Path) -> Command:
+        """Run ``argv`` (a ``vllm bench serve`` command) in a child of the client, its output in ``log_path``."""
+        process = self.process if self.process is not None and self.process.poll() is None else self._start()
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # the client is gone: the command ends with its exit status
+            process.stdin.write((json.dumps({"argv": argv, "log": str(log_path)}) + "\n").encode())
+            process.stdin.flush()
+        return _ClientCommand(self, process, self.answers)
+
+    def close(self) -> None:
+        """End the client: stdin closed (it exits), stopped if it does not within the grace period."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        with contextlib.suppress(BrokenPipeError):
+            assert process.stdin is not None
+            process.stdin.close()
+        try:
+            process.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+
+
+@dataclass
+class _ClientCommand:
+    """A command running in a warm client: its exit status is the client's answer, or the client's own if the
+    client ended first."""
+
+    client: WarmClient
+    process: subprocess.Popen[bytes]
+    answers: queue.Queue[int | None]
+
+    def poll(self) -> int | None:
+        try:
+            answer = self.answers.get_nowait()
+        except queue.Empty:
+            return None
+        return answer if answer is not None else self.process.wait()
+
+    def stop(self) -> None:
+        _stop(self.process)
+        if self.client.process is self.process:
+            self.client.process = None
+
+
+@contextlib.contextmanager
+def warm_client(executable: str, env: Mapping[str, str], log_path: Path) -> Iterator[WarmClient | None]:
+    """A warm client for a phase's commands with ``executable`` (None where it is not vLLM's own CLI: each command
+    is then a process of its own), ended when the phase leaves the block."""
+    python = warm_interpreter(executable)
+    if python is None:
+        yield None
+        return
+    client = WarmClient(python, env, log_path)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def run_repetition(
     argv: list[str],
     *,
@@ -175,33 +315,33 @@ def run_repetition(
     cancelled: threading.Event,
     heartbeat_s: float,
     env: Mapping[str, str],
+    client: WarmClient | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[Repetition, bool]:
-    """Run one ``vllm bench serve`` bounded by ``timeout_s`` with ``env`` (``client_env``): the repetition (index
-    and paths left for the caller), and whether the bench ended by itself (False when it was stopped for a timeout
-    or a cancel). The timeout and heartbeats are read on ``clock``, the polls wait with ``sleep`` (tests drive
-    both)."""
+    """Run one ``vllm bench serve`` bounded by ``timeout_s`` with ``env`` (``client_env``), in ``client`` when one
+    is given (started with the same ``env``), else as a process of its own: the repetition (index and paths left
+    for the caller), and whether the bench ended by itself (False when it was stopped for a timeout or a cancel).
+    The timeout and heartbeats are read on ``clock``, the polls wait with ``sleep`` (tests drive both)."""
     result_path.unlink(missing_ok=True)  # a stale file must not pass for this run's result
     started = clock()
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
-        next_beat = started + heartbeat_s
-        while process.poll() is None:
-            now = clock()
-            if cancelled.is_set() or now - started > timeout_s:
-                _stop(process)
-                reason = "cancelled" if cancelled.is_set() else f"timed out after {timeout_s:g} s"
-                rep = read_result(result_path, num_prompts, required)
-                rep.status, rep.failure = (Status.CANCELLED if cancelled.is_set() else Status.FAILED), reason
-                return rep, False
-            if now >= next_beat:
-                progress(f"{label}: {now - started:.0f} s, {progress_tail(log_path)}")
-                next_beat = now + heartbeat_s
-            sleep(min(0.5, heartbeat_s))
+    command = client.submit(argv, log_path) if client is not None else _OwnProcess(argv, log_path, env)
+    next_beat = started + heartbeat_s
+    while (returncode := command.poll()) is None:
+        now = clock()
+        if cancelled.is_set() or now - started > timeout_s:
+            command.stop()
+            reason = "cancelled" if cancelled.is_set() else f"timed out after {timeout_s:g} s"
+            rep = read_result(result_path, num_prompts, required)
+            rep.status, rep.failure = (Status.CANCELLED if cancelled.is_set() else Status.FAILED), reason
+            return rep, False
+        if now >= next_beat:
+            progress(f"{label}: {now - started:.0f} s, {progress_tail(log_path)}")
+            next_beat = now + heartbeat_s
+        sleep(min(0.5, heartbeat_s))
     rep = read_result(result_path, num_prompts, required)
-    if rep.failure and process.returncode:
-        rep.failure += f" (vllm bench serve exited {process.returncode})"
+    if rep.failure and returncode:
+        rep.failure += f" (vllm bench serve exited {returncode})"
     return rep, True
 
 
@@ -229,12 +369,13 @@ def run_one(
     cancelled: threading.Event,
     heartbeat_s: float,
     diagnose: Callable[[], str] = lambda: "",
+    client: WarmClient | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[Repetition, bool]:
     """One warmup or formal repetition into ``out_dir/bench/<case>/<kind>-<index>.json``: the repetition with its
     index and paths, and whether the bench ended by itself (False: stopped for a timeout or a cancel, then with the
-    watchdog's ``diagnose()`` in its failure). ``clock`` and ``sleep``: as ``run_repetition``'s."""
+    watchdog's ``diagnose()`` in its failure). ``client``, ``clock`` and ``sleep``: as ``run_repetition``'s."""
     folder = out_dir / "bench" / target.case_id
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{kind}-{index}"
@@ -261,6 +402,7 @@ def run_one(
         cancelled=cancelled,
         heartbeat_s=heartbeat_s,
         env=target.env,
+        client=client,
         clock=clock,
         sleep=sleep,
     )
@@ -284,6 +426,7 @@ def run_series(
     heartbeat_s: float,
     on_timeout: Callable[[str], None] = lambda _reason: None,
     diagnose: Callable[[], str] = lambda: "",
+    client: WarmClient | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> CasePerformance:
@@ -294,7 +437,8 @@ def run_series(
     server would time out every later one too), a timed-out one after ``on_timeout`` (the case's forensics) was
     called with its failure, which carries the progress watchdog's ``diagnose()`` (what is in flight, since when
     no token moved, the process that explains it); other failures are recorded and the series goes on. Each
-    repetition's timeout and heartbeats are read on ``clock`` (tests drive it and ``sleep``).
+    repetition's timeout and heartbeats are read on ``clock`` (tests drive it and ``sleep``); ``client``: the warm
+    client the repetitions run in, if any (``warm_client``).
     """
     section = CasePerformance(Status.RUNNING, env=redact_env(target.env))
     schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]
@@ -314,6 +458,7 @@ def run_series(
             cancelled=cancelled,
             heartbeat_s=heartbeat_s,
             diagnose=diagnose,
+            client=client,
             clock=clock,
             sleep=sleep,
         )

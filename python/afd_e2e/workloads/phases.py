@@ -163,18 +163,21 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
         target = bench.Target(
             case.id, case.base_url, case.served_model_name, tokenizer, bench.client_env(ctx.client_env("bench"))
         )
-        section = bench.run_series(
-            spec,
-            target,
-            executable=executable,
-            out_dir=ctx.out_dir,
-            publish=publish,
-            progress=ctx.progress,
-            cancelled=ctx.cancelled,
-            heartbeat_s=PROGRESS_EVERY_S,
-            on_timeout=lambda reason: ctx.take_forensics("timeout", reason),
-            diagnose=ctx.diagnose,
-        )
+        client_log = ctx.out_dir / "bench" / case.id / "client.log"
+        with bench.warm_client(executable, target.env, client_log) as client:
+            section = bench.run_series(
+                spec,
+                target,
+                executable=executable,
+                out_dir=ctx.out_dir,
+                publish=publish,
+                progress=ctx.progress,
+                cancelled=ctx.cancelled,
+                heartbeat_s=PROGRESS_EVERY_S,
+                on_timeout=lambda reason: ctx.take_forensics("timeout", reason),
+                diagnose=ctx.diagnose,
+                client=client,
+            )
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
 
