@@ -282,7 +282,9 @@ class _ClientCommand:
         return answer if answer is not None else self.process.wait()
 
     def stop(self) -> None:
-        _stop(self.process)
+        _stop(self.process)  # the client and its child had SIGTERM; the client was waited for
+        with contextlib.suppress(ProcessLookupError):  # a child that outlived its client would run on, orphaned
+            os.killpg(self.process.pid, signal.SIGKILL)
         if self.client.process is self.process:
             self.client.process = None
 
