@@ -7,6 +7,7 @@ meaningless: it exists to exercise the harness against the real engine.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sysconfig
 from pathlib import Path
@@ -75,12 +76,18 @@ def build_model(out: Path) -> None:
 
 
 def build_tiny_model(out: Path) -> Path:
-    """Write tokenizer and model into ``out`` (idempotent: an existing complete model is kept)."""
+    """Write tokenizer and model into ``out`` (idempotent: an existing complete model is kept).
+
+    One build at a time per folder (a lock file beside it): CI's embedded default and the engine tier start
+    together from a fresh clone, and a second builder rewriting the files under a server the first one started
+    would serve it a half-written checkpoint."""
     out.mkdir(parents=True, exist_ok=True)
     marker = out / "afd-e2e-tiny-model.json"
-    if marker.exists() and (out / "config.json").exists():
-        return out
-    build_tokenizer(out)
-    build_model(out)
-    marker.write_text(json.dumps({"architecture": SERVED_ARCHITECTURE, "seed": SEED, "random_weights": True}) + "\n")
+    with (out.parent / f"{out.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if marker.exists() and (out / "config.json").exists():
+            return out
+        build_tokenizer(out)
+        build_model(out)
+        marker.write_text(json.dumps({"architecture": SERVED_ARCHITECTURE, "seed": SEED, "random_weights": True}) + "\n")
     return out
