@@ -41,7 +41,7 @@ def series(way: str, runs: int, base_url: str, model: Path, folder: Path) -> tup
     folder.mkdir(parents=True)
     tpots = []
     started = time.perf_counter()
-    with bench.warm_client(executable, env, folder / "client.log") as client:
+    with bench.warm_client(executable, env, folder / "client.log", server=base_url) as client:
         if way == "warm" and client is None:
             raise SystemExit(f"{executable} is not vLLM's own CLI: no warm client to measure")
         for index in range(1, runs + 1):

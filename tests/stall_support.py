@@ -50,13 +50,18 @@ class LastToken:
 
 
 def bench_processes(port: int) -> list[psutil.Process]:
+    """The bench processes against the server on ``port``: a ``vllm bench serve`` of its own, or the phase's warm
+    client (``bench_client_script.py --server URL``) with the children it forked for its commands (alive, not
+    zombies)."""
     found = []
     for proc in psutil.process_iter():
         try:
             cmdline = proc.cmdline()
+            zombie = proc.status() == psutil.STATUS_ZOMBIE
         except psutil.Error:
             continue
-        if "bench" in cmdline and any(str(port) in arg for arg in cmdline):
+        bench = "bench" in cmdline or any(Path(arg).name == "bench_client_script.py" for arg in cmdline[:2])
+        if bench and not zombie and any(str(port) in arg for arg in cmdline):
             found.append(proc)
     return found
 

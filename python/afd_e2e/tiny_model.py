@@ -89,5 +89,7 @@ def build_tiny_model(out: Path) -> Path:
             return out
         build_tokenizer(out)
         build_model(out)
-        marker.write_text(json.dumps({"architecture": SERVED_ARCHITECTURE, "seed": SEED, "random_weights": True}) + "\n")
+        marker.write_text(
+            json.dumps({"architecture": SERVED_ARCHITECTURE, "seed": SEED, "random_weights": True}) + "\n"
+        )
     return out

@@ -238,7 +238,9 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
             section.status = Status.RUNNING
         clients = {
             side_id: scope.enter_context(
-                bench.warm_client(executable, side.env, ctx.layout.out_dir / "bench" / side_id / "client.log")
+                bench.warm_client(
+                    executable, side.env, ctx.layout.out_dir / "bench" / side_id / "client.log", server=side.base_url
+                )
             )
             for side_id, side in targets.items()
         }

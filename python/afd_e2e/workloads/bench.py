@@ -218,11 +218,12 @@ def _read_answers(stream: IO[bytes], answers: queue.Queue[int | None]) -> None:
 
 class WarmClient:
     """One warm ``vllm bench serve`` interpreter (``bench_client_script.py``) for a phase's commands against one
-    server, in a process group of its own, with ``env``; its own output in ``log_path``. Started at the first
-    command, again after a command was stopped (a stop ends the whole group); ``close`` ends it."""
+    server (``server``, its base URL, named in the client's argv for ``ps``), in a process group of its own, with
+    ``env``; its own output in ``log_path``. Started at the first command, again after a command was stopped (a
+    stop ends the whole group); ``close`` ends it."""
 
-    def __init__(self, python: str, env: Mapping[str, str], log_path: Path) -> None:
-        self.python, self.env, self.log_path = python, dict(env), log_path
+    def __init__(self, python: str, env: Mapping[str, str], log_path: Path, server: str) -> None:
+        self.python, self.env, self.log_path, self.server = python, dict(env), log_path, server
         self.process: subprocess.Popen[bytes] | None = None
         self.answers: queue.Queue[int | None] = queue.Queue()
 
@@ -230,7 +231,7 @@ class WarmClient:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             process = subprocess.Popen(
-                [self.python, str(CLIENT_SCRIPT)],
+                [self.python, str(CLIENT_SCRIPT), "--server", self.server],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -290,14 +291,14 @@ class _ClientCommand:
 
 
 @contextlib.contextmanager
-def warm_client(executable: str, env: Mapping[str, str], log_path: Path) -> Iterator[WarmClient | None]:
-    """A warm client for a phase's commands with ``executable`` (None where it is not vLLM's own CLI: each command
-    is then a process of its own), ended when the phase leaves the block."""
+def warm_client(executable: str, env: Mapping[str, str], log_path: Path, *, server: str) -> Iterator[WarmClient | None]:
+    """A warm client for a phase's commands with ``executable`` against ``server`` (None where the executable is
+    not vLLM's own CLI: each command is then a process of its own), ended when the phase leaves the block."""
     python = warm_interpreter(executable)
     if python is None:
         yield None
         return
-    client = WarmClient(python, env, log_path)
+    client = WarmClient(python, env, log_path, server)
     try:
         yield client
     finally:

@@ -10,6 +10,7 @@ fresh copy of the process: what one run sets up (its event loop, seeds, tokenize
 Protocol, one JSON object a line: on stdin ``{"argv": [...], "log": PATH}``; on stdout ``{"returncode": N}`` when
 that command's child has ended (its stdout and stderr went to PATH). Stdin closed: the client exits. The client's
 own output (the import's warnings) is its stderr. The harness stops it, with any child, through its process group.
+Its arguments (``--server URL``) only name, in ``ps``, the server its commands measure.
 """
 
 from __future__ import annotations
@@ -40,15 +41,13 @@ def _warm(cli_main) -> None:
 
 
 def _child(cli_main, argv: list[str], log: str) -> int:
-    """In the forked child: the command's output to ``log``, its title in ``ps``, the CLI run; the exit status."""
+    """In the forked child: the command's output to ``log``, the CLI run; the exit status. The child keeps its
+    parent's title: a new one (setproctitle) would overwrite the environment's memory, where /proc reads the run's
+    markers that ``afd-e2e cleanup`` finds a leftover by."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    with contextlib.suppress(ImportError):  # vLLM's own dependency; the title only helps a reader of ``ps``
-        import setproctitle
-
-        setproctitle.setproctitle(" ".join(argv))
     sys.argv = ["vllm", *argv[1:]]
     try:
         cli_main()

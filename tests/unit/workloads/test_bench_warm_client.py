@@ -11,10 +11,12 @@ from pathlib import Path
 
 import psutil
 
+from afd_e2e.system.markers import find_marked, marker_env
 from afd_e2e.workloads import bench
 from repo_paths import FIXTURES
 from unit.timing import wait_until
 
+SERVER = "http://127.0.0.1:9"
 STAND_IN = """
 import json, os, sys, time
 RECORD = os.environ["STAND_IN_RECORD"]
@@ -99,7 +101,7 @@ def _lines(record: Path, word: str) -> list[list[str]]:
 
 def test_a_phase_imports_vllm_once_and_runs_each_command_in_a_child_of_its_own(tmp_path):
     executable, env, record = _stand_in(tmp_path)
-    with bench.warm_client(executable, env, tmp_path / "client.log") as client:
+    with bench.warm_client(executable, env, tmp_path / "client.log", server=SERVER) as client:
         assert client is not None
         reps = [_repetition(client, executable, env, tmp_path, f"rep-{i}") for i in (1, 2, 3)]
         process = client.process
@@ -115,15 +117,23 @@ def test_a_phase_imports_vllm_once_and_runs_each_command_in_a_child_of_its_own(t
 
 def test_a_stopped_command_ends_the_client_and_its_child_and_the_next_command_starts_a_new_one(tmp_path):
     executable, env, record = _stand_in(tmp_path)
+    env = {**env, **marker_env("run-1", "case-1", "bench")}
     cancelled = threading.Event()
     hung = tmp_path / "hung.log"
-    threading.Thread(
-        target=lambda: (wait_until(lambda: hung.exists() and "up" in hung.read_text()), cancelled.set())
-    ).start()
-    with bench.warm_client(executable, env, tmp_path / "client.log") as client:
+    marked: list[int] = []
+
+    def cancel_once_up() -> None:
+        """While the command runs: what ``afd-e2e cleanup`` would find of the run, then the cancel."""
+        wait_until(lambda: hung.exists() and "up" in hung.read_text())
+        marked.extend(found.process.pid for found in find_marked("run-1"))
+        cancelled.set()
+
+    threading.Thread(target=cancel_once_up).start()
+    with bench.warm_client(executable, env, tmp_path / "client.log", server=SERVER) as client:
         rep, ended = _repetition(client, executable, env, tmp_path, "hung", "--hang", cancelled=cancelled)
         (_, child, _) = _lines(record, "run")[0]
         assert not ended and (rep.status, rep.failure) == ("cancelled", "cancelled")
+        assert int(child) in marked and len(marked) == 2, "the client and its child carry the run's markers"
         assert client.process is None
         wait_until(lambda: not _running(int(child)), what="the stopped command's child to end with its client")
         rep, ended = _repetition(client, executable, env, tmp_path, "after")
@@ -133,7 +143,7 @@ def test_a_stopped_command_ends_the_client_and_its_child_and_the_next_command_st
 
 def test_an_exit_status_and_a_crash_are_the_commands_own_and_the_client_goes_on(tmp_path):
     executable, env, record = _stand_in(tmp_path)
-    with bench.warm_client(executable, env, tmp_path / "client.log") as client:
+    with bench.warm_client(executable, env, tmp_path / "client.log", server=SERVER) as client:
         exited, _ = _repetition(client, executable, env, tmp_path, "exited", "--exit", "3")
         crashed, _ = _repetition(client, executable, env, tmp_path, "crashed", "--crash")
         passed, _ = _repetition(client, executable, env, tmp_path, "passed")
@@ -156,5 +166,5 @@ def test_only_an_executable_that_runs_vllms_own_cli_is_warmed(tmp_path):
     assert bench.warm_interpreter(str(other)) is None
     assert bench.warm_interpreter(str(stand_in)) is None
     assert bench.warm_interpreter(str(tmp_path / "missing")) is None
-    with bench.warm_client(str(stand_in), {}, tmp_path / "client.log") as client:
+    with bench.warm_client(str(stand_in), {}, tmp_path / "client.log", server=SERVER) as client:
         assert client is None

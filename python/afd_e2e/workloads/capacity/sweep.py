@@ -184,7 +184,7 @@ def run_sweep(
             rep.status, rep.failure = Status.CANCELLED, f"stopped: budgets.capacity_s ({budget_s:g} s) ran out"
         return rep, out_of_budget
 
-    with bench.warm_client(executable, env, folder / "client.log") as client:  # one vLLM import for all levels
+    with bench.warm_client(executable, env, folder / "client.log", server=base_url) as client:  # one vLLM import
         for index in range(1, spec.warmups + 1):
             if cancelled.is_set() or not grid:
                 break
