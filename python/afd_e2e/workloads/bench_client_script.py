@@ -6,6 +6,9 @@ Why: importing vLLM takes 8-15 s of a CPU core, and a phase runs many ``vllm ben
 server (a warmup and the repetitions, every level of a capacity sweep, a sequential series). Each child runs the
 console script's own entry point (``vllm.entrypoints.cli.main:main``) with the command as its ``sys.argv``, in a
 fresh copy of the process: what one run sets up (its event loop, seeds, tokenizer) cannot reach the next.
+The import leaves native pool threads behind (torch's, and on a GPU machine more; Python 3.12 warns of them at each
+fork, in the client's log): the child never uses them, and a child that hung anyway is bounded like any bench, by
+its repetition's timeout, which stops the whole client.
 
 Protocol, one JSON object a line: on stdin ``{"argv": [...], "log": PATH}``; on stdout ``{"returncode": N}`` when
 that command's child has ended (its stdout and stderr went to PATH). Stdin closed: the client exits. The client's
