@@ -72,6 +72,8 @@ def test_sigkill_of_the_runner_mid_bench_then_cleanup_leaves_nothing_and_no_cred
         found = bench_processes(PORT_BASE)
         return found if len(found) >= 2 else []
 
+    cleanup = [sys.executable, "-m", "afd_e2e", "cleanup", "--out", str(out), "--within", "8"]
+    done = None
     try:
         benches = wait_for(bench_up, 240, "the bench client and its command")
         record = json.loads((out / "run-record.json").read_text())
@@ -90,16 +92,13 @@ def test_sigkill_of_the_runner_mid_bench_then_cleanup_leaves_nothing_and_no_cred
         time.sleep(1.0)
         assert all(p.is_running() for p in tree)  # the runner is gone, its processes are not
 
-        done = subprocess.run(
-            [sys.executable, "-m", "afd_e2e", "cleanup", "--out", str(out), "--within", "8"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        done = subprocess.run(cleanup, env=env, capture_output=True, text=True, timeout=30)
     finally:
         if runner.poll() is None:
             runner.kill()
+            runner.wait(10)
+        if done is None and (out / "run-record.json").exists():  # failed before its cleanup: leave nothing running
+            subprocess.run(cleanup, env=env, capture_output=True, timeout=30, check=False)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cleanup processes: passed" in done.stdout, done.stdout
