@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from afd_e2e.phases import builtin
@@ -41,8 +42,10 @@ def series(way: str, runs: int, base_url: str, model: Path, folder: Path) -> tup
     folder.mkdir(parents=True)
     tpots = []
     started = time.perf_counter()
-    with bench.warm_client(executable, env, folder / "client.log", server=base_url) as client:
-        if way == "warm" and client is None:
+    warm = way == "warm"
+    scope = bench.warm_client(executable, env, folder / "client.log", server=base_url) if warm else nullcontext()
+    with scope as client:
+        if warm and client is None:
             raise SystemExit(f"{executable} is not vLLM's own CLI: no warm client to measure")
         for index in range(1, runs + 1):
             argv = bench.bench_argv(
@@ -66,7 +69,7 @@ def series(way: str, runs: int, base_url: str, model: Path, folder: Path) -> tup
                 cancelled=threading.Event(),
                 heartbeat_s=1.0,
                 env=env,
-                client=client if way == "warm" else None,
+                client=client,
             )
             if rep.failure:
                 raise SystemExit(f"{way} repetition {index} failed: {rep.failure}")

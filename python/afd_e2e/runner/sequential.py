@@ -237,11 +237,7 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         for section in (base_section, cand_section):
             section.status = Status.RUNNING
         clients = {
-            side_id: scope.enter_context(
-                bench.warm_client(
-                    executable, side.env, ctx.layout.out_dir / "bench" / side_id / "client.log", server=side.base_url
-                )
-            )
+            side_id: scope.enter_context(bench.case_client(executable, side, ctx.layout.out_dir))
             for side_id, side in targets.items()
         }
 

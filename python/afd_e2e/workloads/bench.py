@@ -158,7 +158,8 @@ def progress_tail(log: Path) -> str:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the bench's process group, SIGKILL it after a grace period."""
+    """SIGTERM the bench's process group, SIGKILL it after a grace period; once the group's leader has ended, what
+    is left of the group is killed too (a warm client's command would otherwise run on, orphaned)."""
     for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
         try:
             os.killpg(process.pid, sig)
@@ -166,9 +167,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             return
         try:
             process.wait(timeout=grace)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 class Command(Protocol):
@@ -283,9 +286,7 @@ class _ClientCommand:
         return answer if answer is not None else self.process.wait()
 
     def stop(self) -> None:
-        _stop(self.process)  # the client and its child had SIGTERM; the client was waited for
-        with contextlib.suppress(ProcessLookupError):  # a child that outlived its client would run on, orphaned
-            os.killpg(self.process.pid, signal.SIGKILL)
+        _stop(self.process)  # the client's whole group: the client and the command's child
         if self.client.process is self.process:
             self.client.process = None
 
@@ -357,6 +358,14 @@ class Target:
     model: str
     tokenizer: str
     env: Mapping[str, str]
+
+
+def case_client(executable: str, target: Target, out_dir: Path) -> contextlib.AbstractContextManager[WarmClient | None]:
+    """``warm_client`` for one case's repetitions (``run_one``): against its server, its log beside them in
+    ``out_dir/bench/<case>/client.log``."""
+    return warm_client(
+        executable, target.env, out_dir / "bench" / target.case_id / "client.log", server=target.base_url
+    )
 
 
 def run_one(

@@ -163,8 +163,7 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
         target = bench.Target(
             case.id, case.base_url, case.served_model_name, tokenizer, bench.client_env(ctx.client_env("bench"))
         )
-        client_log = ctx.out_dir / "bench" / case.id / "client.log"
-        with bench.warm_client(executable, target.env, client_log, server=target.base_url) as client:
+        with bench.case_client(executable, target, ctx.out_dir) as client:
             section = bench.run_series(
                 spec,
                 target,

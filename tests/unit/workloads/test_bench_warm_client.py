@@ -18,7 +18,7 @@ from unit.timing import wait_until
 
 SERVER = "http://127.0.0.1:9"
 STAND_IN = """
-import json, os, sys, time
+import json, os, signal, sys
 RECORD = os.environ["STAND_IN_RECORD"]
 with open(RECORD, "a") as handle:
     handle.write(f"import {os.getpid()}\\n")
@@ -32,8 +32,10 @@ def main():
     with open(RECORD, "a") as handle:
         handle.write(f"run {os.getpid()} {args[0]}\\n")
     print("up", flush=True)
+    if "--ignore-term" in args:  # a command that outlives its client's SIGTERM: only the group's SIGKILL ends it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if "--hang" in args:
-        time.sleep(120)
+        signal.pause()  # until the test's stop ends it
     if "--crash" in args:
         raise RuntimeError("the stand-in crashed")
     if "--exit" in args:
@@ -130,7 +132,9 @@ def test_a_stopped_command_ends_the_client_and_its_child_and_the_next_command_st
 
     threading.Thread(target=cancel_once_up).start()
     with bench.warm_client(executable, env, tmp_path / "client.log", server=SERVER) as client:
-        rep, ended = _repetition(client, executable, env, tmp_path, "hung", "--hang", cancelled=cancelled)
+        rep, ended = _repetition(
+            client, executable, env, tmp_path, "hung", "--hang", "--ignore-term", cancelled=cancelled
+        )
         (_, child, _) = _lines(record, "run")[0]
         assert not ended and (rep.status, rep.failure) == ("cancelled", "cancelled")
         assert int(child) in marked and len(marked) == 2, "the client and its child carry the run's markers"
