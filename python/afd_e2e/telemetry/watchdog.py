@@ -82,7 +82,10 @@ def explain(first: Sample, last: Sample) -> str:
     # resource tracker) is always idle and explains nothing. Else the least busy.
     idle = [p for p in engines if used[p.pid] < IDLE_CPU_FRACTION * window]
     quietest = min(idle or engines, key=lambda p: (_engine_rank(p) if idle else 0, used[p.pid]))
-    return _describe(quietest, f"is {quietest.status} ({used[quietest.pid]:.1f} CPU-s in {window:.0f} s)")
+    # The state letter is one instant's: an idle process that woke for a tick as it was sampled reads "running".
+    # Over the window it slept (its CPU time says so), and that is what explains the stall.
+    status = "sleeping" if quietest in idle and quietest.status == "running" else quietest.status
+    return _describe(quietest, f"is {status} ({used[quietest.pid]:.1f} CPU-s in {window:.0f} s)")
 
 
 def _engine_rank(process: ProcessState) -> int:

@@ -159,6 +159,16 @@ def test_explain_names_the_idle_engine_core_not_an_idler_helper_or_worker():
     assert explain(before, alone) == "attention python pid 12 is sleeping (0.0 CPU-s in 30 s)"  # only then a helper
 
 
+def test_an_idle_engine_caught_runnable_at_the_sample_is_described_by_its_window():
+    """Woken for a tick as it was sampled (state R, 0.1 CPU-s in 30 s): it slept over the window, as its CPU time
+    says; a process that really worked stays "running, spinning"."""
+    before = sample(0, 1.0)
+    woken = sample(30, 1.0, processes=[API, with_status(ENGINE, "running", cpu_s=50.1), FFN, FFN_ENGINE])
+    assert explain(before, woken) == "ffn EngineCore_DP0 pid 21 is sleeping (0.0 CPU-s in 30 s)"
+    alone = sample(30, 1.0, processes=[API, with_status(ENGINE, "running", cpu_s=50.1)])
+    assert explain(before, alone) == "attention EngineCore_DP0 pid 11 is sleeping (0.1 CPU-s in 30 s)"
+
+
 def test_start_up_where_no_role_logs_or_uses_cpu_for_stall_s_is_a_start_up_stall():
     dog = watchdog()
     found = [dog.observe(sample(t, None, 0, phase="startup")) for t in range(0, 31)]
