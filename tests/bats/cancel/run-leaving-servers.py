@@ -1,9 +1,9 @@
 """Stands in for ``afd-e2e run`` in the cancel test (tests/cancel.bats): the real run record, and real servers
 that hold the plan's real ports, ignore SIGTERM and left the runner's session, as vLLM's processes can. On SIGTERM
-this runner spends ``TEARDOWN_S`` seconds and exits without them: they are pre-exit's to end.
+this runner exits without them: they are pre-exit's to end (how long its teardown took is the test's clock).
 
     run-leaving-servers.py run --profile P --out DIR [...]      (the argv the command hook gives afd-e2e)
-Environment: PORT_BASE (the plan's first port), TEARDOWN_S, SERVERS_FILE (where "pid port" lines are written).
+Environment: PORT_BASE (the plan's first port), SERVERS_FILE (where "pid port" lines are written).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from afd_e2e.phases import rendering
@@ -54,13 +53,10 @@ def main() -> None:
         server = subprocess.Popen([sys.executable, "-c", SERVER], env=env, start_new_session=True)
         record.add_process(case.id, "server", server.pid)
         lines.append(f"{server.pid} {port}")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # held for sigwait from now on (its servers run)
     Path(os.environ["SERVERS_FILE"]).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    cancelled = []
-    signal.signal(signal.SIGTERM, lambda *_: cancelled.append(time.monotonic()))
-    while not cancelled:
-        time.sleep(0.05)
-    time.sleep(float(os.environ["TEARDOWN_S"]))  # a teardown that ends without its servers
+    signal.sigwait({signal.SIGTERM})  # the cancel: a teardown that ends without its servers
     sys.exit(1)
 
 
