@@ -11,6 +11,10 @@ Measured per approach, with observers that poll far faster than either runner:
 - hang to verdict: the engine hung inside its step by the fault plugin (``tests/fault_plugin``), mid-bench, to the
   case's verdict: the progress watchdog (``budgets.stall_s``) against the repetition budget alone (the watchdog
   off: today's behaviour before it), both in this invocation with the same budgets;
+- a cancel mid-start-up: ``afd-e2e run`` SIGTERMed once vLLM logs its first line, to the run's exit (its servers
+  torn down, its records written), against the same server launched bare and SIGTERMed at the same moment (its
+  process group gone). Target: the run's exit within ``CANCEL_GRACE_S`` (5 s), so that Buildkite's default 10 s
+  grace leaves pre-exit's cleanup its share (the engine test allows the run's whole share, ``RUNNER_GRACE_S``);
 - the samplers' cost: one server, ``--sampler-runs`` pairs of bench repetitions alternating telemetry on and off:
   the sampler thread's CPU-seconds over the repetition's wall time, and the output-throughput delta (on vs off)
   with its 95% Welch interval. Target: under 0.5% of the case's wall time.
@@ -18,9 +22,10 @@ Measured per approach, with observers that poll far faster than either runner:
 The upstream approach (vllm-project/afd-plugin tests/e2e/runner.py): readiness polled every 2 s with the
 process-exit check between polls; teardown SIGTERMs the group and polls the leader every 0.2 s.
 Targets for afd-e2e: readiness lag <= 0.1 s, crash detection <= 0.5 s, teardown overhead <= 0.2 s,
-overhead <= 2% of the case's wall time, engine-dead detection <= 1 s median.
+overhead <= 2% of the case's wall time, engine-dead detection <= 1 s median, hang to verdict <= stall_s + 2 s,
+a cancel mid-start-up ended <= 5 s.
 
-    PYTHONPATH=python python benchmarks/lifecycle.py [--model DIR] [--port-base 19300] [--parts stall sampler]
+    PYTHONPATH=python python benchmarks/lifecycle.py [--model DIR] [--port-base 19300] [--parts stall cancel]
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
 from afd_e2e.runner import dispatch
-from afd_e2e.runner.cancellation import CancelFlag
+from afd_e2e.runner.cancellation import CANCEL_GRACE_S, CancelFlag
 from afd_e2e.runner.readiness import answers_ok
 from afd_e2e.runner.run import execute_run
 from afd_e2e.runner.server import CaseServers
@@ -60,7 +65,7 @@ from afd_e2e.runner.watch import EngineDied
 from afd_e2e.system.child_env import child_environment
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.markers import find_marked, is_alive, marker_env, new_run_id
-from afd_e2e.system.progress import Progress
+from afd_e2e.system.progress import Progress, meaningful
 from afd_e2e.telemetry.sampler import Sampler, TelemetrySettings
 from afd_e2e.tiny_model import build_tiny_model
 from afd_e2e.workloads import stats
@@ -68,11 +73,12 @@ from afd_e2e.workloads.bench import bench_argv, client_env, run_repetition
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from repo_paths import GSM8K_DIR  # noqa: E402
 from stall_support import LastToken  # noqa: E402  (the stall tests' observer of the API's token counters)
 
 rendering.install()  # this benchmark runs and renders cases, as `afd-e2e run` does
 PROFILE = load_profile("tiny-cpu")
-PARTS = ("overheads", "deaths", "stall", "sampler")
+PARTS = ("overheads", "deaths", "stall", "cancel", "sampler")
 
 
 # --------------------------------------------------------------------------- observers
@@ -484,6 +490,73 @@ def report_stall(model: Path, port_base: int, folder: Callable[[str], Path]) -> 
     return met
 
 
+# --------------------------------------------------------------------------- a cancel mid-start-up
+
+
+def vllm_logging(log: Path) -> bool:
+    """Whether vLLM runs its own start-up: its log has a line (the moment both cancels below are sent)."""
+    return log.exists() and any(meaningful(line) for line in log.read_text(errors="replace").splitlines())
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout_s:g} s")
+        time.sleep(0.02)
+
+
+def cancel_ours(model: Path, port_base: int, out: Path) -> tuple[float, str]:
+    """``afd-e2e run`` of cpu-tp1, SIGTERMed once vLLM logs: seconds to the run's exit, and its forced_kill check."""
+    argv = [sys.executable, "-m", "afd_e2e", "run", "--profile", "tiny-cpu", "--model", str(model), "--case", "cpu-tp1"]
+    argv += ["--port-base", str(port_base), "--out", str(out), "--gsm8k-dir", str(GSM8K_DIR)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with (out.parent / f"{out.name}-run.log").open("wb") as output:
+        runner = subprocess.Popen(argv, env=env, stdout=output, stderr=subprocess.STDOUT)
+    wait_until(lambda: vllm_logging(out / "logs" / "cpu-tp1" / "server.log"), 300, "line from vLLM")
+    runner.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    runner.wait(60)
+    took = time.monotonic() - sent
+    case = json.loads((out / "results.json").read_text())["cases"]["cpu-tp1"]
+    assert case["status"] == "cancelled", case["failure"]
+    forced = next(c for c in case["hygiene"] if c["check"] == "forced_kill")
+    return took, f"{forced['status']}: {forced['detail']}"
+
+
+def cancel_bare(model: Path, port_base: int, out: Path) -> float:
+    """The same server launched bare, its process group SIGTERMed once it logs: seconds until its tree is gone."""
+    process = smoke_plan(model, port_base).cases[0].processes[0]
+    run_id = new_run_id()
+    env = child_environment(
+        os.environ, process, scratch=out, cache=out / "cache", markers=marker_env(run_id, "cpu-tp1", process.name)
+    )
+    log = out / "server.log"
+    with log.open("wb") as output:
+        argv = (resolve_executable(process.argv[0]), *process.argv[1:])
+        popen = subprocess.Popen(argv, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_until(lambda: vllm_logging(log), 300, "line from vLLM")
+    os.killpg(popen.pid, signal.SIGTERM)
+    sent = time.monotonic()
+    while popen.poll() is None or find_marked(run_id):
+        time.sleep(0.02)
+    return time.monotonic() - sent
+
+
+def report_cancel(model: Path, port_base: int, folder: Callable[[str], Path]) -> bool:
+    print("\na cancel mid-start-up (SIGTERM once vLLM logs its first line):", flush=True)
+    bare = cancel_bare(model, port_base, folder("cancel-bare"))
+    ours, forced = cancel_ours(model, port_base, folder("cancel-run"))
+    print(f"  vLLM alone (its process group SIGTERMed): {bare:.2f} s until every process is gone")
+    print(f"  afd-e2e run (SIGTERM to the runner): {ours:.2f} s to its exit, records written ({ours / bare:.1f}x)")
+    print(f"    forced_kill {forced}")
+    met = ours <= CANCEL_GRACE_S
+    print(
+        f"  target <= CANCEL_GRACE_S = {CANCEL_GRACE_S:g} s (of Buildkite's 10 s grace)  {'met' if met else 'MISSED'}"
+    )
+    return met
+
+
 SAMPLER_TARGET_PCT = 0.5
 
 
@@ -546,6 +619,8 @@ def main() -> int:
         met &= report_deaths(model, args.port_base, folder, args.deaths, args.watch_old_s)
     if "stall" in args.parts:
         met &= report_stall(model, args.port_base, folder)
+    if "cancel" in args.parts:
+        met &= report_cancel(model, args.port_base, folder)
     if "sampler" in args.parts:
         met &= report_sampler(model, args.port_base, folder, max(args.sampler_runs, 5), args.sampler_prompts)
     return 0 if met else 1

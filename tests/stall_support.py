@@ -97,8 +97,14 @@ def engine_core(out: Path, role: str) -> psutil.Process | None:
 
 
 def stop_engine_mid_bench(out: Path, role: str, api_port: int, *, within_s: float = 900) -> dict[str, int]:
-    """A thread that SIGSTOPs ``role``'s EngineCore once the bench runs and the API has generated tokens; the
-    returned dict gets its ``pid``."""
+    """A thread that SIGSTOPs ``role``'s EngineCore the moment the API's engine has requests running (the bench's:
+    nothing else sends any), so the stopped engine holds requests in flight; the returned dict gets its ``pid``.
+
+    The condition is the engine's own gauge, read every 0.25 s once the EngineCore is known: a bench client alive is
+    not enough (the warm client lives before and after its commands' traffic, and a stop after the last answer was
+    no stall: a loaded run once passed that way). Not faster: each read is a connection to the API port, which the
+    watchdog counts as a request in flight while no token moves (20 ms reads before the bench's traffic made a
+    loaded run's idle engine a stall)."""
     import os
     import signal
 
@@ -106,13 +112,14 @@ def stop_engine_mid_bench(out: Path, role: str, api_port: int, *, within_s: floa
 
     def run() -> None:
         deadline = time.monotonic() + within_s
+        core = None
         while time.monotonic() < deadline and not stopped:
-            core = engine_core(out, role)
-            metrics = read_metrics(f"http://127.0.0.1:{api_port}/metrics")
-            if core is not None and metrics and (metrics.generation_tokens or 0) > 0 and bench_processes(api_port):
+            core = core or engine_core(out, role)
+            metrics = read_metrics(f"http://127.0.0.1:{api_port}/metrics") if core is not None else None
+            if core is not None and metrics and (metrics.running or 0) > 0:
                 os.kill(core.pid, signal.SIGSTOP)
                 stopped["pid"] = core.pid
-            time.sleep(0.05)
+            time.sleep(0.25)
 
     threading.Thread(target=run, daemon=True).start()
     return stopped

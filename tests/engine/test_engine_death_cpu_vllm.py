@@ -1,6 +1,6 @@
 """A dead engine on the real CPU vLLM (tiny-cpu): the ``VLLM::EngineCore`` process is killed while its API server
-stays up, after ready (mid-bench) and during start-up. The case fails within 5 s naming the role and quoting the
-cause from its log, the bench stops at once, and nothing needs a forced kill. Killed mid-bench, the case's failure
+stays up, after ready (mid-bench) and during start-up. The case fails within seconds naming the role and quoting
+the cause from its log, the bench stops at once, and nothing needs a forced kill. Killed mid-bench, the case's failure
 is in results.json before the teardown begins, with forensics of the processes that survived it (their state and
 stacks, dumped by py-spy), shown in the annotation.
 
@@ -33,7 +33,13 @@ pytestmark = pytest.mark.engine
 
 PORT_BASE = 19600  # this module's block: 19600 (after ready), 19620 (during start-up)
 PROFILE = load_profile("tiny-cpu")
-DETECTION_LIMIT_S = 5.0
+# The kill to the case's teardown: the watch's detection (its tight figure, <= 1 s, is measured by
+# benchmarks/lifecycle.py --parts deaths), then the phase's work wound down (STOP_JOIN_S) and the survivors' stacks
+# dumped (py-spy) before the teardown begins: 2.0 s mid-bench and 3.3 s during start-up on 2 cores at load average
+# 9.5, so 5 s kept as little as 1.7 s. 10 s keeps three times the loaded figure; a watch blind to the death still
+# fails: the case would wait out budgets.startup_s (300 s) or the repetition's budget, or read "exited with code 0"
+# once vLLM's API server gives up on its engine, which the failure's words refuse.
+DETECTION_LIMIT_S = 10.0
 
 
 class PhaseClock(Progress):
@@ -114,6 +120,7 @@ def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_
     assert case["status"] == "failed"
     assert case["failure"].startswith("server engine died during performance ("), case["failure"]
     assert "engine core exited unexpectedly" in case["failure"]  # the cause, quoted from the server's log
+    print(f"mid-bench kill to teardown: {clock.began['teardown'] - killer.killed_at:.2f} s")
     assert clock.began["teardown"] - killer.killed_at < DETECTION_LIMIT_S
     performance = case["performance"]
     assert performance["status"] == "failed"
@@ -164,6 +171,7 @@ def test_an_engine_killed_during_startup_fails_the_case_within_seconds_naming_th
     assert case["failure"].startswith("server "), case["failure"]
     assert "during start-up" in case["failure"]
     assert case["timings"]["launch_to_ready_s"] is None
+    print(f"start-up kill to teardown: {clock.began['teardown'] - killer.killed_at:.2f} s")
     assert clock.began["teardown"] - killer.killed_at < DETECTION_LIMIT_S
     assert case["log_tail"]
     hygiene = {c["check"]: c["status"] for c in case["hygiene"]}

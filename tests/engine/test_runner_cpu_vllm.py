@@ -28,10 +28,11 @@ import pytest
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
+from afd_e2e.runner.cleanup import RUNNER_GRACE_S
 from afd_e2e.runner.run import execute_run
 from afd_e2e.system.markers import find_marked
 from afd_e2e.system.ports import busy_ports
-from afd_e2e.system.progress import Progress
+from afd_e2e.system.progress import Progress, meaningful
 from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR
 from shared_run import PORT_BASE as SHARED_PORT_BASE
@@ -173,7 +174,10 @@ def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results
         assert runner.poll() is None, f"afd-e2e run exited {runner.returncode} before launching: {runner.stdout.read()}"
         time.sleep(0.05)
     vllm_pid = json.loads(record.read_text())["processes"][0]["pid"]
-    time.sleep(3)  # well into vLLM's start-up (imports, engine spawn), far from ready
+    log = tmp_path / "logs" / "cpu-tp1" / "server.log"
+    while not (log.exists() and any(meaningful(line) for line in log.read_text(errors="replace").splitlines())):
+        assert time.monotonic() < deadline + 120, f"vLLM logged nothing: {log}"
+        time.sleep(0.05)  # vLLM runs its own start-up (it logs), far from ready: a condition, not a sleep
 
     runner.send_signal(signal.SIGTERM)
     sent = time.monotonic()
@@ -182,7 +186,12 @@ def test_sigterm_to_afd_e2e_run_mid_startup_leaves_no_vllm_and_cancelled_results
 
     results = assert_cancelled_everywhere(tmp_path, "cpu-tp1", "startup")  # also the cancel-per-phase test's
     assert runner.returncode == 1, output
-    assert took < 5, output
+    # Within the run's share of Buildkite's 10 s grace (RUNNER_GRACE_S: the cancel's teardown grace, then its
+    # records), which a loaded machine keeps; a run that hangs on the cancel, or outlasts the grace (the agent would
+    # SIGKILL it before its records), fails it. The tight figure (the run's exit within CANCEL_GRACE_S) is measured
+    # by benchmarks/lifecycle.py --parts cancel, against vLLM's own exit on the same signal.
+    print(f"SIGTERM to the run's exit: {took:.2f} s")
+    assert took < RUNNER_GRACE_S, (took, output)
     assert results["status"] == "cancelled"
     assert results["preflight"]["status"] == "passed" and results["preflight"]["checks"]  # taken before the launch
     assert results["cases"]["cpu-tp1"]["status"] == "cancelled"

@@ -1,7 +1,8 @@
 """Stalls on the real CPU vLLM (tiny-cpu with ``budgets.stall_s`` = 5 s, half the profile's: each stall costs CI its
 length): an engine held inside its step by the fault plugin (``tests/fault_plugin``; the test releases it once the
-case's teardown begins) and an EngineCore stopped with SIGSTOP are each reported as a stall within ``stall_s`` + 2 s
-of the last token, naming the process that explains it, with forensics taken; an engine whose
+case's teardown begins) and an EngineCore stopped with SIGSTOP are each reported as a stall within twice ``stall_s``
+of the last token (``VERDICT_LIMIT_S``; the product's tight figure, ``stall_s`` + 2 s, is measured by
+``benchmarks/lifecycle.py --parts stall``), naming the process that explains it, with forensics taken; an engine whose
 every step takes ``stall_s``/3 passes with no stall. After each, hygiene is clean and nothing of the run is left.
 
 Three vLLM launches, one per engine fault (each is set in the engine's environment at its launch, and a stall
@@ -33,20 +34,28 @@ pytestmark = pytest.mark.engine
 PORT_BASE = 22400  # this module's block: 22400 (hang), 22420 (SIGSTOP), 22440 (slow steps)
 PROFILE = load_profile("tiny-cpu")
 STALL_S = 5.0
-VERDICT_LIMIT_S = STALL_S + 2.0
+# From the last token to the verdict: stall_s of quiet, counted from the first 1 s sample that saw the last token
+# move: 6.6 s measured on 2 cores at load average 10, 0.4 s inside stall_s + 2 s (the promise, which
+# benchmarks/lifecycle.py --parts stall measures). Twice stall_s keeps a loaded machine's late samples and polls
+# inside, and still fails a watchdog that waits out a second window, or a stall left to the repetition's budget
+# (300 s) or the request's (60 s).
+VERDICT_LIMIT_S = 2 * STALL_S
 # A short bench, so slow steps finish in seconds: one initial request, then 4 prompts of 4 tokens, 4 at a time.
 SHORT_BENCH = dataclasses.replace(
     PROFILE.bench, input_len=16, output_len=4, num_prompts=4, max_concurrency=4, warmups=0, repetitions=1
 )
 SHORT = dataclasses.replace(PROFILE, bench=SHORT_BENCH, budgets=PROFILE.budgets.replaced(stall_s=STALL_S))
+# The SIGSTOP's bench: traffic for seconds (16 answers of 64 tokens, 4 at a time), so the engine stopped while it has
+# requests running always leaves some unanswered, however late a loaded machine lets the stop land.
+LONG = dataclasses.replace(SHORT, bench=dataclasses.replace(SHORT_BENCH, num_prompts=16, output_len=64))
 needs_plugin = pytest.mark.skipif(
     importlib.util.find_spec("afd_e2e_fault_plugin") is None,
     reason="the fault plugin is not installed: pip install -e tests/fault_plugin (scripts/test does)",
 )
 
 
-def one_case_plan(model: Path, port_base: int):
-    plan = build_plan(SHORT, model_path=str(model), case_ids=["cpu-tp1"], port_base=port_base)
+def one_case_plan(model: Path, port_base: int, profile=SHORT):
+    plan = build_plan(profile, model_path=str(model), case_ids=["cpu-tp1"], port_base=port_base)
     return dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=("performance",)),))
 
 
@@ -66,11 +75,17 @@ class CancelAtTeardown(VerdictClock):
 
 
 def run_stalled(
-    model: Path, out: Path, port: int, clock: VerdictClock | None = None, flag: CancelFlag | None = None
+    model: Path,
+    out: Path,
+    port: int,
+    clock: VerdictClock | None = None,
+    flag: CancelFlag | None = None,
+    profile=SHORT,
 ) -> tuple[dict, VerdictClock, LastToken]:
     clock, last = clock or VerdictClock(), LastToken(port)
     try:
-        data = results_to_json(execute_run(SHORT, one_case_plan(model, port), out, progress=clock, flag=flag))
+        plan = one_case_plan(model, port, profile)
+        data = results_to_json(execute_run(profile, plan, out, progress=clock, flag=flag))
     finally:
         last.stop()
     return data, clock, last
@@ -107,7 +122,7 @@ class ReleaseAtTeardown(VerdictClock):
 
 
 @needs_plugin
-def test_an_engine_hung_in_its_step_is_a_stall_within_stall_s_plus_2_s(tiny_model, tmp_path, monkeypatch):
+def test_an_engine_hung_in_its_step_is_a_stall_named_within_twice_stall_s(tiny_model, tmp_path, monkeypatch):
     release = tmp_path / "release-the-engine"
     monkeypatch.setenv("AFD_E2E_FAULT_HANG_AFTER_STEPS", "3")
     monkeypatch.setenv("AFD_E2E_FAULT_RELEASE_FILE", str(release))
@@ -119,6 +134,7 @@ def test_an_engine_hung_in_its_step_is_a_stall_within_stall_s_plus_2_s(tiny_mode
     assert "requests in flight, no token for" in case["failure"]
     assert "EngineCore" in case["failure"] and "is sleeping" in case["failure"], case["failure"]
     assert last.at is not None and clock.stalled_at is not None
+    print(f"hung engine: stall named {clock.stalled_at - last.at:.1f} s after the last token")
     assert clock.stalled_at - last.at <= VERDICT_LIMIT_S, clock.stalled_at - last.at
     assert stall_of(data)["phase"] == "performance" and stall_of(data)["in_flight"] >= 1
     forensics = case["forensics"][0]
@@ -139,7 +155,7 @@ def test_an_engine_hung_in_its_step_is_a_stall_within_stall_s_plus_2_s(tiny_mode
 def test_a_stopped_engine_core_is_a_stall_naming_it_stopped(tiny_model, tmp_path):
     port = PORT_BASE + 20
     stopped = stop_engine_mid_bench(tmp_path, "server", port, within_s=300)
-    data, clock, last = run_stalled(tiny_model, tmp_path, port)
+    data, clock, last = run_stalled(tiny_model, tmp_path, port, profile=LONG)
     case = data["cases"]["cpu-tp1"]
 
     assert stopped, "the EngineCore was never stopped"
@@ -147,6 +163,7 @@ def test_a_stopped_engine_core_is_a_stall_naming_it_stopped(tiny_model, tmp_path
     assert case["failure"].startswith("engine stalled during performance: "), case["failure"]
     assert f"pid {stopped['pid']} is stopped" in case["failure"], case["failure"]
     assert clock.stalled_at is not None and last.at is not None
+    print(f"stopped EngineCore: stall named {clock.stalled_at - last.at:.1f} s after the last token")
     assert clock.stalled_at - last.at <= VERDICT_LIMIT_S, clock.stalled_at - last.at
     assert case["forensics"][0]["trigger"] == "stall"
     assert_clean_after(data, tmp_path, port)

