@@ -92,6 +92,9 @@ def _swept(out: Path, case_id: str):
     assert section.status is Status.PASSED, section.failure
     assert len(section.grid) >= 3 and section.levels  # the profile's grid; the search measures part of it
     assert all(lv.attainment is not None for lv in section.levels if lv.status is Status.PASSED)
+    est = section.estimate
+    if est is not None and est.interval is not None:  # the 12-05 H200 run's excluded its estimate (issue 49)
+        assert est.interval[0] <= est.capacity <= est.interval[1], est
     return section
 
 
