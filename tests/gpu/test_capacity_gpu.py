@@ -114,5 +114,7 @@ def test_native_vs_afd_1a1f_on_two_gpus_equal_hardware_and_per_gpu(two_gpus):
     print(equal, per_gpu, sep="\n")
     assert not equal.per_gpu and per_gpu.per_gpu and per_gpu.unit.endswith("per GPU")
     assert equal.common_levels and per_gpu.common_levels
+    for cap in (equal, per_gpu):
+        assert cap.ci95_pct is None or cap.ci95_pct[0] <= cap.delta_pct <= cap.ci95_pct[1], cap
     for key in ("capacity", "capacity-per-gpu"):
         assert (two_gpus / "plots" / f"capacity-{key}.png").stat().st_size > 20_000

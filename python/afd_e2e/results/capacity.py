@@ -89,8 +89,9 @@ class CaseCapacity:
 
 @dataclass
 class CapacityComparison:
-    """Capacity at SLO, candidate vs baseline (per GPU when their GPU counts differ): delta and its interval from
-    the bracketing levels' repetitions, a verdict, and what a ``worse`` verdict does (``on_worse``)."""
+    """Capacity at SLO, candidate vs baseline (per GPU when their GPU counts differ): delta and its interval (the
+    change over every pair of capacities the two sides' intervals admit, so it holds the delta), a verdict, and
+    what a ``worse`` verdict does (``on_worse``)."""
 
     status: Status
     unit: str

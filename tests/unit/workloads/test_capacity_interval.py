@@ -1,15 +1,16 @@
 """Unit tier: a capacity interval is ordered, holds its estimate and says which of its ends are only the bracket's
-levels.
+levels; the comparison's interval holds its delta.
 
 First on a real run: the 12-05 H200 sweep of native eager against native FULL_DECODE_ONLY graphs (issue 49), whose
 recorded intervals were ``[12.79, 12.0]`` around 15.66 and ``[76.0, 76.0]`` around 74.47, and whose comparison said
 ``[408.8%, 403.7%]`` around +375.6%. Both cases are recomputed from their recorded per-level attainments by the
-product's own search. Then on hand-made brackets: each band line (the 95% band's lower or upper edge
+product's own search and comparison. Then on hand-made brackets: each band line (the 95% band's lower or upper edge
 through the two bracketing levels) wholly below or above the target, falling or rising, and repetitions that agree.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -22,6 +23,8 @@ from afd_e2e.results.capacity import (
     CaseCapacity,
 )
 from afd_e2e.results.codec import from_json
+from afd_e2e.results.status import Verdict
+from afd_e2e.workloads.capacity.compare import compare_capacity, describe
 from afd_e2e.workloads.capacity.search import Observation, SearchPlan, estimate
 from afd_e2e.workloads.capacity.sweep import observation
 from repo_paths import SHARED
@@ -76,6 +79,27 @@ def test_the_12_05_run_s_intervals_hold_their_estimates(run: dict, case_id: str,
     assert est.interval_ends == ends and said in est.text
 
 
+def test_the_12_05_comparison_holds_its_delta(run: dict) -> None:
+    (eager, eager_est), (graph, graph_est) = recomputed(run, "native-eager"), recomputed(run, "native-graph")
+    result = compare_capacity(
+        "native-eager",
+        dataclasses.replace(eager, estimate=eager_est),
+        "native-graph",
+        dataclasses.replace(graph, estimate=graph_est),
+        threshold_pct=5.0,
+        on_worse="warn",
+    )
+    recorded = run["comparisons"]["capacity"]["capacity"]
+    assert not recorded["ci95_pct"][0] <= recorded["delta_pct"] <= recorded["ci95_pct"][1]  # the bug
+    assert result.delta_pct == pytest.approx(recorded["delta_pct"])
+    low, high = result.ci95_pct
+    assert low <= result.delta_pct <= high
+    # the lowest graph capacity over the highest eager one, and the highest over the lowest: 68/20 and 76/12.79
+    assert low == pytest.approx(68 / 20 * 100 - 100) and high == pytest.approx(76 / eager_est.interval[0] * 100 - 100)
+    assert result.verdict is Verdict.BETTER
+    assert "delta +375.6% [+240.0%, +494.2%]: better" in describe(result, "eager", "graph")
+
+
 def reps(pooled: float, spread: float) -> Observation:
     """A level whose two repetitions lie ``spread`` either side of its pooled attainment (half-width 12.7 x spread
     at 95% with one degree of freedom)."""
@@ -114,3 +138,20 @@ def test_repetitions_that_agree_give_the_estimate_itself() -> None:
     est = bracket(reps(0.95, 0.0), reps(0.85, 0.0))
     assert est.interval == [est.capacity, est.capacity]
     assert "(95% interval 15 to 15)" in est.text
+
+
+@pytest.mark.parametrize("candidate", GEOMETRIES)
+@pytest.mark.parametrize("baseline", GEOMETRIES)
+def test_the_comparison_s_interval_holds_its_delta_whatever_each_side_s_ends(
+    run: dict, baseline: str, candidate: str
+) -> None:
+    section, _ = recomputed(run, "native-eager")  # the run's records around two hand-made brackets
+    sides = []
+    for name, scale in ((baseline, 1.0), (candidate, 3.0)):
+        passed, failed, _ = GEOMETRIES[name]
+        plan = SearchPlan(grid=(LOW * scale, HIGH * scale), target=TARGET, search=True)
+        est = estimate(plan, {LOW * scale: passed, HIGH * scale: failed}, unit=section.unit)
+        sides.append(dataclasses.replace(section, estimate=est))
+    result = compare_capacity("b", sides[0], "c", sides[1], threshold_pct=5.0, on_worse="warn")
+    assert result.delta_pct == pytest.approx(200.0)
+    assert result.ci95_pct[0] <= result.delta_pct <= result.ci95_pct[1]
