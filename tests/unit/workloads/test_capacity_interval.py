@@ -61,8 +61,8 @@ def assert_holds(est: CapacityEstimate) -> None:
 @pytest.mark.parametrize(
     ("case_id", "ends", "said"),
     [
-        ("native-eager", [INTERVAL_CROSSING, INTERVAL_BRACKET], "95% interval 12.8 to 20, the upper end only the"),
-        ("native-graph", [INTERVAL_BRACKET, INTERVAL_BRACKET], "95% interval only the bracket, 68 to 76"),
+        ("native-eager", [INTERVAL_CROSSING, INTERVAL_BRACKET], "(95% interval 12.8 to 20, upper end only the failed"),
+        ("native-graph", [INTERVAL_BRACKET, INTERVAL_BRACKET], "(95% interval 68 to 76, only the bracket)"),
     ],
 )
 def test_the_12_05_run_s_intervals_hold_their_estimates(run: dict, case_id: str, ends: list[str], said: str) -> None:

@@ -205,9 +205,9 @@ def _said_interval(spread: tuple[list[float], list[str]] | None) -> str:
     interval, ends = spread
     shown = f"{format_level(interval[0])} to {format_level(interval[1])}"
     if ends == [INTERVAL_BRACKET, INTERVAL_BRACKET]:
-        return f" (95% interval only the bracket, {shown}: the repetitions vary too much to narrow it)"
+        return f" (95% interval {shown}, only the bracket)"
     if ends[0] == INTERVAL_BRACKET:
-        return f" (95% interval {shown}, the lower end only the passed level)"
+        return f" (95% interval {shown}, lower end only the passed level)"
     if ends[1] == INTERVAL_BRACKET:
-        return f" (95% interval {shown}, the upper end only the failed level)"
+        return f" (95% interval {shown}, upper end only the failed level)"
     return f" (95% interval {shown})"
