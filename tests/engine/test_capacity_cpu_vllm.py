@@ -98,7 +98,10 @@ def test_each_case_swept_on_its_one_launch(swept, tiny_cpu_run):
             assert not section.search and tuple(section.grid) == LEVELS
         else:
             assert section.search
-        assert section.estimate is not None
+        est = section.estimate
+        assert est is not None
+        if est.interval is not None:  # ordered and holding its estimate (issue 49)
+            assert est.interval[0] <= est.capacity <= est.interval[1], est
         assert not section.meaningful and section.gpus == 0
         for level in section.levels:
             assert level.attainment is not None and level.repetitions

@@ -92,6 +92,9 @@ def _swept(out: Path, case_id: str):
     assert section.status is Status.PASSED, section.failure
     assert len(section.grid) >= 3 and section.levels  # the profile's grid; the search measures part of it
     assert all(lv.attainment is not None for lv in section.levels if lv.status is Status.PASSED)
+    est = section.estimate
+    if est is not None and est.interval is not None:  # the 12-05 H200 run's excluded its estimate (issue 49)
+        assert est.interval[0] <= est.capacity <= est.interval[1], est
     return section
 
 
@@ -111,5 +114,7 @@ def test_native_vs_afd_1a1f_on_two_gpus_equal_hardware_and_per_gpu(two_gpus):
     print(equal, per_gpu, sep="\n")
     assert not equal.per_gpu and per_gpu.per_gpu and per_gpu.unit.endswith("per GPU")
     assert equal.common_levels and per_gpu.common_levels
+    for cap in (equal, per_gpu):
+        assert cap.ci95_pct is None or cap.ci95_pct[0] <= cap.delta_pct <= cap.ci95_pct[1], cap
     for key in ("capacity", "capacity-per-gpu"):
         assert (two_gpus / "plots" / f"capacity-{key}.png").stat().st_size > 20_000

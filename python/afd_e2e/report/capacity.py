@@ -103,13 +103,15 @@ def _attainment_panel(ax: Any, sides: Sequence[Side]) -> None:
             ax.scatter(
                 [est.capacity], [section.slo.attainment], marker="*", s=220, color=color, edgecolor="black", zorder=5
             )
+        if est is not None and est.interval is not None:  # where the capacity may lie, drawn on the target line
+            ax.plot(est.interval, [section.slo.attainment] * 2, color=color, linewidth=5, alpha=0.7, zorder=4)
     ax.axhline(
         section.slo.attainment, color="red", linestyle="--", linewidth=1.2, label=f"target {section.slo.attainment:.0%}"
     )
     ax.set_xlabel(f"load: {section.variable} ({section.unit})", fontsize=8)
     ax.set_ylabel("SLO attainment (share of requests)", fontsize=8)
     ax.set_ylim(-0.03, 1.05)
-    ax.set_title("attainment vs load (stars: capacity at SLO)", fontsize=9)
+    ax.set_title("attainment vs load (stars: capacity at SLO, bars: its 95% interval)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
 
@@ -124,7 +126,8 @@ def plot_capacity(title: str, sides: Sequence[Side]) -> Figure:
     _latency_panel(ttft, sides, "p99_ttft_ms", slo.ttft_ms, "p99 TTFT")
     _attainment_panel(attained, sides)
     lines = [one_line(title, 120)]
-    lines += [one_line(f"{side.label}: {side.capacity.estimate.text}", 160) for side in sides if side.capacity.estimate]
+    # 190 characters fit the figure's width at this size: a label and an estimate with its interval
+    lines += [one_line(f"{side.label}: {side.capacity.estimate.text}", 190) for side in sides if side.capacity.estimate]
     if not all(side.capacity.meaningful for side in sides):
         lines.append(NOT_MEANINGFUL)
     figure.suptitle("\n".join(line.replace("$", r"\$") for line in lines), fontsize=9)

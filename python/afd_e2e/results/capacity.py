@@ -21,6 +21,13 @@ NEVER_MISSES = "never misses"
 NOT_MEASURED = "not measured"
 OUTCOMES = (BRACKETED, NEVER_MEETS, NEVER_MISSES, NOT_MEASURED)
 
+# What an end of a capacity interval is: where a line through the repetitions' 95% bands at the bracketing levels
+# crosses the target, or only the bracket's own level (the band there reaches past the target, so the repetitions
+# cannot place that end inside the bracket).
+INTERVAL_CROSSING = "crossing"
+INTERVAL_BRACKET = "bracket"
+INTERVAL_ENDS = (INTERVAL_CROSSING, INTERVAL_BRACKET)
+
 
 @dataclass
 class CapacitySlo:
@@ -48,15 +55,18 @@ class CapacityLevel:
 @dataclass
 class CapacityEstimate:
     """``capacity`` is interpolated where the pooled attainment crosses the target between ``passed_level`` and
-    ``failed_level``; ``interval`` is where it may lie given the repetitions' spread at those two levels (95%);
-    ``cut_short``: the budget ran out before the bracket was one grid step wide."""
+    ``failed_level``; ``interval`` is where it may lie given the repetitions' spread at those two levels (95%),
+    ordered and holding ``capacity``; ``interval_ends`` says of each end whether it is that spread's ``crossing``
+    of the target or only the ``bracket``'s level (the spread reaches past the target there); ``cut_short``: the
+    budget ran out before the bracket was one grid step wide."""
 
     outcome: str  # one of OUTCOMES
-    text: str  # "capacity 6.2 req/s, between 6.0 (passed) and 6.5 (failed)"
+    text: str  # "capacity 6.2 req/s (95% interval 6.1 to 6.4), between 6 (passed, ...) and 6.5 (failed, ...)"
     capacity: float | None = None
     passed_level: float | None = None
     failed_level: float | None = None
     interval: list[float] | None = None
+    interval_ends: list[str] | None = None  # [lower, upper], each one of INTERVAL_ENDS; None without an interval
     cut_short: bool = False
 
 
@@ -79,8 +89,9 @@ class CaseCapacity:
 
 @dataclass
 class CapacityComparison:
-    """Capacity at SLO, candidate vs baseline (per GPU when their GPU counts differ): delta and its interval from
-    the bracketing levels' repetitions, a verdict, and what a ``worse`` verdict does (``on_worse``)."""
+    """Capacity at SLO, candidate vs baseline (per GPU when their GPU counts differ): delta and its interval (the
+    change over every pair of capacities the two sides' intervals admit, so it holds the delta), a verdict, and
+    what a ``worse`` verdict does (``on_worse``)."""
 
     status: Status
     unit: str

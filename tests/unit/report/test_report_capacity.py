@@ -1,10 +1,12 @@
 """A real CPU capacity run in the reports (``tests/fixtures/results/tiny-cpu-capacity``, kept from
 ``tests/engine/test_capacity_cpu_vllm.py``): the plot per comparison, the annotation's table, a JUnit testcase
-per case and per comparison, the trend's capacity per case; and what a cut-short or worse sweep turns into."""
+per case and per comparison, the trend's capacity per case; and what a cut-short or worse sweep turns into. The
+12-05 H200 run's sweeps (``../shared/fixtures/gpu/runs-2026-12-05``, issue 49), re-estimated, show their intervals."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import shutil
 from pathlib import Path
@@ -12,11 +14,15 @@ from pathlib import Path
 from matplotlib.image import imread
 
 from afd_e2e.report import render_all
-from afd_e2e.report.capacity import at_capacity, capacity_section, case_testcase, plot_groups
+from afd_e2e.report.capacity import Side, at_capacity, capacity_section, case_testcase, plot_capacity, plot_groups
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.results.capacity import BRACKETED
+from afd_e2e.results.capacity import BRACKETED, CaseCapacity
+from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.trend.record import case_values
+from afd_e2e.workloads.capacity.search import SearchPlan, estimate
+from afd_e2e.workloads.capacity.sweep import observation
+from repo_paths import SHARED
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
 FIXTURE = "tiny-cpu-capacity"
@@ -96,3 +102,24 @@ def test_the_capacity_point_lies_on_the_drawn_segment_of_a_log_latency_axis() ->
         break
     else:
         raise AssertionError("the fixture has no bracketed case")
+
+
+def test_each_interval_is_drawn_on_the_target_line_and_said_whole_in_the_title() -> None:
+    run = json.loads(
+        (SHARED / "fixtures" / "gpu" / "runs-2026-12-05" / "capacity-eager-vs-graph.results.json").read_text("utf-8")
+    )
+    labels = {"native-eager": "native DP1/TP1", "native-graph": "native DP1/TP1, CUDA graph 64"}  # the run's
+    sides = []
+    for case_id, label in labels.items():
+        section = from_json(CaseCapacity, run["cases"][case_id]["capacity"])
+        plan = SearchPlan(grid=tuple(section.grid), target=section.slo.attainment, search=section.search)
+        est = estimate(plan, {lv.level: observation(lv) for lv in section.levels}, unit=section.unit)
+        sides.append(Side(case_id, label, dataclasses.replace(section, estimate=est)))
+    figure = plot_capacity("capacity: native eager vs native graph", sides)
+    drawn = [list(line.get_xdata()) for line in figure.axes[2].get_lines()]
+    title = figure.get_suptitle()
+    for side in sides:
+        est = side.capacity.estimate
+        assert est.interval in drawn  # the bar on the attainment panel's target line
+        assert f"{side.label}: {est.text}" in title  # whole, the interval's words included
+    assert "characters cut" not in title

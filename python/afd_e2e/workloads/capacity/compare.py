@@ -37,6 +37,15 @@ def _range(section: CaseCapacity, divisor: int) -> tuple[float, float] | None:
     return low / divisor, high / divisor
 
 
+def _ratio_range(baseline: tuple[float, float], candidate: tuple[float, float]) -> list[float]:
+    """The delta's interval in %: ``candidate / baseline - 1`` over every pair of capacities the two ranges admit,
+    lowest candidate over highest baseline to highest candidate over lowest baseline. It holds the delta whenever
+    each range holds its capacity, and it keeps the baseline's own uncertainty, which a difference divided by the
+    baseline's point estimate drops (a baseline that may be 20 puts a candidate of 68 at +240%, not at the +307%
+    that form says). Ranges start at a level or a crossing above it, so the baseline's is positive."""
+    return [(candidate[0] / baseline[1] - 1.0) * 100.0, (candidate[1] / baseline[0] - 1.0) * 100.0]
+
+
 def _apart(baseline: tuple[float, float], candidate: tuple[float, float]) -> Verdict | None:
     """Better or worse when the ranges do not overlap. A range's upper end is a level that missed (the capacity lies
     below it), its lower end one that met the SLO or the interval's end: touching ranges are apart."""
@@ -103,9 +112,9 @@ def compare_capacity(
     both_bracketed = b_est is not None and c_est is not None and b_est.outcome == c_est.outcome == BRACKETED
     if both_bracketed and result.baseline_value and result.candidate_value is not None:
         base, cand = result.baseline_value, result.candidate_value
-        result.delta_pct = (cand - base) / base * 100.0
+        result.delta_pct = (cand / base - 1.0) * 100.0  # the interval's own form: it holds the delta exactly
         if b_est.interval is not None and c_est.interval is not None and b_range and c_range:
-            result.ci95_pct = [(c_range[0] - b_range[1]) / base * 100.0, (c_range[1] - b_range[0]) / base * 100.0]
+            result.ci95_pct = _ratio_range(b_range, c_range)
         result.verdict = stats.verdict(
             result.delta_pct, result.ci95_pct, threshold_pct, higher_is_better=True, margin_pct=threshold_pct
         )

@@ -16,7 +16,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from afd_e2e.results.capacity import BRACKETED, NEVER_MEETS, NEVER_MISSES, NOT_MEASURED, CapacityEstimate
+from afd_e2e.results.capacity import (
+    BRACKETED,
+    INTERVAL_BRACKET,
+    INTERVAL_CROSSING,
+    NEVER_MEETS,
+    NEVER_MISSES,
+    NOT_MEASURED,
+    CapacityEstimate,
+)
 from afd_e2e.workloads import stats
 
 
@@ -85,11 +93,40 @@ def next_level(plan: SearchPlan, observed: Mapping[float, Observation]) -> float
 
 
 def _crossing(low: float, high: float, a_low: float, a_high: float, target: float) -> float:
-    """Where the straight line through (low, a_low) and (high, a_high) reaches ``target``, kept within [low, high]."""
-    if a_low == a_high:
-        return low if a_low < target else high
+    """Where the straight line through (low, a_low) and (high, a_high) falls to ``target``. Called only on a line
+    that falls through it (``a_low >= target > a_high``), so the point lies in [low, high]: the clamp is for
+    rounding."""
     x = low + (a_low - target) / (a_low - a_high) * (high - low)
     return min(max(x, low), high)
+
+
+def _interval(
+    low: float, high: float, a_low: Observation, a_high: Observation, target: float, capacity: float
+) -> tuple[list[float], list[str]] | None:
+    """Where the capacity may lie given the repetitions' spread at the two bracketing levels, and what each end is.
+
+    Each level's attainment has a 95% t-interval; the lowest line through the two bands crosses the target first,
+    the highest last, and the crossing of any line between them lies between. Where the lowest line is already
+    below the target at the passed level (the band there reaches under it), no line through the bands places the
+    lower end inside the bracket: the end is the passed level itself, marked ``bracket`` (the spread says no more
+    than the sweep's bracket; the capacity may even lie below it). Likewise the upper end is the failed level when
+    the highest line still meets the target there. Otherwise an end is a ``crossing``. Either way the ends are
+    ordered and hold the estimate (min/max with it only absorbs rounding). None without two repetitions at each
+    level."""
+    h_low, h_high = _half_width(a_low.attainments), _half_width(a_high.attainments)
+    if h_low is None or h_high is None:
+        return None
+    lower_low, lower_high = a_low.attainment - h_low, a_high.attainment - h_high
+    upper_low, upper_high = a_low.attainment + h_low, a_high.attainment + h_high
+    if lower_low < target:
+        start, start_kind = low, INTERVAL_BRACKET
+    else:
+        start, start_kind = min(_crossing(low, high, lower_low, lower_high, target), capacity), INTERVAL_CROSSING
+    if upper_high >= target:
+        end, end_kind = high, INTERVAL_BRACKET
+    else:
+        end, end_kind = max(_crossing(low, high, upper_low, upper_high, target), capacity), INTERVAL_CROSSING
+    return [start, end], [start_kind, end_kind]
 
 
 def _half_width(values: Sequence[float]) -> float | None:
@@ -141,17 +178,13 @@ def estimate(
     high = grid[miss]
     a_low, a_high = observed[low], observed[high]
     capacity = _crossing(low, high, a_low.attainment, a_high.attainment, plan.target)
-    interval = None
-    h_low, h_high = _half_width(a_low.attainments), _half_width(a_high.attainments)
-    if h_low is not None and h_high is not None:
-        interval = [
-            _crossing(low, high, a_low.attainment - h_low, a_high.attainment - h_high, plan.target),
-            _crossing(low, high, a_low.attainment + h_low, a_high.attainment + h_high, plan.target),
-        ]
+    spread = _interval(low, high, a_low, a_high, plan.target, capacity)
+    interval, ends = spread or (None, None)
     width = "" if miss - met == 1 else f", {miss - met - 1} grid levels between them not measured"
     text = (
-        f"capacity {format_level(capacity)} {unit}, between {format_level(low)} (passed, attainment "
-        f"{a_low.attainment:.0%}) and {format_level(high)} (failed, {a_high.attainment:.0%}){width}" + suffix
+        f"capacity {format_level(capacity)} {unit}{_said_interval(spread)}, between {format_level(low)} "
+        f"(passed, attainment {a_low.attainment:.0%}) and {format_level(high)} (failed, {a_high.attainment:.0%})"
+        f"{width}" + suffix
     )
     return CapacityEstimate(
         BRACKETED,
@@ -160,5 +193,21 @@ def estimate(
         passed_level=low,
         failed_level=high,
         interval=interval,
+        interval_ends=ends,
         cut_short=cut_short,
     )
+
+
+def _said_interval(spread: tuple[list[float], list[str]] | None) -> str:
+    """The interval in the estimate's sentence, saying which of its ends are only the bracket's levels."""
+    if spread is None:
+        return ""
+    interval, ends = spread
+    shown = f"{format_level(interval[0])} to {format_level(interval[1])}"
+    if ends == [INTERVAL_BRACKET, INTERVAL_BRACKET]:
+        return f" (95% interval {shown}, only the bracket)"
+    if ends[0] == INTERVAL_BRACKET:
+        return f" (95% interval {shown}, lower end only the passed level)"
+    if ends[1] == INTERVAL_BRACKET:
+        return f" (95% interval {shown}, upper end only the failed level)"
+    return f" (95% interval {shown})"
