@@ -53,6 +53,7 @@ class Teardowns:
     clock: FakeClock
     graces: list[float] = dataclasses.field(default_factory=list)
     trees: list[list[psutil.Process]] = dataclasses.field(default_factory=list)
+    gave_up: bool = False  # a tree that was not gone within GUARD_S
 
 
 def teardown_on_a_fake_clock(monkeypatch, *, ignores_sigterm: bool = False) -> Teardowns:
@@ -60,11 +61,12 @@ def teardown_on_a_fake_clock(monkeypatch, *, ignores_sigterm: bool = False) -> T
     it found is gone (waited for, bounded by GUARD_S): a server that exits on SIGTERM is never SIGKILLed because a
     loaded machine ran it late. With ``ignores_sigterm`` the clock moves freely until the grace is out (the server
     will not go on SIGTERM), then once the SIGKILLed tree is gone. A teardown that sent no SIGTERM meets its SIGKILL
-    when the guard gives up, and the test sees it."""
+    once the guard has given up (once: the clock then moves freely), and the test sees it."""
 
     def settle() -> None:
-        if not ignores_sigterm or seen.clock.elapsed >= seen.graces[-1]:
-            eventually(lambda: not any(is_alive(p) for p in seen.trees[-1]))
+        if seen.gave_up or (ignores_sigterm and seen.clock.elapsed < seen.graces[-1]):
+            return
+        seen.gave_up = not eventually(lambda: not any(is_alive(p) for p in seen.trees[-1]))
 
     seen = Teardowns(FakeClock(settle=settle))
 
