@@ -14,8 +14,6 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-import psutil
-
 from afd_e2e.errors import UsageError
 from afd_e2e.results.model import CheckRecord, Interruption
 from afd_e2e.results.status import Status
@@ -31,9 +29,9 @@ from afd_e2e.runner.hygiene import (
     remove_leftover_files,
 )
 from afd_e2e.runner.record import RunRecord
-from afd_e2e.runner.teardown import terminate
+from afd_e2e.runner.teardown import POLL_INTERVAL_S, terminate
 from afd_e2e.runner.verdict import decide_verdict
-from afd_e2e.system.markers import find_run
+from afd_e2e.system.markers import find_run, is_alive
 
 RUNNER_GRACE_S = CANCEL_GRACE_S + 5.0  # its teardown grace plus time to write results
 
@@ -53,13 +51,20 @@ class _Budget:
         return max(0.0, min(default_s, (self.deadline - self.clock()) * share))
 
 
-def _stop_runner(run: RunRecord, grace_s: float) -> CheckRecord:
+def _stop_runner(
+    run: RunRecord, grace_s: float, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> CheckRecord:
+    """SIGTERM the runner and poll until it is gone, SIGKILL it once ``grace_s`` has passed on ``clock``: its
+    teardown and last write take real time, so the grace is read on the clock a test drives (as every other wait
+    here), never on a loaded machine's wall clock."""
     runner = run.runner_process()
     if runner is None:
         return record("runner", Status.PASSED, "the runner has exited")
     runner.terminate()
-    _, alive = psutil.wait_procs([runner], timeout=grace_s)
-    if alive:
+    deadline = clock() + grace_s
+    while is_alive(runner) and clock() < deadline:
+        sleep(POLL_INTERVAL_S)
+    if is_alive(runner):
         runner.kill()
         return record("runner", Status.WARNED, f"runner pid {runner.pid} ignored SIGTERM for {grace_s:.1f} s: killed")
     return record("runner", Status.WARNED, f"runner pid {runner.pid} was still running: stopped with SIGTERM")
@@ -80,7 +85,7 @@ def clean_up(
         return [record("run", Status.PASSED, f"no run record in {out_dir}: nothing to clean")]
     servers = [(p["case"], p["name"], p["pid"]) for p in run.data["processes"]]
     find = partial(find_run, run.run_id, servers, since=run.data["runner"]["create_time"])
-    checks = [_stop_runner(run, budget.wait(RUNNER_GRACE_S, 0.3))]
+    checks = [_stop_runner(run, budget.wait(RUNNER_GRACE_S, 0.3), clock, sleep)]
     leftovers = find()
     outcome = terminate(find, budget.wait(CANCEL_GRACE_S, 0.4), clock=clock, sleep=sleep)
     if leftovers:

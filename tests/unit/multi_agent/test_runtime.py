@@ -5,7 +5,6 @@ identity check at the rendezvous, and the merge of a follower's records into one
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -154,11 +153,12 @@ def test_a_follower_whose_heartbeat_stopped_is_lost_though_its_server_may_still_
     """Its afd-e2e killed outright: no state will come, and nothing watches its process on its agent."""
     board = Board("job-L", CASE)
     board.set(board.heartbeat_key("server"), "4")
-    ready_at = time.monotonic() - LOST_AFTER_S - 1  # ready over 30 s ago
-    role = RemoteRole("server", "follower-1", "http://127.0.0.1:9/health", board, ready_at=ready_at)
+    clock = FakeClock()  # the silence is the clock's: however long the reads below take, it is 31 s
+    ready_at = clock() - LOST_AFTER_S - 1  # ready over 30 s ago
+    role = RemoteRole("server", "follower-1", "http://127.0.0.1:9/health", board, ready_at=ready_at, clock=clock)
     role.pulse.value, role.pulse.changed_at = "4", ready_at  # beat 4 seen then, none since
     sign = role.sign_of_death()
-    assert sign is not None and sign[0].startswith("its follower's heartbeat stopped (beat 4, nothing new for 3")
+    assert sign is not None and sign[0].startswith("its follower's heartbeat stopped (beat 4, nothing new for 31 s")
     settle = threading.Event()
     looked = []
     settle.wait = lambda timeout=None: looked.append(timeout) or False  # type: ignore[method-assign]
@@ -168,7 +168,7 @@ def test_a_follower_whose_heartbeat_stopped_is_lost_though_its_server_may_still_
         "server on agent follower-1 lost its follower during correctness (its follower's heartbeat stopped"
     )
 
-    beating = RemoteRole("server", "follower-1", "http://127.0.0.1:9/health", board, ready_at=ready_at)
+    beating = RemoteRole("server", "follower-1", "http://127.0.0.1:9/health", board, ready_at=ready_at, clock=clock)
     board.set(board.heartbeat_key("server"), "5")
     assert beating.sign_of_death() is None  # a new beat: alive
 

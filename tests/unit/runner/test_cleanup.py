@@ -32,6 +32,27 @@ def statuses(checks):
     return {c.check: c.status for c in checks}
 
 
+# A whole runner process (stand_in_run.py) imports afd-e2e with its renderers (about a second of CPU), launches, and
+# when cancelled tears down and renders its reports; in the unit tier it runs at nice 10 beside cores the engine
+# tier saturates, on a tenth of a core or less. Its waits are guarded against a hang, never timed: generously.
+RUNNER_GUARD_S = 4 * GUARD_S
+
+
+def once_gone(*pids: int, guard_s: float = GUARD_S) -> FakeClock:
+    """The clock for ``clean_up``: it moves only once every one of ``pids`` is gone (waited for, up to ``guard_s``),
+    so the runner's own teardown and a leftover's exit on SIGTERM never spend a grace on a loaded machine. A process
+    that is never stopped meets its SIGKILL once the guard has given up (once: the clock then moves freely), and the
+    test sees that."""
+    processes = [psutil.Process(pid) for pid in pids]
+    gave_up: list[bool] = []
+
+    def settle() -> None:
+        if not gave_up and not eventually(lambda: not any(is_alive(p) for p in processes), guard_s):
+            gave_up.append(True)
+
+    return FakeClock(settle=settle)
+
+
 def test_nothing_recorded_is_nothing_to_clean(tmp_path):
     assert clean_up(tmp_path) == [CheckRecord("run", Status.PASSED, f"no run record in {tmp_path}: nothing to clean")]
 
@@ -47,8 +68,9 @@ def test_leftovers_of_a_killed_run_are_ended_and_the_machine_verified(tmp_path, 
     (layout.case_scratch("c")).mkdir(parents=True)
     (layout.case_scratch("c") / "vllm_dist_abc").write_text("")
     wait_for_log(leftover.log_path, "stand-in up")
+    clock = once_gone(leftover.pid)
 
-    checks = clean_up(tmp_path)
+    checks = clean_up(tmp_path, clock=clock, sleep=clock.sleep)
 
     assert statuses(checks) == {
         "runner": "passed",
@@ -89,11 +111,13 @@ def test_a_runner_still_alive_is_stopped_through_its_own_cancel_path(tmp_path):
     runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 42)
     record_path = tmp_path / "run-record.json"
     run_id = json.loads(record_path.read_text())["run_id"]
+    clock = once_gone(runner.pid, guard_s=RUNNER_GUARD_S)
 
-    checks = clean_up(tmp_path)
+    checks = clean_up(tmp_path, clock=clock, sleep=clock.sleep)
 
     assert statuses(checks)["runner"] == Status.WARNED
-    runner.wait(timeout=GUARD_S)  # cleanup reaped it already (same parent here), so its exit code is lost
+    assert checks[0].detail.endswith("stopped with SIGTERM")  # its own teardown ended it, no SIGKILL
+    assert runner.wait(timeout=GUARD_S) == 1  # gone already (a zombie until this test, its parent, reaps it)
     assert json.loads((tmp_path / "results.json").read_text())["status"] == "cancelled"
     assert find_marked(run_id) == []
     assert statuses(checks)["processes"] == Status.PASSED
@@ -145,7 +169,9 @@ def _start_stand_in_run(out: Path, port: int) -> subprocess.Popen:
     )
     record_path = out / "run-record.json"
     wait_until(
-        lambda: record_path.exists() and json.loads(record_path.read_text())["processes"], what="the stand-in's launch"
+        lambda: record_path.exists() and json.loads(record_path.read_text())["processes"],
+        RUNNER_GUARD_S,
+        what="the stand-in's launch",
     )
     return runner
 
@@ -178,7 +204,8 @@ def test_a_run_whose_runner_was_killed_is_closed_as_interrupted_and_reported_so(
 
 def test_cleanup_after_a_finished_run_leaves_its_results_alone(tmp_path):
     runner = _start_stand_in_run(tmp_path, UNIT_PORT_BASE + 47)
-    clean_up(tmp_path)  # stops the live runner, which writes its own cancelled results
+    clock = once_gone(runner.pid, guard_s=RUNNER_GUARD_S)
+    clean_up(tmp_path, clock=clock, sleep=clock.sleep)  # stops the live runner, which writes its own cancelled results
     runner.wait(timeout=30)
     before = (tmp_path / "results.json").read_text()
 

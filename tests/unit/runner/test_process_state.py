@@ -29,8 +29,10 @@ time.sleep(600)
 """
 
 
-def _wait_stopped(pid: int) -> None:
-    wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, what=f"pid {pid} stopping itself")
+def _wait_status(pid: int, status: str) -> None:
+    """Wait until ``pid`` is in ``status``: a state letter is one instant's, so the test reads a process only once
+    it has reached the state it is in for good (a sleeper still starting up reads "running" on a loaded machine)."""
+    wait_until(lambda: psutil.Process(pid).status() == status, what=f"pid {pid} {status}")
 
 
 def test_every_process_of_a_role_is_found_with_its_state_without_markers(spawn):
@@ -39,7 +41,8 @@ def test_every_process_of_a_role_is_found_with_its_state_without_markers(spawn):
     log = wait_for_log(ffn.log_path, "orphan=")
     wait_for_log(attention.log_path, "stand-in up")
     sleeper, stopped, orphan = (int(v) for v in re.search(r"sleeper=(\d+) stopped=(\d+) orphan=(\d+)", log).groups())
-    _wait_stopped(stopped)
+    _wait_status(stopped, psutil.STATUS_STOPPED)
+    _wait_status(sleeper, psutil.STATUS_SLEEPING)  # in its time.sleep, where it stays
     assert not psutil.Process(orphan).environ()  # nothing to find it by but its session
 
     states = case_processes([("ffn", ffn.pid), ("attention", attention.pid)])

@@ -46,7 +46,41 @@ def run_id_of(out) -> str:
     return json.loads((out / "run-record.json").read_text())["run_id"]
 
 
-def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_path):
+@dataclasses.dataclass
+class Teardowns:
+    """What ``teardown_on_a_fake_clock`` saw: each teardown's grace and the tree it found, and their clock."""
+
+    clock: FakeClock
+    graces: list[float] = dataclasses.field(default_factory=list)
+    trees: list[list[psutil.Process]] = dataclasses.field(default_factory=list)
+    gave_up: bool = False  # a tree that was not gone within GUARD_S
+
+
+def teardown_on_a_fake_clock(monkeypatch, *, ignores_sigterm: bool = False) -> Teardowns:
+    """Every case teardown's grace read on one FakeClock that only the teardown's own polls move, each once the tree
+    it found is gone (waited for, bounded by GUARD_S): a server that exits on SIGTERM is never SIGKILLed because a
+    loaded machine ran it late. With ``ignores_sigterm`` the clock moves freely until the grace is out (the server
+    will not go on SIGTERM), then once the SIGKILLed tree is gone. A teardown that sent no SIGTERM meets its SIGKILL
+    once the guard has given up (once: the clock then moves freely), and the test sees it."""
+
+    def settle() -> None:
+        if seen.gave_up or (ignores_sigterm and seen.clock.elapsed < seen.graces[-1]):
+            return
+        seen.gave_up = not eventually(lambda: not any(is_alive(p) for p in seen.trees[-1]))
+
+    seen = Teardowns(FakeClock(settle=settle))
+
+    def on_the_clock(find, grace_s, **kwargs):
+        seen.graces.append(grace_s)
+        seen.trees.append([m.process for m in find()])
+        return terminate(find, grace_s, **kwargs, clock=seen.clock, sleep=seen.clock.sleep)
+
+    monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
+    return seen
+
+
+def test_cancel_mid_startup_stops_everything_and_writes_cancelled_results(tmp_path, monkeypatch):
+    teardown_on_a_fake_clock(monkeypatch)  # its hygiene says SIGTERM sufficed: a slow exit must not turn to SIGKILL
     plan = stand_in_plan(
         stand_in_case("first", SLEEPER, port=UNIT_PORT_BASE + 30),
         stand_in_case("second", SLEEPER, port=UNIT_PORT_BASE + 31),
@@ -97,20 +131,7 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path, monkey
     server is gone): the SIGKILL comes when that clock says the grace ran out, however slow the machine."""
     case = stand_in_case("stubborn", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 32, startup_timeout_s=1.0)
     startup = run_clock(tmp_path, "stubborn", "ignoring SIGTERM")  # its 1 s start-up budget
-    graces, trees = [], []
-
-    def settle():
-        if clock.elapsed >= 1.0:  # the grace is out: the SIGKILL is sent, wait for it to land
-            eventually(lambda: not any(is_alive(p) for p in trees[0]))
-
-    clock = FakeClock(settle=settle)
-
-    def on_the_clock(find, grace_s, **kwargs):
-        graces.append(grace_s)
-        trees.append([m.process for m in find()])
-        return terminate(find, grace_s, **kwargs, clock=clock, sleep=clock.sleep)
-
-    monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
+    teardowns = teardown_on_a_fake_clock(monkeypatch, ignores_sigterm=True)
     run = execute_run(PROFILE, stand_in_plan(case), tmp_path, progress=quiet(), clock=startup, sleep=startup.sleep)
     data = results_to_json(run)
 
@@ -125,16 +146,19 @@ def test_a_server_ignoring_sigterm_is_killed_and_fails_its_case(tmp_path, monkey
     hygiene = {c["check"]: c for c in result["hygiene"]}
     assert hygiene["forced_kill"]["status"] == "failed"
     assert hygiene["forced_kill"]["detail"] == "SIGKILL needed for server: still running 1 s after SIGTERM"
-    assert graces == [1.0] and len(trees[0]) == 1  # one teardown of the one server, with the case's 1 s grace
+    # one teardown of the one server, with the case's 1 s grace
+    assert teardowns.graces == [1.0] and len(teardowns.trees[0]) == 1
     # the SIGKILL came when the grace ran out on the clock given, and the teardown returned at its next looks
     assert 1.0 <= result["timings"]["teardown_s"] <= 1.0 + 3 * POLL_INTERVAL_S
-    assert result["timings"]["teardown_s"] == round(clock.elapsed, 3)
+    assert result["timings"]["teardown_s"] == round(teardowns.clock.elapsed, 3)
     assert data["status"] == "failed"
     assert find_marked(run_id_of(tmp_path)) == []
 
 
 def test_a_harness_crash_still_tears_down_and_records_it(tmp_path, monkeypatch):
     from afd_e2e.runner import server as server_module
+
+    teardown_on_a_fake_clock(monkeypatch)  # exit code -15: SIGTERM ended it, however late it ran
 
     def broken_wait(*_args, **_kwargs):
         raise RuntimeError("poller bug")
@@ -264,14 +288,7 @@ def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_fa
     the SIGKILLed server is gone (as in the test above)."""
     case = stand_in_case("loading", IGNORES_SIGTERM, port=UNIT_PORT_BASE + 38)  # like vLLM while it loads
     flag = CancelFlag()
-    trees: list[list] = []
-    clock = FakeClock(settle=lambda: clock.elapsed < 1.0 or eventually(lambda: not any(map(is_alive, trees[0]))))
-
-    def on_the_clock(find, grace_s, **kwargs):
-        trees.append([m.process for m in find()])
-        return terminate(find, grace_s, **kwargs, clock=clock, sleep=clock.sleep)
-
-    monkeypatch.setattr("afd_e2e.runner.server.terminate", on_the_clock)
+    teardowns = teardown_on_a_fake_clock(monkeypatch, ignores_sigterm=True)
 
     def cancel_once_loading():
         eventually(lambda: any("ignoring SIGTERM" in p.read_text() for p in tmp_path.rglob("*.log")))
@@ -291,7 +308,8 @@ def test_a_sigkill_needed_during_a_cancel_is_a_labelled_warning_not_a_hygiene_fa
     )
     assert not any(c.status is Status.FAILED for c in result.hygiene)
     assert find_marked(run_id_of(tmp_path)) == []
-    assert 1.0 <= clock.elapsed <= 1.0 + 3 * POLL_INTERVAL_S  # the SIGKILL came when the grace ran out on that clock
+    # the SIGKILL came when the grace ran out on that clock
+    assert 1.0 <= teardowns.clock.elapsed <= 1.0 + 3 * POLL_INTERVAL_S
 
 
 def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_path, no_wind_down):

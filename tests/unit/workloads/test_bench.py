@@ -176,8 +176,9 @@ def test_a_stale_result_file_is_not_taken_for_this_run(tmp_path):
 
 
 def test_timeout_stops_the_bench_and_reports_progress(tmp_path):
-    """The 1 s is the FakeClock's, which moves only once the bench has printed its first progress line."""
-    script = "import sys, time\nfor i in range(100):\n    print(f'{i}/100', flush=True)\n    time.sleep(0.1)"
+    """The 1 s is the FakeClock's, which moves only once the bench has printed its progress line; the bench then
+    hangs, so only the timeout can end it (never its own end, however late the test's thread runs)."""
+    script = "import time\nprint('1/100', flush=True)\ntime.sleep(600)"
     log = tmp_path / "rep-1.log"
     clock = FakeClock(settle=lambda: wait_until(lambda: "/100" in log.read_text(), what="the bench's progress"))
     rep, ended, lines = _run([sys.executable, "-c", script], tmp_path, timeout_s=1.0, clock=clock)
@@ -193,7 +194,7 @@ def test_cancel_stops_the_bench(tmp_path):
     threading.Thread(
         target=lambda: (wait_until(lambda: log.exists() and "up" in log.read_text()), cancelled.set())
     ).start()
-    script = "import time; print('up', flush=True); time.sleep(30)"
+    script = "import time; print('up', flush=True); time.sleep(600)"  # only the cancel ends it (30 s: a guard)
     rep, ended, _ = _run([sys.executable, "-c", script], tmp_path, cancelled=cancelled)
     assert not ended and (rep.status, rep.failure) == ("cancelled", "cancelled")
 

@@ -25,6 +25,7 @@ from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_from_json
 from afd_e2e.workloads.completions import CompletionError, complete
 from repo_paths import REPO
+from unit.timing import GUARD_S
 
 TINY = (REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text()
 
@@ -101,7 +102,7 @@ def unavailable_server():
 
 def test_a_request_that_gets_no_completion_fails_the_phase_naming_it(unavailable_server):
     def send() -> object:
-        return complete(unavailable_server, "tiny-moe", "p", max_tokens=2, timeout_s=10)
+        return complete(unavailable_server, "tiny-moe", "p", max_tokens=2, timeout_s=GUARD_S)  # a guard: it answers
 
     result = warm_up(WarmupSpec(3, "p", 2), send, stopped=lambda: False)
     assert result.status is Status.FAILED and result.latencies_s == []
