@@ -8,7 +8,7 @@ is left of it as its connect and read timeout), and any failure is a warning: a 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import requests
@@ -40,13 +40,17 @@ def upload_junit(
     env: Mapping[str, str],
     url: str = TEST_ENGINE_URL,
     budget_s: float = BUDGET_S,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[str]:
-    """POST each JUnit file; return warnings (none when every upload was accepted)."""
-    deadline = time.monotonic() + budget_s
+    """POST each JUnit file; return warnings (none when every upload was accepted).
+
+    The budget is read on ``clock`` (a test's FakeClock: what is left, and when it has run out, is then the test's
+    to say, not a loaded machine's); each request's timeout is what is left of it, in real seconds."""
+    deadline = clock() + budget_s
     fields = run_env_fields(env)
     warnings: list[str] = []
     for path in files:
-        left = deadline - time.monotonic()
+        left = deadline - clock()
         if left <= 0:
             warnings.append(f"Test Engine upload stopped after its {budget_s:.0f} s budget: {path.name} not sent")
             break

@@ -48,8 +48,9 @@ def has_cap_sys_ptrace(status: str | None = None) -> bool:
     return False
 
 
-def probe_dump(pyspy: str) -> str | None:
-    """Dump a sleeping Python child as the forensics would a server; None when it worked, else why not."""
+def probe_dump(pyspy: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Dump a sleeping Python child as the forensics would a server, within ``timeout_s``; None when it worked, else
+    why not."""
     # dumped only once it says it runs: a child still loading its interpreter has no Python state to find yet (a
     # loaded agent made that race a false "could not dump")
     child = subprocess.Popen(
@@ -61,7 +62,7 @@ def probe_dump(pyspy: str) -> str | None:
     try:
         assert child.stdout is not None
         child.stdout.readline()
-        text, failure = run_dump(pyspy, child.pid, MODES["python"], PROBE_TIMEOUT_S)
+        text, failure = run_dump(pyspy, child.pid, MODES["python"], timeout_s)
         return None if text is not None else failure
     finally:
         child.kill()
@@ -82,6 +83,10 @@ def judge(pyspy: str | None, probe_failure: str | None, scope: int | None, cap: 
     )
 
 
-def check_stack_dumps(find: Callable[[], str | None] = find_pyspy) -> list[PreflightCheck]:
+def check_stack_dumps(
+    find: Callable[[], str | None] = find_pyspy, timeout_s: float = PROBE_TIMEOUT_S
+) -> list[PreflightCheck]:
+    """The check, from a live probe given ``timeout_s`` (a test on a loaded machine gives it a hang guard: what it
+    judges is whether py-spy may read a process here, not how fast)."""
     pyspy = find()
-    return [judge(pyspy, probe_dump(pyspy) if pyspy else None, ptrace_scope(), has_cap_sys_ptrace())]
+    return [judge(pyspy, probe_dump(pyspy, timeout_s) if pyspy else None, ptrace_scope(), has_cap_sys_ptrace())]

@@ -1,14 +1,16 @@
-"""Preflight says whether a failed case's stacks can be dumped here: py-spy present and allowed to read a process."""
+"""Unit tier: preflight says whether a failed case's stacks can be dumped here: py-spy present and allowed to read a
+process (the live probe given a hang guard, not the product's 5 s: a loaded machine is slow, never unable)."""
 
 from __future__ import annotations
 
 from afd_e2e.forensics.pyspy import find_pyspy
 from afd_e2e.preflight.stack_dumps import check_stack_dumps, has_cap_sys_ptrace, judge
 from afd_e2e.results.status import Status
+from unit.timing import GUARD_S
 
 
 def test_this_agent_is_judged_by_a_real_dump():
-    [check] = check_stack_dumps()
+    [check] = check_stack_dumps(timeout_s=GUARD_S)
     if find_pyspy() is None:
         assert check.status is Status.WARNED and "py-spy not found" in check.measured
     else:

@@ -107,12 +107,15 @@ def agent_stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgentStub:
 
 class RecordingServer:
     """A local HTTP server on 127.0.0.1 that records POSTs and answers as told: its status, and, while ``held``,
-    only once the test releases it (``release()``, also on close): a server slower than any client budget."""
+    only once the test releases it (``release()``, also on close): a server slower than any client budget.
+    ``on_post`` (optional) runs as each POST arrives, before the answer: e.g. it moves a test's clock, as an upload
+    that took that long would."""
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
         self.status = 202
         self.held = False
+        self.on_post: Callable[[], object] | None = None
         self.released = threading.Event()
         recorder = self
 
@@ -120,6 +123,8 @@ class RecordingServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 recorder.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                if recorder.on_post is not None:
+                    recorder.on_post()
                 if recorder.held:
                     recorder.released.wait(GUARD_S)
                 payload = b'{"id": "upload-1"}'

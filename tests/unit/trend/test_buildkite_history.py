@@ -1,4 +1,6 @@
-"""BuildkiteHistory against the local Buildkite API: which job's results, per-build problems as skips, bounds."""
+"""Unit tier: BuildkiteHistory against the local Buildkite API: which job's results, per-build problems as skips,
+bounds. Its budget is read on a FakeClock and each request has the hang guard for its timeout: a loaded machine
+fetching from loopback is slow, never out of time."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from afd_e2e.buildkite.rest import BuildkiteRest
 from afd_e2e.trend.buildkite import BuildkiteHistory
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite
 from fixtures.trend.make_history import REAL_RUNS
-from unit.timing import FakeClock
+from unit.timing import GUARD_S, FakeClock
 
 TOKEN = "bk-token"
 TINY = (REAL_RUNS[0] / "results.json").read_bytes()
@@ -17,8 +19,16 @@ OTHER_PROFILE = json.dumps({**json.loads(TINY), "profile": "tiny-gpu-1a1f"}).enc
 
 
 def history(server, **options) -> BuildkiteHistory:
-    defaults = {"organization": ORG, "pipeline": PIPELINE, "branch": "main", "profile": "tiny-cpu"}
-    return BuildkiteHistory(BuildkiteRest(TOKEN, base_url=server.api_url), **{**defaults, **options})
+    """The history of ``server``'s builds, on a clock that moves only when a test moves it."""
+    defaults = {
+        "organization": ORG,
+        "pipeline": PIPELINE,
+        "branch": "main",
+        "profile": "tiny-cpu",
+        "clock": FakeClock(),
+    }
+    rest = BuildkiteRest(TOKEN, base_url=server.api_url, timeout_s=GUARD_S)
+    return BuildkiteHistory(rest, **{**defaults, **options})
 
 
 def test_builds_are_asked_newest_first_on_the_branch_without_this_build():

@@ -3,11 +3,13 @@ runs of `afd-e2e run --profile tiny-cpu`, plus runs derived from them by tests/f
 a 1.3x slowdown of cpu-tp2 injected from build #116 and a messy past) and drives `afd-e2e trend --buildkite`.
 
 Unit tier (moved from tests/engine): no vLLM is started: the runs are real, the history around them is derived at
-test time.
+test time. The trend's budget for all builds is read on a FakeClock and each request has the hang guard for its
+timeout: what is judged is what the trend makes of the builds, not whether a loaded machine fetches them in time.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -15,11 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from afd_e2e.buildkite.rest import BuildkiteRest
 from afd_e2e.cli import main
+from afd_e2e.trend import run as trend_run
+from afd_e2e.trend.buildkite import BuildkiteHistory
 from afd_e2e.trend.run import TrendOptions
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite, serve_history
 from fixtures.trend.make_history import History, make_history
 from repo_paths import REPO
+from unit.timing import GUARD_S, FakeClock
 
 TOKEN = "bkua_trend_secret_value"
 LATENCY_AND_THROUGHPUT = (
@@ -30,6 +36,14 @@ LATENCY_AND_THROUGHPUT = (
     "mean_itl_ms",
     "mean_e2el_ms",
 )
+
+
+@pytest.fixture(autouse=True)
+def budgets_off_the_wall_clock(monkeypatch) -> None:
+    """The command builds its history with the product's bounds (120 s for all builds, 10 s a request): here the
+    first is read on a clock that does not move and the second is the hang guard."""
+    monkeypatch.setattr(trend_run, "BuildkiteHistory", functools.partial(BuildkiteHistory, clock=FakeClock()))
+    monkeypatch.setattr(trend_run, "BuildkiteRest", functools.partial(BuildkiteRest, timeout_s=GUARD_S))
 
 
 @pytest.fixture
