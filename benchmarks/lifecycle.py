@@ -373,7 +373,7 @@ def hang_to_verdict(model: Path, port_base: int, out: Path, *, watchdog: bool) -
     profile = hang_profile(watchdog)
     plan = build_plan(profile, model_path=str(model), case_ids=["cpu-tp1"], port_base=port_base)
     plan = dataclasses.replace(plan, cases=(dataclasses.replace(plan.cases[0], phases=("performance",)),))
-    clock, last = PhaseClock(), LastToken(port_base)
+    clock, last = PhaseClock(), LastToken(port_base, every_s=0.1)
     os.environ[HANG_AFTER_STEPS] = "3"
     try:
         data = execute_run(profile, plan, out, progress=clock)
