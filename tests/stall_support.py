@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -111,9 +113,6 @@ def stop_engine_mid_bench(out: Path, role: str, api_port: int, *, within_s: floa
     no stall: a loaded run once passed that way). Not faster: each read is a connection to the API port, which the
     watchdog counts as a request in flight while no token moves (20 ms reads before the bench's traffic made a
     loaded run's idle engine a stall)."""
-    import os
-    import signal
-
     stopped: dict[str, int] = {}
 
     def run() -> None:

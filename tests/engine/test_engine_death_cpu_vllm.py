@@ -26,6 +26,7 @@ from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.run import execute_run
 from afd_e2e.system.markers import find_marked
 from afd_e2e.system.progress import Progress
+from afd_e2e.telemetry.engine_metrics import read_metrics
 from repo_paths import GSM8K_DIR
 from stall_support import bench_processes, engine_core_of
 
@@ -65,10 +66,11 @@ def one_case_plan(model: Path, port_base: int, phases: tuple[str, ...]):
 
 
 class EngineKiller:
-    """Kills the case's EngineCore with SIGKILL once ``ready_to_kill(out)`` holds; notes when (monotonic)."""
+    """Kills the case's EngineCore with SIGKILL once ``ready_to_kill(out)`` holds, asked every ``poll_s``; notes
+    when (monotonic)."""
 
-    def __init__(self, out: Path, ready_to_kill) -> None:
-        self.out, self.ready_to_kill = out, ready_to_kill
+    def __init__(self, out: Path, ready_to_kill, poll_s: float = 0.02) -> None:
+        self.out, self.ready_to_kill, self.poll_s = out, ready_to_kill, poll_s
         self.killed_at: float | None = None
         self.api_alive_after_kill: bool | None = None
         self.pids: dict[str, int] = {}
@@ -88,7 +90,7 @@ class EngineKiller:
                     time.sleep(0.1)
                     self.api_alive_after_kill = psutil.pid_exists(api_pid)
                     return
-            time.sleep(0.02)
+            time.sleep(self.poll_s)
 
 
 def run_id_of(out: Path) -> str:
@@ -99,12 +101,15 @@ def test_an_engine_killed_mid_bench_fails_the_case_within_seconds_and_stops_the_
     """Also (merged from test_process_accounting_cpu_vllm.py, one launch for both) the failure is on record before
     the teardown, with forensics of the survivors."""
 
-    def bench_running(out: Path) -> bool:
-        logs = list((out / "bench" / "cpu-tp1").glob("*.log")) if (out / "bench" / "cpu-tp1").exists() else []
-        return any(log.stat().st_size > 0 for log in logs) and bool(bench_processes(PORT_BASE))
+    def bench_running(_out: Path) -> bool:
+        # The engine's own gauge: the first command's requests are running (the warm client's log, or the client
+        # alive, says nothing of its traffic: a loaded machine could kill between two commands, after a warmup had
+        # passed). Read every 0.25 s: each read is a connection the watchdog counts as a request in flight.
+        metrics = read_metrics(f"http://127.0.0.1:{PORT_BASE}/metrics")
+        return bool(metrics and (metrics.running or 0) > 0)
 
     clock = PhaseClock(tmp_path)
-    killer = EngineKiller(tmp_path, bench_running)
+    killer = EngineKiller(tmp_path, bench_running, poll_s=0.25)
     data = results_to_json(
         execute_run(
             PROFILE,
