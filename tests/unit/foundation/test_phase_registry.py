@@ -110,7 +110,7 @@ def test_a_phase_registered_from_one_module_reaches_profile_results_and_schema()
     )
     with pytest.raises(UsageError, match="unknown phase 'echo'"):
         parse_profile(yaml.safe_load(with_echo), "tiny-cpu.yaml")
-    document = yaml.safe_load(with_echo.replace("request_s: 60", "request_s: 60\n  echo_s: 7"))
+    document = yaml.safe_load(with_echo.replace("request_s: 300", "request_s: 300\n  echo_s: 7"))
     document["workloads"]["echo"] = {"path": "/v1/models?x=1"}
     unregistered = yaml.safe_load(text)
     unregistered["workloads"]["echo"] = {"path": "/v1/models?x=1"}
