@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import psutil
+
 GUARD_S = 30.0  # a condition not met by then is a hang, not a slow machine
 
 
@@ -22,6 +24,12 @@ def wait_until(predicate: Callable[[], object], timeout: float = GUARD_S, what: 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {timeout:g} s")
         time.sleep(0.01)
+
+
+def wait_for_status(pid: int, status: str) -> None:
+    """Wait until ``pid`` is in ``status``: a state letter is one instant's, so a test reads a process only once it
+    has reached the state it is in for good (a sleeper still starting up reads "running" on a loaded machine)."""
+    wait_until(lambda: psutil.Process(pid).status() == status, what=f"pid {pid} {status}")
 
 
 def eventually(predicate: Callable[[], object], timeout: float = GUARD_S) -> bool:

@@ -21,7 +21,7 @@ from afd_e2e.forensics.pyspy import busy_thread, find_pyspy, reason, threads
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.system.process_state import case_processes
 from results_docs import load_fixture, typed
-from unit.timing import GUARD_S, wait_until
+from unit.timing import GUARD_S, wait_for_status, wait_until
 
 pytestmark = pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (pip install py-spy)")
 
@@ -39,14 +39,10 @@ time.sleep(600)
 """
 
 
-def _wait_status(pid: int, status: str) -> None:
-    wait_until(lambda: psutil.Process(pid).status() == status, what=f"pid {pid} {status}")
-
-
 def _settled(stopped: int, shell: int) -> None:
     """The stopped child stopped, and ``sleep 600`` in its sleep (still exec'ing, it reads "running")."""
-    _wait_status(stopped, psutil.STATUS_STOPPED)
-    _wait_status(shell, psutil.STATUS_SLEEPING)
+    wait_for_status(stopped, psutil.STATUS_STOPPED)
+    wait_for_status(shell, psutil.STATUS_SLEEPING)
 
 
 def test_every_process_is_dumped_or_named_with_the_reason(spawn, tmp_path):

@@ -11,7 +11,7 @@ import psutil
 from stand_ins import wait_for_log
 
 from afd_e2e.system.process_state import case_processes
-from unit.timing import wait_until
+from unit.timing import wait_for_status
 
 # A server whose children carry no markers (an empty environment, as after setproctitle): one sleeping, one that
 # stops itself (SIGSTOP), one orphaned (re-parented, still in the server's session).
@@ -29,20 +29,14 @@ time.sleep(600)
 """
 
 
-def _wait_status(pid: int, status: str) -> None:
-    """Wait until ``pid`` is in ``status``: a state letter is one instant's, so the test reads a process only once
-    it has reached the state it is in for good (a sleeper still starting up reads "running" on a loaded machine)."""
-    wait_until(lambda: psutil.Process(pid).status() == status, what=f"pid {pid} {status}")
-
-
 def test_every_process_of_a_role_is_found_with_its_state_without_markers(spawn):
     ffn = spawn(UNMARKED_TREE, name="ffn")
     attention = spawn("import time; print('stand-in up', flush=True); time.sleep(600)", name="attention")
     log = wait_for_log(ffn.log_path, "orphan=")
     wait_for_log(attention.log_path, "stand-in up")
     sleeper, stopped, orphan = (int(v) for v in re.search(r"sleeper=(\d+) stopped=(\d+) orphan=(\d+)", log).groups())
-    _wait_status(stopped, psutil.STATUS_STOPPED)
-    _wait_status(sleeper, psutil.STATUS_SLEEPING)  # in its time.sleep, where it stays
+    wait_for_status(stopped, psutil.STATUS_STOPPED)
+    wait_for_status(sleeper, psutil.STATUS_SLEEPING)  # in its time.sleep, where it stays
     assert not psutil.Process(orphan).environ()  # nothing to find it by but its session
 
     states = case_processes([("ffn", ffn.pid), ("attention", attention.pid)])
