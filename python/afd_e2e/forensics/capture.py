@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from afd_e2e.forensics.pyspy import BUSY_FRAMES, Dump, busy_thread, dump, find_pyspy
+from afd_e2e.forensics.pyspy import BUSY_FRAMES, ZOMBIE, Dump, busy_thread, dump, find_pyspy
 from afd_e2e.results.model import CaseForensics, ProcessDump
 from afd_e2e.results.store import now_iso
 from afd_e2e.system.child_env import client_environment
@@ -95,7 +95,7 @@ def _record(state: ProcessState, found: Dump | None, pyspy: str | None, path: st
         path=path,
     )
     if state.zombie:
-        record.failure = "a zombie: it has exited, nothing to dump"
+        record.failure = ZOMBIE
     elif pyspy is None:
         record.failure = "py-spy is not installed (pip install 'py-spy>=0.4.3,<0.5')"
     elif found is not None:

@@ -17,13 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 PYSPY = "py-spy"
 BUSY_FRAMES = 5  # innermost frames quoted per busy thread
 
 # mode -> py-spy dump flags, in the order they are tried on a process that is not stopped
 MODES: dict[str, tuple[str, ...]] = {"native": ("--native",), "python": (), "nonblocking": ("--nonblocking",)}
 # failures no other mode can mend
-FINAL = ("the process is gone", "not a Python process", "ptrace not permitted")
+GONE, ZOMBIE = "the process is gone", "a zombie: it has exited, nothing to dump"
+FINAL = (GONE, ZOMBIE, "not a Python process", "ptrace not permitted")
 _THREAD = re.compile(r"^Thread (?P<id>\S+) \((?P<state>[^)]*)\)(?::\s*\"?(?P<name>[^\"]*)\"?)?\s*$")
 
 
@@ -55,7 +58,7 @@ def reason(stderr: str, returncode: int | None) -> str:
     if "failed to suspend process" in lowered:
         return "failed to suspend the process (stopped?): " + _last_line(text)
     if "no such process" in lowered:
-        return "the process is gone"
+        return GONE
     if "failed to find python version" in lowered:
         return "not a Python process (py-spy found no interpreter in it)"
     if returncode is None:
@@ -88,6 +91,18 @@ def run_dump(
     return None, reason(done.stderr or done.stdout, done.returncode)
 
 
+def exited(pid: int) -> str | None:
+    """Why ``pid`` can no longer be dumped because it has ended (gone, or a zombie its parent has not reaped), else
+    None. A process that ends while py-spy reads it fails with "Failed to get process executable name" either way
+    (py-spy 0.4, checked on both), words that do not say the process ended."""
+    try:
+        return ZOMBIE if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE else None
+    except psutil.NoSuchProcess:
+        return GONE
+    except psutil.Error:
+        return None
+
+
 def dump(
     pyspy: str, pid: int, *, stopped: bool, deadline: float, native: bool = True, env: Mapping[str, str] | None = None
 ) -> Dump:
@@ -104,6 +119,8 @@ def dump(
         if text is not None:
             return Dump(text, mode, None, tuple(notes), time.monotonic() - started)
         notes.append(f"{mode}: {failure}")
+        if (ended := exited(pid)) is not None:  # it ended during the dump: py-spy's own words would not say so
+            failure = ended
         if failure.startswith(FINAL):
             break
     return Dump(None, None, failure, tuple(notes), time.monotonic() - started)

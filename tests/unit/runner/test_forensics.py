@@ -148,3 +148,25 @@ def test_the_annotation_quotes_each_processes_state_and_innermost_frames(spawn, 
     assert f"| ffn | sleep pid {shell} | sleeping |" in section and "not dumped: not a Python process" in section
     assert f'<a href="artifact://forensics/cpu-tp1/ffn-{spinner}.txt">' in section
     assert "### Forensics" not in render_annotation(typed(load_fixture("tiny-cpu"))).body
+
+
+def test_a_process_that_ends_during_its_dump_is_named_ended_not_with_pyspys_words(spawn, tmp_path):
+    """The 12-06 CI failure: vLLM's API server shut itself down while py-spy read it, and the record said
+    "Failed to get process executable name" (py-spy's words for a pid that is gone or a zombie)."""
+    server = spawn(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'], stdin=subprocess.PIPE)\n"
+        "print(f'child={child.pid}', flush=True)\n"
+        "time.sleep(600)",
+        name="server",
+    )
+    child = int(re.search(r"child=(\d+)", wait_for_log(server.log_path, "child=")).group(1))
+    wait_for_status(child, psutil.STATUS_SLEEPING)
+    states = case_processes([("server", server.pid)])  # read while the child is alive, as forensics reads them
+    assert not next(s for s in states if s.pid == child).zombie
+    psutil.Process(child).kill()  # it ends after its state was read: its parent does not reap it
+    wait_for_status(child, psutil.STATUS_ZOMBIE)
+
+    record = capture_processes(states, case_id="c", trigger="death", reason="r", out_dir=tmp_path, deadline_s=GUARD_S)
+    ended = next(d for d in record.processes if d.pid == child)
+    assert ended.failure == "a zombie: it has exited, nothing to dump" and ended.mode is None
