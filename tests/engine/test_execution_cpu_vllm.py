@@ -6,6 +6,10 @@ the engine's own line.
 Two vLLM launches: one ``afd-e2e run`` of two smoke-only cases, compiled and forced-eager (each start-up is the
 evidence, and neither configuration is shared). Eager is tiny-cpu's cpu-tp1 as shipped: its execution section is
 read from the session's shared run (``tiny_cpu_run``), which launched exactly that server. Ports 21600, 21620.
+
+Every role records the model runner it asked (the profile's, V1) and the one its log shows (vLLM 0.32's CPU backend:
+V1; it refuses V2 without Triton, so two runners cannot meet on this engine: the mismatch verdict is the GPU tier's
+and the unit tier's, on real GPU logs), and the comparison between the two cases says both ran V1.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ PORT_BASE = 21600
 def run(tmp_path_factory, tiny_model):
     work = tmp_path_factory.mktemp("execution-cpu")
     document = cpu_profile(PORT_BASE, write_wrapper(work), cases=("cpu-compiled", "cpu-forced-eager"))
+    # no measure: the comparison records only the model runner each side ran (``model_runners``)
+    document["comparisons"] = {"runners": {"baseline": "cpu-compiled", "candidate": "cpu-forced-eager", "measures": []}}
     done = run_profile(document, work, work / "out", tiny_model)
     return done, load_results(work / "out")
 
@@ -60,3 +66,16 @@ def test_a_compiled_case_forced_eager_behind_the_harness_is_contradicted_and_fai
     assert case.status is Status.FAILED and done.returncode == 1
     assert case.failure.startswith("execution: server role asked compiled") and "Enforce eager set" in case.failure
     assert "--enforce-eager" not in results.case("cpu-forced-eager").processes[0].argv  # not the harness's doing
+
+
+def test_every_role_records_its_runner_and_the_comparison_names_it(run, tiny_cpu_run):
+    _, results = run
+    for role in (
+        _role(results, "cpu-compiled"),
+        _role(results, "cpu-forced-eager"),
+        _role(tiny_cpu_run.results, "cpu-tp1"),
+    ):
+        assert (role.asked.model_runner, role.startup.model_runner) == ("v1", "v1"), role.startup.lines
+        assert any("cpu_model_runner.py" in line for line in role.startup.lines)
+    runners = results.comparisons["runners"].model_runners
+    assert runners is not None and runners.status is Status.PASSED and runners.text == "both sides ran model runner V1"

@@ -1,7 +1,9 @@
 """GPU tier: native eager vs native CUDA graphs on one GPU (the tiny DeepSeek-V2 on the kit's vLLM 0.26), each with
 the profiler phase (vLLM's own torch profiler, ``/start_profile`` .. ``/stop_profile``), through ``afd-e2e run``;
 both cases' execution must be ``proven`` from their own evidence: the eager case by vLLM's eager lines and no
-graph launch in its trace, the graph case by its capture lines and graph launches in its decode steps.
+graph launch in its trace, the graph case by its capture lines and graph launches in its decode steps (the profiler at its default schedule: its window on decode steps). Both run
+the profile's model runner (V1 by default, which vLLM 0.26 would not pick for DeepSeek-V2 on its own), read from
+their logs, and the comparison between them records it.
 
 Two model loads. Skips, with the reason, without a GPU or ``AFD_GPU_E2E_MODEL``. ``AFD_E2E_GPU_EXECUTION_OUT``
 keeps the results folder, which ``tests/fixtures/execution/trim.py`` trims into ``tests/fixtures/execution/gpu``.
@@ -24,7 +26,7 @@ from gpu_agent import REPO, why_not_gpus
 pytestmark = pytest.mark.gpu
 
 PROFILE = REPO / "python/afd_e2e/profiles/tiny-gpu-1a1f.yaml"
-PROFILER = {"wait": 0, "warmup": 0, "active": 1, "wait_s": 60}  # vLLM records every step from start to stop
+PROFILER = {"wait_s": 60}  # the default schedule (wait 2, warmup 1, active 4): its active window holds decode steps
 
 
 def _document() -> dict:
@@ -36,7 +38,8 @@ def _document() -> dict:
         agent_tags={**document["agent_tags"], "gpus": "1"},
         software={**document["software"], "afd_plugin": False},
         devices={"count": 1, "default": [0], "groups": {"attention": [0, 1]}},
-        comparisons={},
+        # no measure: the comparison records only which model runner each side ran (``model_runners``)
+        comparisons={"eager-vs-graph": {"baseline": "native-eager", "candidate": "native-graph", "measures": []}},
     )
     native = {"kind": "native", "topology": {"devices": "attention", "dp": 1, "tp": 1, "ep": True}}
     document["cases"] = {
@@ -89,3 +92,12 @@ def test_native_graph_is_proven_with_graph_launches_in_decode_steps(run):
     assert decode.steps > 0 and decode.graph_launches == decode.steps  # every decode step replays one graph
     assert role.runtime.prefill.graph_launches == 0  # FULL_DECODE_ONLY: prefill steps run eager
     assert case.status is Status.PASSED, case.failure
+
+
+def test_both_sides_ran_the_runner_the_profile_asks_and_the_comparison_says_so(run):
+    for case_id in ("native-eager", "native-graph"):
+        _, role = _role(run, case_id)
+        assert role.asked.model_runner == "v1" and role.startup.model_runner == "v1", role.startup.lines
+    runners = run.comparisons["eager-vs-graph"].model_runners
+    assert runners is not None and runners.status is Status.PASSED, runners
+    assert runners.text == "both sides ran model runner V1"

@@ -1,4 +1,6 @@
-"""``afd-e2e plan``: the processes each case launches, as paste-able shell or as JSON.
+"""``afd-e2e plan``: the processes each case launches, as paste-able shell or as JSON. A plan whose case could
+only end ``unproven`` under ``execution.require_proof`` (CUDA graphs with no profiler phase that can show them:
+``execution/provable.py``) is refused, exit 2, before anyone starts it.
 
 The text form names the executable the runner would launch by its full path (resolved like the runner does), so a
 pasted command runs without this environment on PATH; where it is not found here, a comment says so and how.
@@ -12,6 +14,7 @@ from dataclasses import replace
 
 from afd_e2e.commands.common import add_profile_args, plan_from_args
 from afd_e2e.errors import UsageError
+from afd_e2e.execution.provable import unprovable
 from afd_e2e.plan import RunPlan
 from afd_e2e.plan.render import render_text
 from afd_e2e.system.executables import resolve_executable
@@ -42,7 +45,10 @@ def with_resolved_executables(plan: RunPlan) -> tuple[RunPlan, list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    _, plan = plan_from_args(args)
+    profile, plan = plan_from_args(args)
+    if problems := unprovable(profile, plan):
+        more = f" ({len(problems) - 1} more case(s) alike: afd-e2e preflight lists them)" if len(problems) > 1 else ""
+        raise UsageError(problems[0].problem + more, problems[0].fix)
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2))
         return 0

@@ -1,13 +1,15 @@
 """What a role's planned argv asks of its execution: ``--enforce-eager``, ``--compilation-config`` (``-cc``/``-O``:
 mode or level, ``cudagraph_mode``, capture sizes), ``--cudagraph-capture-sizes``, ``--enable-dbo`` and the AFD
-connector in ``--additional-config``. Flags not given leave the engine's default: compiled, and on CUDA graphs
-(vLLM's default ``FULL_AND_PIECEWISE``); the CPU has no CUDA graphs."""
+connector in ``--additional-config``; and of its environment, the model runner (``VLLM_USE_V2_MODEL_RUNNER``).
+Flags not given leave the engine's default: compiled, and on CUDA graphs (vLLM's default ``FULL_AND_PIECEWISE``);
+the CPU has no CUDA graphs. A runner not set is vLLM's own choice."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from afd_e2e.profile.model import MODEL_RUNNER_ENV
 from afd_e2e.results.execution import ExecutionAsked
 
 EAGER, COMPILED, GRAPHS = "eager", "compiled", "cuda graphs"
@@ -38,7 +40,16 @@ def _sizes(text: str) -> list[int]:
     return [int(v) for v in text.replace("[", "").replace("]", "").replace(",", " ").split() if v.isdigit()]
 
 
-def asked_of(argv: Sequence[str], platform: str) -> ExecutionAsked:
+def runner_of(env: Mapping[str, str]) -> str | None:
+    """The runner a child's environment asks for, read as vLLM reads the variable (``bool(int(value))``), else
+    None (not set, or not an integer: vLLM would refuse to start)."""
+    value = env.get(MODEL_RUNNER_ENV, "").strip()
+    if not value.lstrip("-").isdigit():
+        return None
+    return "v2" if int(value) else "v1"
+
+
+def asked_of(argv: Sequence[str], platform: str, env: Mapping[str, str] | None = None) -> ExecutionAsked:
     config: dict = {}
     for text in _values(argv, ("--compilation-config", "-cc", "-O")):
         config.update(_json(text))
@@ -70,4 +81,7 @@ def asked_of(argv: Sequence[str], platform: str) -> ExecutionAsked:
         text += ", DBO"
     if connector:
         text += f", AFD connector {connector}"
-    return ExecutionAsked(mode, text, compile_mode, cudagraph_mode, sizes, dbo, connector)
+    runner = runner_of(env or {})
+    if runner:
+        text += f", model runner {runner.upper()}"
+    return ExecutionAsked(mode, text, compile_mode, cudagraph_mode, sizes, dbo, connector, runner)

@@ -11,6 +11,9 @@
 
 Unproven says what would decide it. A case fails on a contradicted role, and on an unproven one when the profile
 requires proof (``execution.require_proof``); an unproven role alone is a warning.
+
+The model runner is judged beside the mode: a role whose log shows another runner than its environment asked is
+contradicted (the runner decides what a comparison compares); a log that names none leaves the mode's verdict.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from afd_e2e.execution.asked import COMPILED, EAGER, asked_of
+from afd_e2e.execution.provable import SCHEDULE_FIX
 from afd_e2e.execution.startup import read_startup
 from afd_e2e.execution.trace import read_traces, trace_files
 from afd_e2e.plan.model import CasePlan, ProcessPlan
@@ -107,10 +111,27 @@ def _graphs(
         replays = runtime.decode if runtime.split else runtime.total
         if replays.graph_launches:
             return Proof.PROVEN, "; ".join(filter(None, [captured, describe_runtime(runtime)])), None
-        return Proof.UNPROVEN, "the trace holds no decode step", "a trace with decode steps (longer profiler requests)"
+        return (
+            Proof.UNPROVEN,
+            "the trace holds no decode step",
+            f"a profiler window on decode steps ({SCHEDULE_FIX}: it opens after the first request's prefill)",
+        )
     if captured:
         return Proof.UNPROVEN, f"{captured}; replay not shown (no profiler trace)", PROFILER_HINT
     return Proof.UNPROVEN, "no capture line in the log and no trace", PROFILER_HINT
+
+
+def runner_name(runner: str | None) -> str:
+    """``V1``, ``V2``, or what an unknown one is."""
+    return runner.upper() if runner else "not shown"
+
+
+def judge_runner(asked: ExecutionAsked, startup: StartupEvidence) -> str | None:
+    """Why the role ran another model runner than its environment asked, with the line that shows it, or None."""
+    if asked.model_runner is None or startup.model_runner in (None, asked.model_runner):
+        return None
+    shown = _line(startup, "Model Runner", "model_runner", "model runner") or "its log"
+    return f"asked model runner {runner_name(asked.model_runner)}, ran {runner_name(startup.model_runner)}: {shown}"
 
 
 def judge_role(
@@ -131,7 +152,7 @@ def trace_folder(case: CasePlan, process: ProcessPlan) -> str:
 def judge_process(case: CasePlan, process: ProcessPlan, platform: str, out_dir: Path, log: str | None) -> RoleExecution:
     """One role: its asked mode, the evidence in its log (``log``: relative to ``out_dir``; None where this agent
     has none) and traces, the verdict."""
-    asked = asked_of(process.argv, platform)
+    asked = asked_of(process.argv, platform, process.env_set)
     startup = None
     if log is not None and (out_dir / log).is_file():
         startup = read_startup((out_dir / log).read_text(encoding="utf-8", errors="replace"), log, asked.connector)
@@ -143,6 +164,8 @@ def judge_process(case: CasePlan, process: ProcessPlan, platform: str, out_dir: 
         reason = f"no start-up log here; {reason}"
     if asked.connector and startup is not None and not startup.connector_line:
         reason += f"; no log line names the connector {asked.connector}"
+    if startup is not None and (runner := judge_runner(asked, startup)) is not None:
+        proof, reason, would = Proof.CONTRADICTED, f"{runner}; {reason}", None
     return RoleExecution(process.role, process.name, asked, proof, reason, would, startup, runtime)
 
 

@@ -9,7 +9,15 @@ CPU, read from their sources and real logs: ``tests/fixtures/execution/``):
 - eager: ``Enforce eager set, disabling torch.compile ...``, ``Cudagraph is disabled under eager mode``;
 - graph capture: ``Capturing CUDA graphs (decode, FULL)`` (the progress bar) and ``Graph capturing finished in
   N secs, took X GiB``;
-- the AFD connector's set-up: a line naming the connector the role was asked for.
+- the AFD connector's set-up: a line naming the connector the role was asked for;
+- the model runner (the 12-05 GPU run's logs, ``../shared/fixtures/gpu/runs-2026-12-05``): ModelRunnerV2 logs
+  ``Using V2 Model Runner`` from its worker (GPU and CPU) and loads through ``[model_runner.py]``; the V1 runner logs
+  no such line and loads through ``[gpu_model_runner.py]`` (``[cpu_model_runner.py]`` on the CPU), and vLLM's
+  fallback says ``using the V1 model runner instead``. "Initializing a V1 LLM engine" names the engine, not the
+  runner, in both.
+
+A capture is quoted by its completion line (``Graph capturing finished in ...``), which says the graphs exist; the
+progress bar's first frame is kept only where no completion line was logged.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ _EAGER = re.compile(r"Enforce eager set, disabling torch\.compile|Cudagraph is d
 _CAPTURING = re.compile(r"Capturing CUDA graphs \(([^)]*)\)")
 _CAPTURED = re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.]+) GiB")
 _NO_GRAPH_MODES = ("NONE",)
+_RUNNER_V2 = re.compile(r"Using V2 Model Runner")
+_RUNNER_V1 = re.compile(r"\[(?:gpu|cpu|xpu)_model_runner\.py:\d+\]|using the V1 model runner instead")
 
 
 def _cut(line: str) -> str:
@@ -73,6 +83,13 @@ def read_startup(text: str, log: str, connector: str | None = None) -> StartupEv
             found.graphs_captured = True
             found.capture_s, found.capture_gib = float(m.group(1)), float(m.group(2))
             keep("captured", line)
+        if _RUNNER_V2.search(line):
+            found.model_runner = "v2"
+            kept.pop("runner", None)
+            keep("runner", line)
+        elif found.model_runner is None and _RUNNER_V1.search(line):
+            found.model_runner = "v1"
+            keep("runner", line)
         if connector and connector in line and "non-default args" not in line and not _CONFIG.search(line):
             found.connector_line = True
             keep("connector", line)
@@ -82,5 +99,9 @@ def read_startup(text: str, log: str, connector: str | None = None) -> StartupEv
         found.graphs_captured = False
     if found.capture_modes and found.graphs_captured is None:
         found.graphs_captured = True  # the capture began; its end line may not be flushed yet
+    if "captured" in kept:  # the completion line says the graphs exist; the bar's first frame says nothing more
+        kept = {kind: line for kind, line in kept.items() if not kind.startswith("capturing ")}
+    if "runner" in kept:  # last: a mode's verdict quotes the first kept line that names it
+        kept["runner"] = kept.pop("runner")
     found.lines = list(kept.values())[:MAX_EVIDENCE_LINES]
     return found

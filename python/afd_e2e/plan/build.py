@@ -111,7 +111,7 @@ def _case_processes(
         interface = (placement.interface if placement else profile.engine.interface) if case.multi_agent else None
         env = child_env(profile, case, slot.role_name, role_devices, interface)
         unset = [name for name in profile.engine.env_strip if name not in env]
-        unset += [name for name in removed_env(case, slot.role_name) if name not in env and name not in unset]
+        unset += [name for name in removed_env(profile, case, slot.role_name) if name not in env and name not in unset]
         own_ports = connector_ports if slot.role_name == "ffn" and slot.node == 0 else ()
         if span is not None and slot.node == 0:
             own_ports = (*own_ports, span.rpc_port)

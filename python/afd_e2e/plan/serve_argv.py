@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from afd_e2e.profile import CaseSpec, GraphSpec, Profile, ProfilerSpec, RoleSpec
+from afd_e2e.profile.model import MODEL_RUNNER_ENV
 
 # Set on every child: no hub access, no telemetry, unbuffered logs so progress lines arrive in time.
 OFFLINE_ENV = {
@@ -21,7 +22,9 @@ OFFLINE_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "PYTHONUNBUFFERED": "1",
 }
-AFD_ENV = {"VLLM_PLUGINS": "afd", "VLLM_USE_V2_MODEL_RUNNER": "0"}
+AFD_ENV = {"VLLM_PLUGINS": "afd"}
+# ``engine.model_runner`` (or the case's) as vLLM reads it; ``auto`` sets nothing and removes an inherited value.
+RUNNER_ENV = {"v1": "0", "v2": "1"}
 # The AFD plugin's per-role torch profiler (afd_plugin/compat/profiler.py): <prefix>_ENABLE, _WAIT, _WARMUP,
 # _ACTIVE, _REPEAT, _SKIP_FIRST and _DIR, where the tensorboard trace handler writes.
 PROFILER_PREFIX = {"attention": "AFD_GPU_ATTENTION_PROFILER", "ffn": "AFD_GPU_FFN_PROFILER"}
@@ -233,6 +236,8 @@ def child_env(
         env["GLOO_SOCKET_IFNAME"] = interface
     if case.kind == "afd":
         env.update(AFD_ENV)
+    if (runner := RUNNER_ENV.get(profile.model_runner(case))) is not None:
+        env[MODEL_RUNNER_ENV] = runner
     if profile.platform == "cuda":
         # Number GPUs as NVML and nvidia-smi do, so the ids preflight checked are the ids the children use.
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -248,9 +253,10 @@ def child_env(
     return env
 
 
-def removed_env(case: CaseSpec, role_name: str) -> tuple[str, ...]:
-    """Variables the case's edits remove from one role and do not set again afterwards."""
-    removed: dict[str, None] = {}
+def removed_env(profile: Profile, case: CaseSpec, role_name: str) -> tuple[str, ...]:
+    """Variables the case's edits remove from one role and do not set again afterwards, and the runner variable
+    where the case leaves the runner to vLLM (``auto``: the agent's own value must not choose it)."""
+    removed: dict[str, None] = {MODEL_RUNNER_ENV: None} if profile.model_runner(case) not in RUNNER_ENV else {}
     for edit in case.edits:
         if edit.applies_to(role_name):
             removed.update(dict.fromkeys(edit.env_remove))

@@ -17,6 +17,7 @@ from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.ports import check_ports, plan_ports
+from afd_e2e.preflight.proof import check_proof
 from afd_e2e.preflight.software import InstalledSoftware, check_software, control_env, read_installed
 from afd_e2e.preflight.stack_dumps import check_stack_dumps
 from afd_e2e.profile import Profile
@@ -65,6 +66,7 @@ def run_preflight(
         *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
         *check_checkpoint(profile.model.checkpoint, model_path, profile.gates.model_env, plan),
         *check_software(profile, plan, installed),
+        *check_proof(profile, plan),
         *stack_dumps(),
     ]
     return PreflightReport(

@@ -19,6 +19,11 @@ PLATFORMS = ("cuda", "cpu")
 PARITY_MODES = ("logprobs", "exact")  # closeness as vLLM's check_logprobs_close, or identical token ids
 MAX_TOP_LOGPROBS = 20  # vLLM's default --max-logprobs
 ON_WORSE = ("fail", "warn", "note")  # what a metric judged worse does to its comparison
+# vLLM's model runner: v1, v2 (ModelRunnerV2), or auto (vLLM's own choice, which on 0.26 is V2 for some
+# architectures and V1 for others). One value for every child of a profile, native included, so both sides of a
+# comparison run the same runner unless a case declares its own.
+MODEL_RUNNERS = ("v1", "v2", "auto")
+MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class EngineSpec:
     # rendezvous that never completes): "fail" ends the case with the diagnosis, "wait" reports it and waits on
     # until budgets.startup_s.
     on_startup_stall: str = "wait"
+    model_runner: str = "v1"  # MODEL_RUNNERS: the runner every child starts with unless its case says otherwise
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,9 @@ class CaseSpec:
     nccl_flight_recorder: FlightRecorderSpec | None = None
     extends: str | None = None  # the case this one is a variant of (already folded into the fields above)
     placement: Mapping[str, PlacementSpec] = field(default_factory=dict)  # role -> another agent pool
+    # This case's model runner where it differs from ``engine.model_runner`` on purpose: a comparison between cases
+    # whose runners differ is then declared, not failed.
+    model_runner: str | None = None
 
     @property
     def multi_agent(self) -> bool:
@@ -220,6 +229,8 @@ class CaseSpec:
             out.append("profiler")
         if self.nccl_flight_recorder:
             out.append("NCCL flight recorder")
+        if self.model_runner:
+            out.append(f"model runner {self.model_runner.upper()}")
         return tuple(out)
 
     def roles(self) -> dict[str, RoleSpec]:
@@ -478,6 +489,10 @@ class Profile:
     def multi_agent(self) -> bool:
         """Some case places a role on another agent: the GPU step is a leader that uploads follower steps."""
         return any(case.multi_agent for case in self.cases)
+
+    def model_runner(self, case: CaseSpec) -> str:
+        """The runner a case's children start with: its own where it declares one, else the engine's."""
+        return case.model_runner or self.engine.model_runner
 
     def case(self, case_id: str) -> CaseSpec:
         for case in self.cases:

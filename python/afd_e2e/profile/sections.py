@@ -12,6 +12,8 @@ from afd_e2e.profile.model import (
     GATED_THROUGHPUT,
     INTERCONNECTS,
     MAX_TOP_LOGPROBS,
+    MODEL_RUNNER_ENV,
+    MODEL_RUNNERS,
     ON_REGRESSION,
     ON_WORSE,
     PARITY_MODES,
@@ -82,12 +84,32 @@ def _read_edit(r: Reader, role: str | None) -> ArgEdit | None:
         env_set=r.str_map("env", {}),
         env_remove=r.str_list("remove_env", []),
     )
+    _refuse_runner_variable(r, "env", edit.env_set)
+    _refuse_runner_variable(r, "remove_env", edit.env_remove)
     for flag in edit.remove_args:
         if not flag.startswith("-") or "=" in flag:
             r.fail(r.key("remove_args"), f"{flag!r} is not a flag name", "name the flag alone, e.g. --enforce-eager")
     if not (edit.add_args or edit.remove_args or edit.env_set or edit.env_remove):
         return None
     return edit
+
+
+def _refuse_runner_variable(r: Reader, key: str, names: Any) -> None:
+    """The model runner has one key, so the plan knows what every child asked and a comparison can hold both sides
+    to it: the variable itself, set or removed by hand, is refused with that key."""
+    if MODEL_RUNNER_ENV in names:
+        r.fail(
+            r.key(key),
+            f"{MODEL_RUNNER_ENV} is set by the model runner key",
+            f"remove it here and set engine.model_runner (or a case's model_runner) to one of {', '.join(MODEL_RUNNERS)}",
+        )
+
+
+def _read_model_runner(r: Reader, default: str | None) -> str | None:
+    value = r.get("model_runner", str, default)
+    if value is not None and value not in MODEL_RUNNERS:
+        r.fail(r.key("model_runner"), f"unknown model runner {value!r}", f"use one of: {', '.join(MODEL_RUNNERS)}")
+    return value
 
 
 def _read_graph(r: Reader) -> GraphSpec:
@@ -112,11 +134,13 @@ def _read_flight_recorder(r: Reader) -> FlightRecorderSpec:
 
 
 def _read_profiler(r: Reader) -> ProfilerSpec:
-    # Defaults: the AFD plugin's own profiler test schedule (a trace after two steps), a 100 MiB upload cap.
+    # Defaults: an active window of four steps after three (the 12-05 GPU run: wait 0, warmup 1, active 1 traced
+    # the first request's prefill alone, wait 2, warmup 1, active 4 four decode steps, which prove graph replay;
+    # execution/provable.py), a 100 MiB upload cap.
     spec = ProfilerSpec(
-        wait=r.positive_int("wait", 0, minimum=0),
+        wait=r.positive_int("wait", 2, minimum=0),
         warmup=r.positive_int("warmup", 1, minimum=0),
-        active=r.positive_int("active", 1),
+        active=r.positive_int("active", 4),
         repeat=r.positive_int("repeat", 1, minimum=0),
         skip_first=r.positive_int("skip_first", 0, minimum=0),
         wait_s=r.get("wait_s", float, 120.0),
@@ -276,6 +300,7 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
             r, "placement", lambda p: _read_placement(p, role_names), parent.placement if parent else None
         )
         or {},
+        model_runner=_read_model_runner(r, parent.model_runner if parent else None),
     )
     r.done()
     return case
@@ -542,7 +567,10 @@ def parse_profile(data: Any, source: str) -> Profile:
         ready_path=e.get("ready_path", str, "/v1/models"),
         interface=e.get("interface", str, None),
         on_startup_stall=e.get("on_startup_stall", str, "wait"),
+        model_runner=_read_model_runner(e, EngineSpec.model_runner) or EngineSpec.model_runner,
     )
+    _refuse_runner_variable(env, "set", engine.env_set)
+    _refuse_runner_variable(env, "strip", engine.env_strip)
     if engine.on_startup_stall not in STARTUP_STALL_CHOICES:
         e.fail(
             e.key("on_startup_stall"),

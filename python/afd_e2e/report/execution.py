@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from afd_e2e.execution.judge import runner_name
 from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.junit import SuiteTestcases
 from afd_e2e.report.sections import AnnotationPart
@@ -30,8 +31,10 @@ def mode_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
         return "—"
     proof = section.proof
     modes = "/".join(dict.fromkeys(role.asked.mode for role in section.roles)) or "—"
+    runners = "/".join(dict.fromkeys(runner_name(r.startup.model_runner if r.startup else None) for r in section.roles))
     why = "; ".join(f"{r.process}: {r.proof}, {r.reason}" for r in section.roles)
-    return f'<span title="{_attribute(why)}">{PROOF_ICONS[proof]} {markdown_text(modes)} {proof}</span>'
+    shown = f"{modes} {proof}, model runner {runners}"
+    return f'<span title="{_attribute(why)}">{PROOF_ICONS[proof]} {markdown_text(shown)}</span>'
 
 
 def _row(case_id: str, role: RoleExecution) -> str:
@@ -88,7 +91,8 @@ def execution_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
             status = Status.FAILED
         else:
             status = Status.WARNED if role.proof is Proof.UNPROVEN else Status.PASSED
-        line = f"asked {role.asked.text}: {role.proof}, {role.reason}"
+        ran = runner_name(role.startup.model_runner if role.startup else None)
+        line = f"asked {role.asked.text}: {role.proof}, {role.reason}; model runner: {ran}"
         if role.would_prove:
             line += f" (would prove it: {role.would_prove})"
         evidence = "\n".join(role.startup.lines) if role.startup else "no start-up log"

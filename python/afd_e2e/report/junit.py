@@ -142,6 +142,8 @@ def build_testcases(results: RunResults) -> list[Testcase]:
         _add_case(builder.suite(f"case.{case_id}", case), case)
     for comparison_id, comparison in results.comparisons.items():
         suite = builder.suite(f"comparison.{comparison_id}")
+        if (runners := comparison.model_runners) is not None:
+            suite.add("model runners", runners.status, message=runners.text, stdout=runners.text)
         testcases = report_sections.measure_testcases()
         for measure, name in results_sections.measure_sections().items():
             if (junit := testcases.get(measure)) is not None and (section := comparison.section(name)) is not None:

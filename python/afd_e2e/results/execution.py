@@ -30,6 +30,7 @@ class ExecutionAsked:
     capture_sizes: list[int] = field(default_factory=list)
     dbo: bool = False
     connector: str | None = None
+    model_runner: str | None = None  # v1 or v2 as the child's environment asks; None: vLLM's own choice
 
 
 @dataclass
@@ -49,6 +50,7 @@ class StartupEvidence:
     capture_s: float | None = None
     capture_gib: float | None = None
     connector_line: bool = False
+    model_runner: str | None = None  # v1 or v2, as the log shows it (None: no line tells)
     lines: list[str] = field(default_factory=list)  # at most MAX_EVIDENCE_LINES, exact (cut at MAX_LINE_CHARS)
 
 
@@ -108,3 +110,16 @@ class CaseExecution:
             if proof in proofs:
                 return proof
         return Proof.PROVEN if self.roles else Proof.UNPROVEN
+
+
+@dataclass
+class ModelRunners:
+    """A comparison's two sides' model runners as their logs show them (each side: its roles' runners, ``v1``,
+    ``v2``). ``status``: passed when both ran the same runner, or different ones the cases declare on purpose
+    (``declared``); failed when they differ otherwise; warned when a side's log shows none."""
+
+    status: Status
+    baseline: list[str]
+    candidate: list[str]
+    declared: bool
+    text: str  # one line, with the fix where it failed

@@ -18,6 +18,7 @@ from typing import Any
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.results import sections
 from afd_e2e.results.codec import EXTRAS
+from afd_e2e.results.execution import ModelRunners
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
@@ -582,6 +583,7 @@ class Comparison(_Sections):
     parity: ParityComparison | None = None
     performance: PerformanceComparison | None = None
     replay: ParityComparison | None = None  # the parity rule over every paired replay request
+    model_runners: ModelRunners | None = None  # the runners each side ran (None: a side has no execution section)
     # measures of phases registered beyond the fields above, each under its own key in results.json
     extra: dict[str, Any] = field(default_factory=dict, metadata={EXTRAS: _registered_comparison_sections})
 

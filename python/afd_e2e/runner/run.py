@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from afd_e2e.buildkite.env import describe_build
+from afd_e2e.execution.runners import match_model_runners
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile
 from afd_e2e.report.render import render_all
@@ -148,6 +149,7 @@ def execute_run(
             run_cases(ctx, plan.cases)
             if not flag.is_set():
                 results.comparisons = phases.compare(profile, results, layout.out_dir)
+                match_model_runners(results)
                 store.flush()
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)

@@ -32,6 +32,9 @@ def decide_verdict(
                 reasons.append(f"{case_id} {name}: skipped ({part.failure or 'not run'})")
     failed_measures = False
     for comparison_id, comparison in results.comparisons.items():
+        if (runners := comparison.model_runners) is not None and runners.status is not Status.PASSED:
+            reasons.append(f"{comparison_id} model runners: {runners.status}: {runners.text}")
+            failed_measures |= runners.status.is_failure
         for measure, section in ((m, comparison.section(s)) for m, s in sections.measure_sections().items()):
             if section is None:
                 continue

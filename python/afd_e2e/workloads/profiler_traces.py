@@ -3,7 +3,7 @@
 The case's roles write into ``traces/<case>/<role>/`` of the results folder (``plan.serve_argv``): an AFD role's
 through the plugin's per-role profiler, a native server's through vLLM's own, which the phase starts and stops
 (``/start_profile``, ``/stop_profile``: the stop writes the trace). The phase sends
-a few requests so the profiler's schedule completes, then waits for every role's trace (the tensorboard trace
+a few requests, each long enough for the whole schedule (``request_tokens``), so the profiler's schedule completes, then waits for every role's trace (the tensorboard trace
 handler writes a file when the active steps end) until its size holds still. Uploads take the newest traces first
 while they fit the profile's size limit; the rest stay on the agent.
 """
@@ -21,8 +21,15 @@ from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import CompletionError, complete, post
 
 POLL_S = 1.0
-REQUESTS = 3  # as the plugin's own profiler test: enough steps for its two-step schedule, several times over
-TOKENS = 8  # each request: one prefill step and seven decode steps
+REQUESTS = 3  # as the plugin's own profiler test: the schedule's steps several times over
+TOKENS = 8  # at least: one prefill step and seven decode steps
+
+
+def request_tokens(spec: ProfilerSpec) -> int:
+    """Tokens per request: one request alone spans the whole schedule (skipped, waiting, warm-up and active steps)
+    twice over in decode steps, so the active window falls on decode steps, which are what prove graph replay,
+    whichever step the profiler counts first."""
+    return max(TOKENS, 2 * (spec.skip_first + spec.wait + spec.warmup + spec.active))
 
 
 def _files(folder: Path) -> list[Path]:
@@ -78,7 +85,7 @@ def check_traces(
             post(f"{base_url}/start_profile", timeout_s=request_timeout_s)
         for number in range(1, REQUESTS + 1):
             try:
-                complete(base_url, model, prompt, max_tokens=TOKENS, timeout_s=request_timeout_s)
+                complete(base_url, model, prompt, max_tokens=request_tokens(spec), timeout_s=request_timeout_s)
             except CompletionError as exc:
                 return ProfilerResult(Status.FAILED, f"request {number} failed: {exc}", spec.upload_limit_mib)
         if started_by_request:

@@ -50,7 +50,9 @@ def test_a_compiled_case_forced_eager_is_contradicted_and_fails_with_the_line():
     section = _judged("cpu-forced-eager", require_proof=False)
     (role,) = section.roles
     assert (role.asked.mode, role.proof, section.status) == ("compiled", Proof.CONTRADICTED, Status.FAILED)
-    assert section.failure.startswith("server role asked compiled, no CUDA graphs (CPU): contradicted, log shows")
+    assert section.failure.startswith(
+        "server role asked compiled, no CUDA graphs (CPU), model runner V1: contradicted, log shows"
+    )
     assert "Enforce eager set" in section.failure
 
 

@@ -78,12 +78,15 @@ def test_the_reports_show_the_mode_per_case_and_a_testcase_per_role():
     annotation = render_annotation(results).body
     header = next(line for line in annotation.splitlines() if line.startswith("| Case | Status"))
     assert header.endswith("| Mode |")
-    assert '<span title="server: proven, log shows' in annotation and "✅ eager proven</span>" in annotation
-    assert "❌ compiled contradicted</span>" in annotation and "### Execution mode" in annotation
+    assert (
+        '<span title="server: proven, log shows' in annotation
+        and "✅ eager proven, model runner V1</span>" in annotation
+    )
+    assert "❌ compiled contradicted, model runner V1</span>" in annotation and "### Execution mode" in annotation
     cases = {(t.suite, t.name): t for t in build_testcases(results)}
     forced = cases[(f"afd-e2e.{results.profile}.case.{cmp.candidate}", "execution mode server")]
     assert forced.outcome == "failure" and forced.message.startswith(
-        "asked compiled, no CUDA graphs (CPU): contradicted"
+        "asked compiled, no CUDA graphs (CPU), model runner V1: contradicted"
     )
     eager = cases[(f"afd-e2e.{results.profile}.case.{cmp.baseline}", "execution mode server")]
     assert eager.outcome is None and "Enforce eager set" in eager.stdout
@@ -135,4 +138,4 @@ def test_a_native_case_profiles_with_vllms_own_profiler_into_its_trace_folder():
     (flag,) = [a for a in case.processes[0].argv if a.startswith("--profiler-config=")]
     config = json.loads(flag.split("=", 1)[1])
     assert config["profiler"] == "torch" and config["torch_profiler_dir"] == f"{OUT_DIR}/traces/native-dp1/server"
-    assert (config["wait_iterations"], config["warmup_iterations"], config["ignore_frontend"]) == (0, 0, True)
+    assert (config["wait_iterations"], config["warmup_iterations"], config["ignore_frontend"]) == (2, 0, True)

@@ -75,7 +75,8 @@ def test_baseline_eager_native_dp4_ep4_on_attention_devices():
     (server,) = plan().case("baseline-eager").processes
     expected = [*serve(18000), "--data-parallel-size", "4", "--tensor-parallel-size", "1", "--enable-expert-parallel"]
     assert list(server.argv) == expected
-    assert server.env_set == {**BASE_ENV, "CUDA_VISIBLE_DEVICES": "0,2,4,6"}
+    # the profile's model runner (V1 by default) on the baseline too, so native and AFD compare one runner
+    assert server.env_set == {**BASE_ENV, "VLLM_USE_V2_MODEL_RUNNER": "0", "CUDA_VISIBLE_DEVICES": "0,2,4,6"}
     assert server.devices == (0, 2, 4, 6) and server.serves_api
 
 
