@@ -1,6 +1,6 @@
-"""What users see of a capacity sweep: the plot per comparison (throughput vs p99 TPOT and p99 TTFT with the SLO
-line and each case's capacity point, attainment vs load with the target), the annotation's tables and the JUnit
-testcases (one per case, one per comparison).
+"""What users see of a capacity sweep: the plot per comparison (attainment, request throughput, p99 TTFT and p99
+TPOT against the load, with the SLO lines and each case's capacity), the annotation's tables and the JUnit testcases
+(one per case, one per comparison).
 
 A case that no capacity comparison includes gets a plot of its own. Drawn on matplotlib's Agg canvas (no pyplot).
 """
@@ -8,6 +8,7 @@ A case that no capacity comparison includes gets a plot of its own. Drawn on mat
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,10 @@ from urllib.parse import quote
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from afd_e2e.report.escape import markdown_text, one_line
+from afd_e2e.report.escape import markdown_text, xml_text
 from afd_e2e.report.status import icon
 from afd_e2e.results.capacity import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity
 from afd_e2e.results.model import RunResults
@@ -29,6 +32,10 @@ COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 DPI = 100
 PLOT_KEY = "capacity:"  # the capacity plots' keys among the report's plots (comparison or case id after it)
 NOT_MEANINGFUL = "SMOKE: these numbers mean nothing (a tiny random model on a shared CPU); the sweep proves the path"
+TITLE_WIDTH = 185  # characters of the title's font that fit the figure's width (about 215), with a margin
+LEGEND_WIDTH = 60  # characters per line of a legend entry (three entries side by side)
+SLO_LINE = {"color": "red", "linestyle": "--", "linewidth": 1.2}
+STAR = {"marker": "*", "s": 220, "edgecolor": "black", "zorder": 5}
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,8 @@ def plot_name(key: str) -> str:
 
 
 def _measured(section: CaseCapacity) -> list[CapacityLevel]:
-    return [lv for lv in section.levels if lv.attainment is not None]
+    """The levels that measured an attainment, in increasing load: the order every curve is drawn in."""
+    return sorted((lv for lv in section.levels if lv.attainment is not None), key=lambda lv: lv.level)
 
 
 def at_capacity(section: CaseCapacity, key: str, *, log_scale: bool = False) -> float | None:
@@ -63,74 +71,110 @@ def at_capacity(section: CaseCapacity, key: str, *, log_scale: bool = False) -> 
     return low[key] + share * (high[key] - low[key])
 
 
-def _latency_panel(ax: Any, sides: Sequence[Side], key: str, slo_ms: float, title: str) -> None:
+def _picture_text(text: object, width: int) -> str:
+    """Text as an image shows it: whole, wrapped at ``width`` characters (a longer word broken), so it fits its place
+    by construction; never cut, since a cut marker's "the whole text is in results.json" is no help in a picture.
+    '$' is escaped: matplotlib would start mathtext at it."""
+    return "\n".join(line.replace("$", r"\$") for line in textwrap.wrap(" ".join(xml_text(text).split()), width))
+
+
+def _capacity_mark(ax: Any, side: Side, color: str, y: float | None) -> None:
+    """The case's capacity: a dotted line at its load, in every panel, and a star where its curve crosses it."""
+    est = side.capacity.estimate
+    if est is None or est.capacity is None:
+        return
+    ax.axvline(est.capacity, color=color, linestyle=":", linewidth=1.2)
+    if y is not None:
+        ax.scatter([est.capacity], [y], color=color, **STAR)
+
+
+def _metric_panel(
+    ax: Any, sides: Sequence[Side], key: str, title: str, unit: str, *, slo_ms: float | None = None
+) -> None:
+    """One level metric against the load, a point per level; with an SLO, the latency is drawn on a log axis."""
     for color, side in zip(COLORS, sides, strict=False):
-        levels = _measured(side.capacity)
-        xs = [lv.metrics.get("request_throughput") for lv in levels]
-        ys = [lv.metrics.get(key) for lv in levels]
-        points = [(x, y) for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
+        points = [(lv.level, lv.metrics[key]) for lv in _measured(side.capacity) if lv.metrics.get(key) is not None]
         if points:
-            ax.plot(*zip(*points, strict=True), marker="o", color=color, label=one_line(side.label, 40))
-        x, y = at_capacity(side.capacity, "request_throughput"), at_capacity(side.capacity, key, log_scale=True)
-        if x is not None and y is not None:
-            ax.scatter([x], [y], marker="*", s=220, color=color, edgecolor="black", zorder=5)
-    ax.axhline(slo_ms, color="red", linestyle="--", linewidth=1.2, label=f"SLO {slo_ms:g} ms")
-    ax.set_xlabel("request throughput (req/s)", fontsize=8)
-    ax.set_ylabel(f"{title} (ms)", fontsize=8)
-    ax.set_title(f"{title} vs throughput", fontsize=9)
+            ax.plot(*zip(*points, strict=True), marker="o", color=color)
+        _capacity_mark(ax, side, color, at_capacity(side.capacity, key, log_scale=slo_ms is not None))
+    ax.set_ylabel(f"{title} ({unit})", fontsize=8)
+    if slo_ms is None:
+        ax.set_title(f"{title} vs load", fontsize=9)
+        return
+    ax.axhline(slo_ms, **SLO_LINE)
     ax.set_yscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    # 1-2-5 steps labelled as plain numbers: a latency read off the axis, not a power of ten
+    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_title(f"{title} vs load (SLO {slo_ms:g} {unit})", fontsize=9)
 
 
 def _attainment_panel(ax: Any, sides: Sequence[Side]) -> None:
-    section = sides[0].capacity
+    """Attainment against the load: the mean per level, each repetition's as a faint dot, the target line and each
+    capacity's 95% interval drawn on it."""
+    target = sides[0].capacity.slo.attainment
     for color, side in zip(COLORS, sides, strict=False):
         levels = _measured(side.capacity)
-        ax.plot(
-            [lv.level for lv in levels],
-            [lv.attainment for lv in levels],
-            marker="o",
-            color=color,
-            label=one_line(side.label, 40),
-        )
+        ax.plot([lv.level for lv in levels], [lv.attainment for lv in levels], marker="o", color=color)
         for level in levels:
             if len(level.attainments) > 1:
                 ax.scatter([level.level] * len(level.attainments), level.attainments, color=color, s=8, alpha=0.5)
+        _capacity_mark(ax, side, color, target)
         est = side.capacity.estimate
-        if est is not None and est.capacity is not None:
-            ax.axvline(est.capacity, color=color, linestyle=":", linewidth=1.2)
-            ax.scatter(
-                [est.capacity], [section.slo.attainment], marker="*", s=220, color=color, edgecolor="black", zorder=5
-            )
-        if est is not None and est.interval is not None:  # where the capacity may lie, drawn on the target line
-            ax.plot(est.interval, [section.slo.attainment] * 2, color=color, linewidth=5, alpha=0.7, zorder=4)
-    ax.axhline(
-        section.slo.attainment, color="red", linestyle="--", linewidth=1.2, label=f"target {section.slo.attainment:.0%}"
-    )
-    ax.set_xlabel(f"load: {section.variable} ({section.unit})", fontsize=8)
+        if est is not None and est.interval is not None:
+            ax.plot(est.interval, [target] * 2, color=color, linewidth=5, alpha=0.7, zorder=4)
+    ax.axhline(target, **SLO_LINE)
     ax.set_ylabel("SLO attainment (share of requests)", fontsize=8)
     ax.set_ylim(-0.03, 1.05)
-    ax.set_title("attainment vs load (stars: capacity at SLO, bars: its 95% interval)", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.set_title(f"attainment vs load (target {target:.0%})", fontsize=9)
+
+
+def _legend(figure: Figure, sides: Sequence[Side]) -> None:
+    """One legend for the four panels, below them: the cases' colours and what the marks drawn mean."""
+    slo = sides[0].capacity.slo
+    estimates = [side.capacity.estimate for side in sides if side.capacity.estimate is not None]
+    handles = [
+        Line2D([], [], color=color, marker="o", label=_picture_text(side.label, LEGEND_WIDTH))
+        for color, side in zip(COLORS, sides, strict=False)
+    ]
+    slo_text = f"SLO: TTFT ≤ {slo.ttft_ms:g} ms, TPOT ≤ {slo.tpot_ms:g} ms for {slo.attainment:.0%} of requests"
+    handles.append(Line2D([], [], **SLO_LINE, label=slo_text))
+    if any(est.capacity is not None for est in estimates):
+        star = {"marker": "*", "markersize": 14, "markeredgecolor": "black"}
+        handles.append(Line2D([], [], color="grey", linestyle=":", **star, label="capacity at SLO (dotted: its load)"))
+    if any(est.interval is not None for est in estimates):
+        handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.7, label="its 95% interval (on the target)"))
+    figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
 
 
 def plot_capacity(title: str, sides: Sequence[Side]) -> Figure:
-    """Three panels: p99 TPOT and p99 TTFT against throughput with the SLO lines, attainment against load."""
-    figure = Figure(figsize=(15, 4.6), dpi=DPI, layout="constrained")
+    """Four panels sharing one x axis, the load: attainment (which defines the capacity), request throughput, p99
+    TTFT and p99 TPOT, each case's capacity a dotted line across all four.
+
+    The load is the axis because it is what the sweep sets and what the capacity is counted in; each curve then
+    reads left to right, level by level, and the capacity lies at the same x in every panel. Latency against
+    throughput, the usual picture, folds back once a server saturates (its throughput stops rising, or falls, as
+    the load climbs: the 12-05 H200 graph case made 128 req/s at 36 concurrent requests and 103 at 68), so its
+    lines zigzag and hide which load each point is; the throughput panel shows that saturation instead."""
+    figure = Figure(figsize=(14, 9.5), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
-    tpot, ttft, attained = figure.subplots(1, 3)
-    slo = sides[0].capacity.slo
-    _latency_panel(tpot, sides, "p99_tpot_ms", slo.tpot_ms, "p99 TPOT")
-    _latency_panel(ttft, sides, "p99_ttft_ms", slo.ttft_ms, "p99 TTFT")
+    (attained, throughput), (ttft, tpot) = figure.subplots(2, 2, sharex=True)
+    section = sides[0].capacity
     _attainment_panel(attained, sides)
-    lines = [one_line(title, 120)]
-    # 190 characters fit the figure's width at this size: a label and an estimate with its interval
-    lines += [one_line(f"{side.label}: {side.capacity.estimate.text}", 190) for side in sides if side.capacity.estimate]
+    _metric_panel(throughput, sides, "request_throughput", "request throughput", "req/s")
+    _metric_panel(ttft, sides, "p99_ttft_ms", "p99 TTFT", "ms", slo_ms=section.slo.ttft_ms)
+    _metric_panel(tpot, sides, "p99_tpot_ms", "p99 TPOT", "ms", slo_ms=section.slo.tpot_ms)
+    for ax in (attained, throughput, ttft, tpot):
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=8)
+    for ax in (ttft, tpot):
+        ax.set_xlabel(f"load: {section.variable} ({section.unit})", fontsize=8)
+    _legend(figure, sides)
+    lines = [title, *(f"{side.label}: {side.capacity.estimate.text}" for side in sides if side.capacity.estimate)]
     if not all(side.capacity.meaningful for side in sides):
         lines.append(NOT_MEANINGFUL)
-    figure.suptitle("\n".join(line.replace("$", r"\$") for line in lines), fontsize=9)
+    figure.suptitle("\n".join(_picture_text(line, TITLE_WIDTH) for line in lines), fontsize=9)
     return figure
 
 
