@@ -8,7 +8,6 @@ A case that no capacity comparison includes gets a plot of its own. Drawn on mat
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from afd_e2e.report.escape import markdown_text, xml_text
+from afd_e2e.report.escape import markdown_text, picture_text
 from afd_e2e.report.status import icon
 from afd_e2e.results.capacity import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity
 from afd_e2e.results.model import RunResults
@@ -69,13 +68,6 @@ def at_capacity(section: CaseCapacity, key: str, *, log_scale: bool = False) -> 
     if log_scale and low[key] > 0 and high[key] > 0:
         return low[key] * (high[key] / low[key]) ** share
     return low[key] + share * (high[key] - low[key])
-
-
-def _picture_text(text: object, width: int) -> str:
-    """Text as an image shows it: whole, wrapped at ``width`` characters (a longer word broken), so it fits its place
-    by construction; never cut, since a cut marker's "the whole text is in results.json" is no help in a picture.
-    '$' is escaped: matplotlib would start mathtext at it."""
-    return "\n".join(line.replace("$", r"\$") for line in textwrap.wrap(" ".join(xml_text(text).split()), width))
 
 
 def _capacity_mark(ax: Any, side: Side, color: str, y: float | None) -> None:
@@ -135,7 +127,7 @@ def _legend(figure: Figure, sides: Sequence[Side]) -> None:
     slo = sides[0].capacity.slo
     estimates = [side.capacity.estimate for side in sides if side.capacity.estimate is not None]
     handles = [
-        Line2D([], [], color=color, marker="o", label=_picture_text(side.label, LEGEND_WIDTH))
+        Line2D([], [], color=color, marker="o", label=picture_text(side.label, LEGEND_WIDTH))
         for color, side in zip(COLORS, sides, strict=False)
     ]
     slo_text = f"SLO: TTFT ≤ {slo.ttft_ms:g} ms, TPOT ≤ {slo.tpot_ms:g} ms for {slo.attainment:.0%} of requests"
@@ -174,7 +166,7 @@ def plot_capacity(title: str, sides: Sequence[Side]) -> Figure:
     lines = [title, *(f"{side.label}: {side.capacity.estimate.text}" for side in sides if side.capacity.estimate)]
     if not all(side.capacity.meaningful for side in sides):
         lines.append(NOT_MEANINGFUL)
-    figure.suptitle("\n".join(_picture_text(line, TITLE_WIDTH) for line in lines), fontsize=9)
+    figure.suptitle("\n".join(picture_text(line, TITLE_WIDTH) for line in lines), fontsize=9)
     return figure
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 import string
+import textwrap
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Everything outside XML 1.0's Char production: C0 controls except tab/LF/CR, surrogates, U+FFFE/U+FFFF.
@@ -36,6 +37,13 @@ def one_line(text: object, limit: int = 300, whole: str | None = "results.json")
     says so (and where the whole text is)."""
     line = " ".join(xml_text(text).split())
     return line if len(line) <= limit else f"{line[:limit]}… {cut_marker(len(line) - limit, whole)}"
+
+
+def picture_text(text: object, width: int) -> str:
+    """Text as an image shows it: whole, wrapped at ``width`` characters (a longer word broken), so it fits its place
+    by construction; never cut, since a cut marker's "the whole text is in results.json" is no help in a picture.
+    '$' is escaped: matplotlib would start mathtext at it."""
+    return "\n".join(line.replace("$", r"\$") for line in textwrap.wrap(" ".join(xml_text(text).split()), width))
 
 
 def markdown_text(text: object, limit: int = 300, whole: str | None = "results.json") -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from afd_e2e.report import formatting
-from afd_e2e.report.escape import one_line
+from afd_e2e.report.escape import picture_text
 from afd_e2e.results.model import Comparison, MetricComparison, PerformanceComparison, RunResults
 
 COLUMNS = 3
@@ -30,8 +29,8 @@ def plot_file_name(comparison_id: str) -> str:
 
 
 def _plain(text: object, width: int = 28) -> str:
-    """Label text as matplotlib shows it literally ('$' would start mathtext), wrapped to fit under a tick."""
-    return "\n".join(textwrap.wrap(one_line(text, 80).replace("$", r"\$"), width)) or "?"
+    """Label text as the picture shows it (``picture_text``: whole, wrapped to fit under a tick, never cut)."""
+    return picture_text(text, width) or "?"
 
 
 def _draw_metric(ax: Any, comparison: Comparison, metric: MetricComparison) -> None:

@@ -6,8 +6,9 @@ import struct
 from pathlib import Path
 
 import matplotlib.image
+from matplotlib.text import Text
 
-from afd_e2e.report.plots import write_plots
+from afd_e2e.report.plots import plot_comparison, write_plots
 from results_docs import typed
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -50,3 +51,15 @@ def test_rewriting_removes_plots_of_comparisons_that_are_gone(tiny_results: dict
     tiny_results["comparisons"] = {}
     assert write_plots(typed(tiny_results), tmp_path) == {}
     assert list(tmp_path.glob("*.png")) == []
+
+
+def test_a_long_label_is_wrapped_whole_never_cut(tiny_results: dict) -> None:
+    """A picture cannot link to results.json, so no text in it carries a cut marker (issue 49: the capacity plot
+    printed "[4 characters cut; ...]"); an over-long case label is wrapped, every word of it kept."""
+    comparison = tiny_results["comparisons"]["tp1-vs-tp2"]
+    label = "native DP1/TP1, CUDA graph 64, profiler, NCCL flight recorder, model runner V2, " + "word " * 20
+    comparison["baseline_label"] = label
+    figure = plot_comparison("tp1-vs-tp2", typed(tiny_results).comparisons["tp1-vs-tp2"], smoke_only=False)
+    texts = [text.get_text() for text in figure.findobj(Text)]
+    assert not [text for text in texts if "characters cut" in text]
+    assert any(" ".join(label.split()) == " ".join(text.split()) for text in texts)  # a tick label, whole
