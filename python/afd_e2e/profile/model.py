@@ -305,17 +305,21 @@ GATED_THROUGHPUT = ("per_gpu", "total")
 class MetricGate:
     """A metric a performance comparison judges, and what a ``worse`` verdict on it does: ``fail`` fails the
     comparison, ``warn`` passes it with a warning, ``note`` only shows it. ``margin_pct``: the ±% within which it is
-    ``parity``; ``require: parity`` also fails it when ``inconclusive``."""
+    ``parity``; ``require: parity`` also fails it when ``inconclusive``; ``detect_pct``: the change it must be able to
+    see."""
 
     metric: BenchMetric
     on_worse: str
     margin_pct: float = 0.0
     require: str = ""
+    # The widest smallest-detectable change the comparison may have: its repetitions must be able to see a change
+    # this large (80% power), else the metric fails saying how many repetitions would (None: not asked).
+    detect_pct: float | None = None
 
     @property
     def gated(self) -> bool:
         """Whether a verdict on it can fail the comparison: what repetitions are added to decide."""
-        return self.on_worse == "fail" or self.require == "parity"
+        return self.on_worse == "fail" or self.require == "parity" or self.detect_pct is not None
 
 
 @dataclass(frozen=True)

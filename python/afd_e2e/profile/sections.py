@@ -416,7 +416,7 @@ def _default_margin(metric: BenchMetric, margins: dict[str, float]) -> float:
 
 
 def _read_metric_gates(r: Reader | None, margins: dict[str, float]) -> tuple[MetricGate, ...]:
-    """``metrics: {key: {on_worse: fail|warn|note, margin_pct: N, require: parity}}``; without it every known
+    """``metrics: {key: {on_worse: fail|warn|note, margin_pct: N, require: parity, detect_pct: N}}``; without it every known
     metric, warned when worse."""
     known = {metric.key: metric for metric in BENCH_METRICS}
     if r is None:
@@ -433,8 +433,11 @@ def _read_metric_gates(r: Reader | None, margins: dict[str, float]) -> tuple[Met
         require = g.get("require", str, "")
         if require not in REQUIRES:
             g.fail(g.key("require"), f"unknown requirement {require!r}", "use require: parity, or leave it out")
+        detect = g.get("detect_pct", float, None)
+        if detect is not None and not detect > 0:
+            g.fail(g.key("detect_pct"), f"{detect:g} is not a positive percentage", "use e.g. detect_pct: 5")
         g.done()
-        gates.append(MetricGate(known[key], on_worse, margin, require))
+        gates.append(MetricGate(known[key], on_worse, margin, require, detect))
     if not gates:
         r.fail(r.path, "lists no metrics", "name at least one metric, or remove metrics for the default set")
     r.done()

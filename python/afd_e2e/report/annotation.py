@@ -40,6 +40,7 @@ from afd_e2e.results.model import (
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
 from afd_e2e.workloads.performance import fails as fails_its_gate
+from afd_e2e.workloads.performance import undetectable_line
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -462,6 +463,15 @@ def performance_sections(results: RunResults, plots: Mapping[str, str]) -> list[
     ]
 
 
+def _can_see(metric: MetricComparison) -> str:
+    """The metric's smallest detectable change, ❌ where it is wider than the profile's ``detect_pct``."""
+    if metric.detectable_pct is None:
+        return formatting.MISSING
+    mark = "❌ " if metric.undetectable else ""
+    asked = f" (asked ±{metric.detect_pct:g}%)" if metric.detect_pct is not None else ""
+    return f"{mark}±{metric.detectable_pct:.1f}%{asked}"
+
+
 def _performance(
     results: RunResults,
     comparison_id: str,
@@ -477,8 +487,8 @@ def _performance(
     metrics = performance.metrics
     if metrics:
         lines += [
-            f"| Metric | {baseline} | {candidate} | Delta | Interval vs margin | Verdict | Reps | Noise |",
-            "| --- | ---: | ---: | ---: | --- | --- | ---: | --- |",
+            f"| Metric | {baseline} | {candidate} | Delta | Interval vs margin | Verdict | Can see | Reps | Noise |",
+            "| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | --- |",
         ]
         for metric in metrics:
             unit = markdown_text(metric.unit)
@@ -488,6 +498,7 @@ def _performance(
                 f"| {formatting.measure(metric.baseline.mean, metric.baseline.std, unit)} "
                 f"| {formatting.measure(metric.candidate.mean, metric.candidate.std, unit)} "
                 f"| {formatting.percent(metric.delta_pct)} | {_against_margin(metric)} | {verdict} "
+                f"| {_can_see(metric)} "
                 f"| {len(metric.baseline.values)}+{len(metric.candidate.values)} | {_noise(metric)} |"
             )
         lines += [
@@ -496,7 +507,9 @@ def _performance(
             "the baseline's mean. Interval: the delta's 90% equivalence interval (two one-sided tests; split over a "
             "series' looks) against the ±margin, drawn from -2 to +2 margins (<code>¦</code> the margins, "
             "<code>0</code> zero): parity when it lies between the margins, better/worse when the 95% interval "
-            "excludes 0 and the delta passes the threshold, inconclusive otherwise.",
+            "excludes 0 and the delta passes the threshold, inconclusive otherwise. Can see: the smallest change "
+            "these repetitions would call different 80% of the time at this noise (never under the threshold); "
+            "❌ where the profile asks to see a smaller one (<code>detect_pct</code>).",
             "",
         ]
         lines += [
@@ -504,6 +517,7 @@ def _performance(
             for m in metrics
             if m.verdict is Verdict.INCONCLUSIVE and m.reason
         ]
+        lines += [f"- {markdown_text(undetectable_line(m))}" for m in metrics if m.gated and m.undetectable]
         lines += _series_lines(performance.sequential)
         lines += [""] if lines[-1] else []
     for warning in performance.warnings:

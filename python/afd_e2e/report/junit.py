@@ -35,6 +35,7 @@ from afd_e2e.results.model import (
 from afd_e2e.results.parity_text import describe, parity_summary
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.performance import fails as fails_its_gate
+from afd_e2e.workloads.performance import undetectable_line
 
 MAX_TESTCASES_PER_FILE = 5000
 OUTPUT_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
@@ -296,7 +297,21 @@ def performance_comparison_testcases(
         suite.add("performance", performance.status, message=performance.failure)
     for metric in performance.metrics:
         summary = _metric_line(comparison, metric, control=performance.control)
-        suite.add(f"performance {metric.key}", _metric_status(metric, performance), message=summary, stdout=summary)
+        seen = _can_see(metric)
+        suite.add(
+            f"performance {metric.key}",
+            _metric_status(metric, performance),
+            message=summary,
+            stdout=f"{summary}\n{seen}" if seen else summary,
+        )
+
+
+def _can_see(metric: MetricComparison) -> str:
+    """The smallest change the metric's repetitions could see (stats.detectable_pct), and the profile's ask."""
+    if metric.detectable_pct is None:
+        return ""
+    asked = f" (detect_pct asks ±{metric.detect_pct:g}%)" if metric.detect_pct is not None else ""
+    return f"can see ±{metric.detectable_pct:.1f}% (called different 80% of the time at this noise){asked}"
 
 
 def _metric_status(metric: MetricComparison, performance: PerformanceComparison) -> Status:
@@ -336,6 +351,8 @@ def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: b
     )
     if metric.reason:
         line += f": {metric.reason}"
+    if metric.gated and metric.undetectable:
+        return f"{undetectable_line(metric)}: {line}"
     if control:
         return line + " (control run, not headline evidence)"
     if metric.require == "parity" and metric.verdict is not Verdict.PARITY:

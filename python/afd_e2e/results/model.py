@@ -555,10 +555,20 @@ class MetricComparison:
     looks: int = 1  # the planned looks both error rates were split over
     view: str = ""  # "per_gpu" | "total" where the cases' GPU counts differ; "" otherwise
     gated: bool = True  # False for the view that is shown, not gated
+    # The smallest change (% of the baseline) these repetitions would call different with 80% power (stats.py),
+    # the profile's ask (``detect_pct``) and the repetitions per side that would reach it where it is not met.
+    detectable_pct: float | None = None
+    detect_pct: float | None = None
+    detect_repetitions: int | None = None
 
     @property
     def judged_by_equivalence(self) -> bool:
         return self.margin_pct is not None
+
+    @property
+    def undetectable(self) -> bool:
+        """The profile asked to see a change of ``detect_pct`` and these repetitions could not."""
+        return self.detect_pct is not None and (self.detectable_pct is None or self.detectable_pct > self.detect_pct)
 
 
 @dataclass

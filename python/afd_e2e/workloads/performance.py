@@ -64,11 +64,28 @@ def not_parity_line(metric: MetricComparison) -> str:
     return f"{metric.name} not shown at parity (require: parity): {why}"
 
 
+def undetectable_line(metric: MetricComparison) -> str:
+    """One line for a metric whose repetitions could not see the change the profile asks (``detect_pct``)."""
+    seen = (
+        "no change (fewer than two repetitions a side)"
+        if metric.detectable_pct is None
+        else (f"±{metric.detectable_pct:.1f}%")
+    )
+    more = (
+        f"about {metric.detect_repetitions} repetitions per side would reach it at this noise"
+        if metric.detect_repetitions is not None
+        else "no number of repetitions reaches it at this threshold and noise"
+    )
+    return f"{metric.name} can see {seen}, wider than the asked ±{metric.detect_pct:g}% (detect_pct): {more}"
+
+
 def fails(metric: MetricComparison) -> bool:
     """Whether the metric fails its gate (the comparison's ``control`` is the caller's to check)."""
     if not metric.gated:
         return False
     if metric.verdict is Verdict.WORSE and metric.on_worse == "fail":
+        return True
+    if metric.undetectable:
         return True
     return metric.require == "parity" and metric.verdict is not Verdict.PARITY
 
@@ -120,9 +137,9 @@ def _metric(view: _View, base: list[float], cand: list[float], threshold_pct: fl
     base = [v / view.divisors[0] for v in base]
     cand = [v / view.divisors[1] for v in cand]
     gate = view.gate
+    summaries = stats.Summary.of(base), stats.Summary.of(cand)
     judged = stats.judge(
-        stats.Summary.of(base),
-        stats.Summary.of(cand),
+        *summaries,
         threshold_pct=threshold_pct,
         margin_pct=gate.margin_pct,
         higher_is_better=gate.metric.higher_is_better,
@@ -147,6 +164,13 @@ def _metric(view: _View, base: list[float], cand: list[float], threshold_pct: fl
         looks=looks,
         view=view.view,
         gated=view.gated,
+        detectable_pct=(reach := stats.detectable_pct(*summaries, threshold_pct=threshold_pct, looks=looks)),
+        detect_pct=gate.detect_pct,
+        detect_repetitions=(
+            stats.repetitions_to_detect(*summaries, gate.detect_pct, threshold_pct=threshold_pct, looks=looks)
+            if gate.detect_pct is not None and (reach is None or reach > gate.detect_pct)
+            else None
+        ),
     )
 
 
@@ -256,10 +280,15 @@ def compare_performance(
     if not control:
         for metric in result.metrics:
             worse = metric.verdict is Verdict.WORSE
-            if fails(metric):
-                problems.append(worse_line(metric) if worse else not_parity_line(metric))
+            not_parity = metric.require == "parity" and metric.verdict is not Verdict.PARITY
+            if worse and (metric.on_worse == "fail" or not_parity):
+                problems.append(worse_line(metric))
+            elif not_parity:
+                problems.append(not_parity_line(metric))
             elif worse and metric.gated and metric.on_worse == "warn":
                 result.warnings.append(worse_line(metric))
+            if metric.gated and metric.undetectable:
+                problems.append(undetectable_line(metric))
     if problems:
         result.status, result.failure = Status.FAILED, "; ".join(problems)
     return result

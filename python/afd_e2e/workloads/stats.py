@@ -15,6 +15,12 @@ Bonferroni rather than an O'Brien-Fleming or Pocock boundary because it needs no
 (Welch's degrees of freedom change at every look, and a look may add repetitions to one side only) and is exact in
 its guarantee, at the price of being conservative.
 
+What a comparison could have seen is stated beside what it saw: the **smallest detectable change** is the
+difference (in % of the baseline) that its repetitions, at the observed noise and this look's share of the error
+rate, would call ``better``/``worse`` with 80% power: ``(t[1 - alpha/2] + t[power]) x SE``, the textbook
+two-sample power relation with Welch's standard error and degrees of freedom, and never under the metric's
+threshold (a smaller delta is not called different whatever the noise).
+
 Pure standard library (no SciPy on agents): Student's t quantile comes from the regularised incomplete beta
 function (continued fraction, as in Numerical Recipes) inverted by bisection.
 """
@@ -30,6 +36,7 @@ from afd_e2e.results.status import Verdict
 CONFIDENCE = 0.95  # the difference interval (better/worse): 2.5% one-sided false-worse rate
 EQUIVALENCE_CONFIDENCE = 0.90  # TOST at 5% per side: parity when this interval lies inside ±margin
 MAX_ESTIMATE = 1000  # repetitions per side beyond which the estimate reads "more than"
+POWER = 0.80  # the smallest detectable change is the one a comparison would call different this often
 OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) beyond which one repetition is flagged
 
 
@@ -249,6 +256,35 @@ def judge(
     needed = _needed(delta_pct, base, cand, threshold_pct, margin_pct, looks)
     reason = _sentence(delta_pct, ci90, needed, margin_pct, threshold_pct)
     return Judgement(found, delta_pct, ci95, ci90, needed, reason)
+
+
+def detectable_pct(base: Summary, cand: Summary, *, threshold_pct: float, looks: int = 1) -> float | None:
+    """The smallest change, in % of the baseline mean, these repetitions would call different with ``POWER``: None
+    below two repetitions a side or without a positive baseline mean."""
+    if base.n < 2 or cand.n < 2 or not base.mean > 0.0:
+        return None
+    se, df = _welch(base, cand)
+    alpha = (1.0 - CONFIDENCE) / looks
+    reach = (student_t_quantile(1.0 - alpha / 2.0, df) + student_t_quantile(POWER, df)) * se / base.mean * 100.0
+    return max(reach, threshold_pct)
+
+
+def repetitions_to_detect(
+    base: Summary, cand: Summary, detect_pct: float, *, threshold_pct: float, looks: int = 1
+) -> int | None:
+    """The fewest repetitions per side (both sides n, at the observed standard deviations) whose detectable change
+    is at most ``detect_pct``; None where none can be: the threshold is above it, or beyond ``MAX_ESTIMATE``."""
+    if threshold_pct > detect_pct or not base.mean > 0.0:
+        return None
+    n = 2
+    while n <= MAX_ESTIMATE:
+        reach = detectable_pct(
+            Summary(base.mean, base.std, n), Summary(cand.mean, cand.std, n), threshold_pct=threshold_pct, looks=looks
+        )
+        if reach is not None and reach <= detect_pct:
+            return n
+        n = n + 1 if n < 20 else int(n * 1.1) + 1
+    return None
 
 
 def quick_verdict(

@@ -253,3 +253,5 @@ def test_a_required_parity_not_shown_fails_its_testcase_with_the_sentence(seed_r
     message = failure.get("message")
     assert message.startswith("not shown at parity (require: parity): TPOT: ") and message.endswith(sentence)
     assert "90% CI [-9.10%, +4.20%] against ±3%" in message and "(5+5 repetitions)" in message
+    system_out = _testcases(_parse(write_junit(typed(seed_results), tmp_path / "c")))[key].find("system-out").text
+    assert system_out.endswith("can see ±2.0% (called different 80% of the time at this noise)")

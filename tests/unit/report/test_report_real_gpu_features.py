@@ -132,7 +132,7 @@ def test_the_feature_run_renders_like_the_device_did(tmp_path: Path) -> None:
     assert "model 'afd\\-e2e\\-no\\-such\\-model' rejected with HTTP 404" in body
     assert body.count("artifact://profiles/afd-1a1f/") >= 2  # one trace per role, linked
     # written before equivalence testing: its parity is the old rule's, and says so
-    old = "| -3.84% | [-31.01%, +23.34%] | parity (old rule: the 95% CI includes 0, not equivalence) | 2+2 |"
+    old = "| -3.84% | [-31.01%, +23.34%] | parity (old rule: the 95% CI includes 0, not equivalence) | — | 2+2 |"
     assert old in body
     assert before_artifacts(without_performance(body)) == as_rendered_now(
         (FIXTURES / FEATURES / "annotation.md").read_text(encoding="utf-8")
