@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -95,3 +96,33 @@ def test_an_identity_comes_from_the_software_probe_and_the_checkpoint(tmp_path):
     assert me.afd_plugin == installed.afd_plugin_version
     assert me.checkpoint == checkpoint_fingerprint(folder) and me.checkpoint.startswith("sha256:")
     assert AgentIdentity.from_meta_data(me.to_meta_data(), "k") == me
+
+
+@needs_vllm
+def test_preflight_refuses_model_runner_v2_where_the_cpu_vllm_has_no_triton(tmp_path):
+    """vLLM's CPU install has no Triton, and its Model Runner V2 refuses to start without it: a profile asking V2
+    is refused in preflight, naming the installed version, before any server starts (issue 42: "where the CPU
+    backend has no V2 runner, preflight refuses it in one line naming the version")."""
+    document = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
+    document["engine"]["model_runner"] = "v2"
+    profile = tmp_path / "tiny-cpu-v2.yaml"
+    profile.write_text(yaml.safe_dump(document), encoding="utf-8")
+    installed = read_installed(REAL_VLLM)
+    assert installed.triton is None, f"this vLLM has Triton {installed.triton}: the refusal cannot be shown here"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "AFD_E2E_TINY_MODEL": str(tmp_path)}
+    command = [
+        sys.executable,
+        "-m",
+        "afd_e2e",
+        "preflight",
+        "--profile",
+        str(profile),
+        "--model",
+        str(tmp_path),
+        "--json",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    refused = checks["model runner"]
+    assert done.returncode == 1 and refused["status"] == "failed"
+    assert f"vLLM {installed.vllm} in {installed.vllm_python} has no Triton" in refused["measured"]

@@ -19,10 +19,12 @@ from afd_e2e.plan import RunPlan
 from afd_e2e.plan.routing_control import STRATEGY_ENV, strategy_refusal
 from afd_e2e.preflight.checks import PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import Profile
+from afd_e2e.profile.model import MODEL_RUNNER_ENV
 from afd_e2e.system.engine_probe import ProbeFailed, probe_engine
 from afd_e2e.system.executables import resolve_executable
 
 VLLM, AFD_PLUGIN, ROUTING, NVML = "vllm", "afd plugin", "routing strategy", "nvidia-ml-py"
+MODEL_RUNNER = "model runner"
 PLUGIN_GROUP, PLUGIN_NAME = "vllm.general_plugins", "afd"
 
 
@@ -40,6 +42,7 @@ class InstalledSoftware:
     problem: str | None  # why vllm_python could not be asked, or why it could not list routing strategies
     nvidia_ml_py: str | None  # version in afd_e2e_python, or "present" when pynvml is there without metadata
     afd_plugin_version: str | None = None  # the version of the distribution the entry point comes from
+    triton: str | None = None  # version in vllm_python; vLLM's Model Runner V2 refuses to start without it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +91,7 @@ def read_installed(executable: str, *, routing_env: Mapping[str, str] | None = N
             "torch": engine.torch,
             "afd_plugin": engine.general_plugins.get(PLUGIN_NAME),
             "afd_plugin_version": engine.plugin_versions.get(PLUGIN_NAME),
+            "triton": engine.triton,
             "routing_strategies": engine.routing_strategies,
             "problem": engine.routing_error,
         }
@@ -98,7 +102,27 @@ def check_software(profile: Profile, plan: RunPlan, installed: InstalledSoftware
     checks = [_vllm(profile, installed), _plugin(profile, plan, installed)]
     if any(case.control for case in plan.cases):
         checks.append(_routing(installed))
+    if v2 := [case.id for case in plan.cases if any(p.env_set.get(MODEL_RUNNER_ENV) == "1" for p in case.processes)]:
+        checks.append(_model_runner_v2(v2, installed))
     return [*checks, _nvml(profile, installed.nvidia_ml_py)]
+
+
+def _model_runner_v2(cases: list[str], installed: InstalledSoftware) -> PreflightCheck:
+    """Cases that ask for Model Runner V2 need Triton beside vLLM: without it vLLM refuses to start ("Model Runner V2
+    requires Triton", vLLM 0.32's CPU install), after the whole start-up budget of waiting for nothing."""
+    wanted = "Triton beside vLLM (Model Runner V2 needs it)"
+    asking = f"{', '.join(cases)} ask{'s' if len(cases) == 1 else ''} for model runner V2"
+    if installed.vllm_python is None:
+        return skipped(MODEL_RUNNER, f"{asking}; vLLM's Python could not be asked")
+    if installed.triton is None:
+        return failed(
+            MODEL_RUNNER,
+            f"{asking}, and vLLM {installed.vllm or '(unknown version)'} in {installed.vllm_python} has no Triton: "
+            "it refuses to start ('Model Runner V2 requires Triton')",
+            wanted,
+            "set model_runner: v1 (engine.model_runner or the case's), or run on an agent whose vLLM has Triton",
+        )
+    return passed(MODEL_RUNNER, f"{asking}; Triton {installed.triton} in {installed.vllm_python}", wanted)
 
 
 def _vllm(profile: Profile, installed: InstalledSoftware) -> PreflightCheck:

@@ -37,6 +37,7 @@ class EngineSoftware:
     routing_strategies: tuple[str, ...] | None = None  # None: not asked, or vLLM could not say
     routing_error: str | None = None
     plugin_versions: dict[str, str] = field(default_factory=dict)  # entry point name -> its distribution's version
+    triton: str | None = None  # Triton's version there; None: absent (vLLM's Model Runner V2 refuses to start)
 
 
 def _exec_target(lines: list[str]) -> list[str]:
@@ -113,4 +114,5 @@ def probe_engine(
         routing_strategies=tuple(strategies) if isinstance(strategies, list) else None,
         routing_error=found.get("routing_strategies_error"),
         plugin_versions=dict(found.get("plugin_versions") or {}),
+        triton=found.get("triton"),
     )

