@@ -79,7 +79,7 @@ def compute_trend(
 ) -> TrendReport:
     tonight = run_point(results, tonight_build)
     earlier = [f for f in fetched if tonight_build.number is None or f.build.number != tonight_build.number]
-    screened = screen(earlier, identity(results), spec.window)
+    screened = screen(earlier, identity(results), spec.window, results.run_id)
     calls, found = [], []
     materiality = Materiality(spec.materiality_sigma, spec.materiality_pct)
     for case_id in _case_order(results):

@@ -152,3 +152,24 @@ def test_the_report_runs_no_trend_for_a_run_that_did_not_finish(history, monkeyp
     assert main(["report", str(history.tonight)]) == 0
     assert "trend skipped: the run did not finish (status cancelled)" in capsys.readouterr().err
     assert not (history.tonight / "trend").exists()
+
+
+def test_tonight_own_results_in_the_history_are_skipped_not_a_second_night(tmp_path):
+    """A local run (no build record) whose results were copied into the history folder: the copy has tonight's
+    run_id, so it is skipped, and tonight's slowdown is one night, not a two-night change point."""
+    made = make_history(tmp_path / "made", slow_from=121)
+    tonight = json.loads((made.tonight / "results.json").read_text())
+    del tonight["build"]
+    tonight["run_id"] = "local-run-1"
+    (made.tonight / "results.json").write_text(json.dumps(tonight))
+    copy = made.folder / "run-121"  # the folder name's digits make it the newest earlier run
+    copy.mkdir()
+    (copy / "results.json").write_text(json.dumps(tonight))
+
+    assert main(["trend", str(made.tonight), "--history", str(made.folder)]) == 0
+    summary = json.loads((made.tonight / "trend" / "trend.json").read_text())
+    assert "run-121" not in [build["label"] for build in summary["history"]]
+    skip = next(s for s in summary["skipped"] if s["build"]["label"] == "run-121")
+    assert skip["kind"] == "tonight's run" and "local-run-1" in skip["reason"]
+    tpot = next(c for c in summary["calls"] if (c["case_id"], c["metric"]["key"]) == ("cpu-tp2", "mean_tpot_ms"))
+    assert tpot["status"] == "regression" and tpot["moved_nights"] == 1 and tpot["started"]["label"] == "tonight"
