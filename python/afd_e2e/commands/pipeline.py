@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def bisect_run(args: argparse.Namespace) -> int:
     """``--bisect-from DIR``: the follow-up step of a nightly uploads a bisect for each episode opened tonight."""
-    from afd_e2e.pipeline.bisect_steps import bisect_pipeline, select_bisects
+    from afd_e2e.pipeline.bisect_steps import bisect_pipeline, check_nightly_matches, select_bisects
     from afd_e2e.pipeline.steps import step_timeout_minutes
     from afd_e2e.results.store import load_results
     from afd_e2e.trend.files import read_opened_tonight
@@ -90,6 +90,7 @@ def bisect_run(args: argparse.Namespace) -> int:
     results = load_results(args.bisect_from)
     agent = (results.build.agent_name if results.build else None) or results.environment.hostname or "this agent"
     selection = select_bisects(read_opened_tonight(args.bisect_from))
+    check_nightly_matches(selection, profile, reference, results.profile)
     for line in selection.not_offered:
         print(f"afd-e2e pipeline: no bisect for {line}", file=sys.stderr)
     print(f"afd-e2e pipeline: {len(selection.offers)} bisect steps offered", file=sys.stderr)
