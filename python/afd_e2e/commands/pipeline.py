@@ -93,7 +93,8 @@ def bisect_run(args: argparse.Namespace) -> int:
     check_nightly_matches(selection, profile, reference, results.profile)
     for line in selection.not_offered:
         print(f"afd-e2e pipeline: no bisect for {line}", file=sys.stderr)
-    print(f"afd-e2e pipeline: {len(selection.offers)} bisect steps offered", file=sys.stderr)
+    offered = len(selection.offers)
+    print(f"afd-e2e pipeline: {offered} bisect step{'s' if offered != 1 else ''} offered", file=sys.stderr)
     # a bisect makes up to ~6 probes of one case, each with its runs: the case's own budget, several times over
     minutes = args.timeout_in_minutes or 6 * step_timeout_minutes([profile])
     pipeline = bisect_pipeline(selection, profile, reference, agent, timeout_in_minutes=minutes)

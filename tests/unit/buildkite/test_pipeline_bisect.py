@@ -82,7 +82,7 @@ def test_pipeline_bisect_from_a_nightly_whose_trend_opened_an_episode(tmp_path: 
     steps = data["steps"][0]["steps"]
     assert steps[0]["block"].startswith("Bisect tpot regression 000000..000000 on ")
     assert f"--good {120:040x} --bad {121:040x}" in steps[1]["command"]
-    assert "1 bisect steps offered" in captured.err and "is bisected instead" in captured.err
+    assert "1 bisect step offered" in captured.err and "is bisected instead" in captured.err
 
 
 def test_a_nightly_with_no_episode_tonight_offers_nothing(tmp_path: Path, capsys) -> None:
