@@ -7,12 +7,14 @@ shipped, and each of them may not even build; the merge commit is the one to bla
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from afd_e2e.errors import UsageError
 from afd_e2e.results.bisect import CommitRef
 
 GIT_TIMEOUT_S = 60.0
+PACKAGE_FILES = ("pyproject.toml", "setup.py")  # what pip builds a package from, at the repository's root
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -72,3 +74,16 @@ def _on_first_parent_line(repo: Path, good_sha: str, bad_sha: str) -> bool:
 
 def _subject(repo: Path, sha: str) -> str:
     return _git(repo, "log", "-1", "--format=%s", sha).strip()
+
+
+def check_installable(repo: Path, commits: Sequence[CommitRef]) -> None:
+    """Both ends of the range hold a package pip can install (``PACKAGE_FILES`` at the root): without one, every
+    probe would fail to install, found only once the search has started."""
+    for flag, commit in (("--good", commits[0]), ("--bad", commits[-1])):
+        root = set(_git(repo, "ls-tree", "--name-only", commit.sha).splitlines())
+        if not root.intersection(PACKAGE_FILES):
+            raise UsageError(
+                f"--repo {repo} has no {' or '.join(PACKAGE_FILES)} at its root at {flag} {commit.sha[:12]}: "
+                "pip cannot install it",
+                "pass the git checkout of a pip-installable package (the plugin's repository)",
+            )

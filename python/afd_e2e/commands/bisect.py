@@ -1,8 +1,9 @@
 """``afd-e2e bisect``: from a good and a bad revision of a pip-installable package (the AFD plugin, any vLLM general
 plugin) to the first bad commit, probing one case of a profile on this agent at each commit (docs/bisect.md).
 
-Every input is checked before anything is installed or launched (the profile, the case and metric, the repository
-and both revisions, then the same admission as ``afd-e2e run``: gates, checkpoint, ports, executables). Probes run
+Every input is checked before anything is installed or launched (the profile, the case and metric, the repository,
+both revisions and a package pip can install at each, then the same admission as ``afd-e2e run``: gates,
+checkpoint, ``--out``, ports, executables); ``--dry-run`` goes through all of it, writing nothing. Probes run
 through the runner's ``execute_run``, one server per run, with the commit's package first on the processes'
 ``PYTHONPATH``. stdout gets ``first bad commit: <sha> <subject>`` (or the range, or why the endpoints do not
 reproduce); progress goes to stderr. Exit statuses: 0 a first bad commit found, 1 a range, endpoints that do not
@@ -17,7 +18,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from afd_e2e.bisect.commits import first_parent_commits
+from afd_e2e.bisect.commits import check_installable, first_parent_commits
 from afd_e2e.bisect.drive import DEFAULT_MAX_RUNS, BisectSettings, run_bisect
 from afd_e2e.bisect.install import install_at
 from afd_e2e.bisect.search import plan_lines
@@ -58,7 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_MAX_RUNS,
         help=f"runs per commit while its verdict is inconclusive (default {DEFAULT_MAX_RUNS})",
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the commit list and the probe plan, run nothing")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="admit as a real bisect (gates, --out, package), then print the commit list and the probe plan; run nothing",
+    )
     parser.add_argument("--resume", action="store_true", help="continue the search in OUT (its runs are reused)")
     parser.set_defaults(func=run)
 
@@ -77,16 +82,13 @@ def run(args: argparse.Namespace) -> int:
     spec = metric_spec(profile, args.case, args.metric)
     repo = args.repo.resolve()
     commits = first_parent_commits(repo, args.good, args.bad)
-    if args.dry_run:
-        print(f"{len(commits)} first-parent commits, oldest first:")
-        for index, commit in enumerate(commits):
-            print(f"  {index:3d} {commit.sha} {commit.subject}")
-        print("\n".join(plan_lines([c.sha[:12] for c in commits])))
-        return EXIT_PASSED
+    check_installable(repo, commits)
     request = RunRequest(
         out=args.out, model=args.model, case_ids=(args.case,), port_base=args.port_base, gsm8k_dir=args.gsm8k_dir
     )
-    admission = admit(profile, os.environ, request)
+    # a dry run is admitted like a real bisect (gates, --out, checkpoint, ports, executables), writing nothing:
+    # a plan that prints fine and then cannot start would hide what the real one would refuse
+    admission = admit(profile, os.environ, request, dry_run=args.dry_run)
     if admission.closed:
         raise UsageError(
             f"profile {profile.name}'s opt-in gates are closed: {'; '.join(admission.closed)}",
@@ -95,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
     if not admission.admitted or admission.plan is None:
         raise admission.error()
     plan = admission.plan
+    if args.dry_run:
+        print(f"{len(commits)} first-parent commits, oldest first:")
+        for index, commit in enumerate(commits):
+            print(f"  {index:3d} {commit.sha} {commit.subject}")
+        print("\n".join(plan_lines([c.sha[:12] for c in commits])))
+        return EXIT_PASSED
     settings = BisectSettings(
         profile,
         args.case,

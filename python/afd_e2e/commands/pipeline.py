@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def bisect_run(args: argparse.Namespace) -> int:
     """``--bisect-from DIR``: the follow-up step of a nightly uploads a bisect for each episode opened tonight."""
-    from afd_e2e.pipeline.bisect_steps import bisect_pipeline, select_bisects
+    from afd_e2e.pipeline.bisect_steps import bisect_pipeline, check_nightly_matches, select_bisects
     from afd_e2e.pipeline.steps import step_timeout_minutes
     from afd_e2e.results.store import load_results
     from afd_e2e.trend.files import read_opened_tonight
@@ -90,9 +90,11 @@ def bisect_run(args: argparse.Namespace) -> int:
     results = load_results(args.bisect_from)
     agent = (results.build.agent_name if results.build else None) or results.environment.hostname or "this agent"
     selection = select_bisects(read_opened_tonight(args.bisect_from))
+    check_nightly_matches(selection, profile, reference, results.profile)
     for line in selection.not_offered:
         print(f"afd-e2e pipeline: no bisect for {line}", file=sys.stderr)
-    print(f"afd-e2e pipeline: {len(selection.offers)} bisect steps offered", file=sys.stderr)
+    offered = len(selection.offers)
+    print(f"afd-e2e pipeline: {offered} bisect step{'s' if offered != 1 else ''} offered", file=sys.stderr)
     # a bisect makes up to ~6 probes of one case, each with its runs: the case's own budget, several times over
     minutes = args.timeout_in_minutes or 6 * step_timeout_minutes([profile])
     pipeline = bisect_pipeline(selection, profile, reference, agent, timeout_in_minutes=minutes)

@@ -73,14 +73,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary_lines(report: TrendReport) -> list[str]:
+    from afd_e2e.trend.section import value_text
+
+    runs, count = len(report.history), len(report.regressions)
+    verdict = (
+        f"nothing judged: {report.nothing_judged}"
+        if report.nothing_judged
+        else f"{count} regression{'s' if count != 1 else ''}"
+    )
     lines = [
-        f"trend: tonight against {len(report.history)} earlier runs ({report.source}); "
-        f"{len(report.skipped)} skipped; {len(report.regressions)} regressions"
+        f"trend: tonight against {runs} earlier run{'s' if runs != 1 else ''} ({report.source}); "
+        f"{len(report.skipped)} skipped; {verdict}"
     ]
     for row in report.calls:
         if row.started is not None:
             change = f"{row.change_pct:+.1f}%" if row.change_pct is not None else "?"
-            lines.append(f"  {row.status}: {row.case_id} {row.metric.key} {change} since {row.started.label}")
+            lines.append(
+                f"  {row.status}: {row.case_id} {row.metric.key} tonight {value_text(row.tonight, row.metric.unit)} "
+                f"(mean of its repetitions), {change} against the median before the change, since {row.started.label}"
+            )
     for skip in report.skipped:
         lines.append(f"  skipped {skip.build.label}: {skip.reason}")
     return lines

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.followers import leader_concurrency_group, tags_text
 from afd_e2e.pipeline.generate import annotation_step
 from afd_e2e.pipeline.steps import BlockStep, CommandStep, GroupStep, Pipeline, step_slug
@@ -71,6 +72,22 @@ def select_bisects(opened: Sequence[Episode]) -> BisectSelection:
         else:
             offers[episode.case_id] = BisectOffer(episode.case_id, episode.metric.key, good, bad, episode)
     return BisectSelection(tuple(offers.values()), tuple(why))
+
+
+def check_nightly_matches(selection: BisectSelection, profile: Profile, reference: str, nightly_profile: str) -> None:
+    """The nightly's trend is of this profile and every offered case is one of its cases: another profile's trend
+    would put that profile's case on this profile's agents (a CPU case on a GPU queue), or a case it does not have."""
+    fix = f"pass --profile {nightly_profile}, the profile the nightly in --bisect-from ran"
+    if nightly_profile != profile.name:
+        raise UsageError(f"--bisect-from holds a trend of profile {nightly_profile}, not of --profile {reference}", fix)
+    cases = {case.id for case in profile.cases}
+    missing = [offer.case_id for offer in selection.offers if offer.case_id not in cases]
+    if missing:
+        raise UsageError(
+            f"--bisect-from's regression is in case {', '.join(missing)}, which profile {profile.name} "
+            f"(--profile {reference}) does not have",
+            f"{fix}, at the revision that has the case",
+        )
 
 
 def _short_name(metric: str) -> str:

@@ -102,12 +102,14 @@ def admit(
     *,
     preflight: Callable[[RunPlan, str], PreflightRecord] | None = None,
     read_hardware: Callable[[], MachineReadings] = read_machine,
+    dry_run: bool = False,
 ) -> Admission:
     """Every check a run must pass before anything is launched (see the module's docstring); ``preflight`` takes
-    the preflight of the plan and model folder. A refused run leaves no out folder behind that this check made."""
+    the preflight of the plan and model folder. A refused run, or any ``dry_run`` (it writes nothing), leaves no
+    out folder behind that this check made."""
     made = _first_missing(Path(os.path.abspath(request.out)))
     admission = _admit(profile, env, request, preflight=preflight, read_hardware=read_hardware)
-    if made is not None and admission.refusals:
+    if made is not None and (admission.refusals or dry_run):
         _remove_empty(Path(os.path.abspath(request.out)), made)
     return admission
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from afd_e2e.profile.model import TrendSpec
 from afd_e2e.results import RunResults
-from afd_e2e.trend.analysis import REGRESSION, Call, call
+from afd_e2e.trend.analysis import IMPROVEMENT, MIN_HISTORY, REGRESSION, STEADY, Call, call
 from afd_e2e.trend.episodes import Episode, Materiality, Night, episodes
 from afd_e2e.trend.history import Fetched, Skipped, screen
 from afd_e2e.trend.record import METRICS, BuildRef, Identity, RunPoint, identity, metric, run_point
@@ -35,6 +35,7 @@ class TrendReport:
     skipped: list[Skipped]
     comparisons: list[ComparisonSeries]
     episodes: list[Episode] = field(default_factory=list)  # every regression episode of the window, oldest first
+    nothing_judged: str | None = None  # why no series was judged, when none was: "no regression" would be untrue
 
     @property
     def open_episodes(self) -> list[Episode]:
@@ -74,12 +75,21 @@ def _case_order(results: RunResults) -> list[str]:
     return planned + [case_id for case_id in results.cases if case_id not in planned]
 
 
+def _why_nothing_judged(results: RunResults, tonight: RunPoint, history: list[RunPoint], skipped: int) -> str:
+    """The reason in words: tonight measured nothing (a crash), nothing earlier is comparable, or too little is."""
+    if not tonight.values:
+        return f"tonight's run recorded no value (status {results.status})"
+    if not history:
+        return "no earlier run is comparable with tonight" + (f" ({skipped} skipped)" if skipped else "")
+    return f"no metric of tonight has the {MIN_HISTORY} comparable earlier values a call needs"
+
+
 def compute_trend(
     results: RunResults, tonight_build: BuildRef, fetched: list[Fetched], spec: TrendSpec, source: str
 ) -> TrendReport:
     tonight = run_point(results, tonight_build)
     earlier = [f for f in fetched if tonight_build.number is None or f.build.number != tonight_build.number]
-    screened = screen(earlier, identity(results), spec.window)
+    screened = screen(earlier, identity(results), spec.window, results.run_id)
     calls, found = [], []
     materiality = Materiality(spec.materiality_sigma, spec.materiality_pct)
     for case_id in _case_order(results):
@@ -101,6 +111,7 @@ def compute_trend(
                 materiality=materiality,
                 window=spec.window,
             )
+    judged = any(c.status in (REGRESSION, IMPROVEMENT, STEADY) for c in calls)
     return TrendReport(
         profile=results.profile,
         identity=tonight.identity,
@@ -112,4 +123,7 @@ def compute_trend(
         skipped=screened.skipped,
         comparisons=_comparisons(results),
         episodes=found,
+        nothing_judged=None
+        if judged
+        else _why_nothing_judged(results, tonight, screened.points, len(screened.skipped)),
     )

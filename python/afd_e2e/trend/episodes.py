@@ -7,8 +7,9 @@ worse way against the baseline before it, by a *material* amount: beyond the ban
 regression cannot become its own baseline; it **stays open** while later nights stay moved the same way, and
 **closes** at the first night back inside the band. Only nights whose run passed (or warned) form a baseline: a
 failed or crashed night (cancelled ones never reach the history) is no evidence of normal, and its value (a run
-that broke) opens nothing, though it can keep an open episode open. The episode names the last good night before it (a baseline night) and
-the first bad one, with their builds' commits: the two revisions a bisect starts from.
+that broke) opens nothing, though it can keep an open episode open. The episode names the last good night before it
+(the newest baseline night inside the band, never one that had itself regressed) and the first bad one, with their
+builds' commits: the two revisions a bisect starts from.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def episodes(
         if _worse(metric, before, night.value) and _material(before, night.value, materiality):
             current = {
                 "band": before,
-                "last_good": baseline[-1].build,
+                "last_good": _last_good(metric, before, baseline).build,
                 "first_bad": night.build,
                 "nights": 1,
                 "worst": _pct(night.value, before.median),
@@ -97,6 +98,13 @@ def episodes(
     if current is not None:
         found.append(_episode(case_id, metric, current, closed_by=None))
     return found
+
+
+def _last_good(metric: Metric, before: Band, baseline: Sequence[Night]) -> Night:
+    """The newest baseline night that did not move the worse way against the band: a baseline night may itself
+    have regressed (too little history then to open an episode, or a short window), and a bisect from it would
+    start between two regressed builds. One always exists: the band is centred on the baseline's own median."""
+    return next(n for n in reversed(baseline) if not _worse(metric, before, n.value))
 
 
 def _episode(case_id: str, metric: Metric, state: dict, *, closed_by: BuildRef | None) -> Episode:

@@ -28,6 +28,8 @@ class TrendFiles:
 
 
 def _style(report: TrendReport) -> str:
+    if report.nothing_judged:
+        return "info"  # not a pass: nothing was compared
     if not report.regressions:
         return "success"
     return "error" if report.fails else "warning"

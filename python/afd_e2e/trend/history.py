@@ -2,7 +2,7 @@
 
 A source yields ``Fetched`` runs (a results document, or the reason there is none) newest first; ``screen`` keeps
 those of tonight's identity and names why each other one was skipped: no results, another schema, a cancelled
-run, another profile, profile revision or hardware. Two sources: ``FolderHistory`` (``--history DIR``, one
+run, tonight's own run (its ``run_id``, copied into the history), another profile, profile revision or hardware. Two sources: ``FolderHistory`` (``--history DIR``, one
 sub-folder per run) here, ``BuildkiteHistory`` (earlier builds of this pipeline) in ``trend.buildkite``.
 """
 
@@ -47,7 +47,9 @@ def parsed(build: BuildRef, data: Any, source: str) -> Fetched:
 class Skipped:
     build: BuildRef
     reason: str
-    kind: str  # counted in the section: no results, schema, cancelled, other profile / profile revision / hardware
+    kind: (
+        str  # counted in the section: no results, schema, cancelled, tonight's run, other profile / revision / hardware
+    )
 
 
 class HistorySource(Protocol):
@@ -108,14 +110,16 @@ class Screened:
     skipped: list[Skipped]
 
 
-def screen(fetched: list[Fetched], tonight: Identity, window: int) -> Screened:
-    """Keep the newest ``window`` runs of tonight's identity (returned oldest first); name why the rest were skipped."""
+def screen(fetched: list[Fetched], tonight: Identity, window: int, tonight_run_id: str | None = None) -> Screened:
+    """Keep the newest ``window`` runs of tonight's identity (returned oldest first); name why the rest were skipped.
+    A run with tonight's ``run_id`` is tonight's own results (a copy in the history folder): comparing a run with
+    itself would make tonight's move a two-night change."""
     points: list[RunPoint] = []
     skipped: list[Skipped] = []
     for run in fetched:
         if len(points) == window:
             break
-        reason = _skip_reason(run)
+        reason = _skip_reason(run, tonight_run_id)
         if reason is None:
             assert run.results is not None
             point = run_point(run.results, run.build)
@@ -135,9 +139,14 @@ def _identity_kind(theirs: Identity, tonight: Identity) -> str:
     return "other profile revision" if theirs.revision != tonight.revision else "other hardware"
 
 
-def _skip_reason(run: Fetched) -> tuple[str, str] | None:
+def _skip_reason(run: Fetched, tonight_run_id: str | None) -> tuple[str, str] | None:
     if run.results is None:
         return (run.skip_kind, run.skip or "no results")
+    if tonight_run_id is not None and run.results.run_id == tonight_run_id:
+        return (
+            "tonight's run",
+            f"tonight's own results (run_id {tonight_run_id}): a run is never compared with itself",
+        )
     if run.results.status is Status.CANCELLED:
         return ("cancelled", "the run was cancelled")
     if run.results.status.unfinished:

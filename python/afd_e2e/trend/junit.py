@@ -18,11 +18,12 @@ from afd_e2e.trend.section import value_text
 
 def _line(report: TrendReport, row: Call) -> str:
     text = (
-        f"{row.case_id} {row.metric.name}: tonight {value_text(row.tonight, row.metric.unit)}, history median "
-        f"{value_text(row.median, row.metric.unit)} over {row.history} runs: {row.status}"
+        f"{row.case_id} {row.metric.name}: tonight {value_text(row.tonight, row.metric.unit)} (mean of its "
+        f"repetitions), window median {value_text(row.median, row.metric.unit)} over {row.history} runs: {row.status}"
     )
     if row.change_pct is not None:
-        text += f" ({row.change_pct:+.1f}%)"
+        against = "the median before the change" if row.started is not None else "the window median"
+        text += f" ({row.change_pct:+.1f}% against {against})"
     if row.started is not None:
         text += f" since {row.started.label}" + (f" {row.started.url}" if row.started.url else "")
     if row.status == REGRESSION and report.spec.on_regression != "fail":

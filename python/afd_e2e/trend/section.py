@@ -77,7 +77,8 @@ def _skips(report: TrendReport) -> list[str]:
         return ["<p>No earlier build was skipped.</p>"]
     counts = Counter(skip.kind for skip in report.skipped)
     summary = ", ".join(f"{count} {kind}" for kind, count in counts.most_common())
-    lines = [f"<details><summary>{len(report.skipped)} earlier builds skipped: {markdown_text(summary)}</summary>", ""]
+    builds = f"{len(report.skipped)} earlier build{'s' if len(report.skipped) != 1 else ''}"
+    lines = [f"<details><summary>{builds} skipped: {markdown_text(summary)}</summary>", ""]
     lines += [f"- {build_link(s.build)}: {markdown_text(s.reason)}" for s in report.skipped[:MAX_SKIPS_LISTED]]
     if len(report.skipped) > MAX_SKIPS_LISTED:
         lines.append(f"- … and {len(report.skipped) - MAX_SKIPS_LISTED} more (see trend/trend.json)")
@@ -97,7 +98,8 @@ def _episodes(report: TrendReport) -> list[str]:
         started = "opened tonight" if episode in report.opened_tonight else f"open for {episode.nights} nights"
         lines.append(
             f"- {markdown_text(episode.metric.name)} of <code>{markdown_text(episode.case_id)}</code>: "
-            f"{episode.worst_pct:+.1f}% against the median {value_text(episode.median, episode.metric.unit)}, "
+            f"worst night {episode.worst_pct:+.1f}% against the median before it "
+            f"({value_text(episode.median, episode.metric.unit)}), "
             f"{started}; last good {build_link(episode.last_good)}{_commit(episode.last_good)}, first bad "
             f"{build_link(episode.first_bad)}{_commit(episode.first_bad)}"
         )
@@ -112,23 +114,28 @@ def render_section(report: TrendReport, plots: Mapping[str, str]) -> str:
         labels[comparison.candidate] = comparison.candidate_label
     spec = report.spec
     regressions = report.regressions
-    verdict = (
-        f"**{len(regressions)} regression{'s' if len(regressions) != 1 else ''}**"
-        + (" (the profile fails the job on a regression)" if spec.on_regression == "fail" else " (warning)")
-        if regressions
-        else "no regression"
-    )
+    runs = len(report.history)
+    if report.nothing_judged:
+        verdict = f"**nothing judged**: {markdown_text(report.nothing_judged)}"
+    elif regressions:
+        verdict = f"**{len(regressions)} regression{'s' if len(regressions) != 1 else ''}**" + (
+            " (the profile fails the job on a regression)" if spec.on_regression == "fail" else " (warning)"
+        )
+    else:
+        verdict = "no regression"
     lines = [
-        f"### Trend over the last {len(report.history)} runs",
+        f"### Trend over the last {runs} run{'s' if runs != 1 else ''}",
         "",
-        f"{verdict}. Tonight ({build_link(report.tonight.build)}) against {len(report.history)} earlier runs from "
+        f"{verdict}. Tonight ({build_link(report.tonight.build)}) against {runs} earlier run{'s' if runs != 1 else ''} from "
         f"{markdown_text(report.source)}: profile <code>{markdown_text(report.identity.profile)}</code> revision "
         f"<code>{markdown_text(report.identity.revision)}</code> on {markdown_text(report.identity.hardware)}. "
         f"A value moved when it lies beyond the history's median ± (3 × robust spread + {spec.threshold_pct:g}%); "
-        "the build named is the first of the nights that moved together, and the change is tonight against the "
-        "median before it (the whole window when nothing moved).",
+        "the build named is the first of the nights that moved together, and the change is tonight (the mean of "
+        "its repetitions) against the median before that build (the whole window's when nothing moved), so it "
+        "can differ from tonight against the window median shown.",
         "",
-        "<table><tr><th>case</th><th>metric</th><th>history median ± spread</th><th>tonight</th><th>change</th>"
+        "<table><tr><th>case</th><th>metric</th><th>window median ± spread</th>"
+        "<th>tonight (mean of its repetitions)</th><th>change against the median before the change</th>"
         "<th>call</th><th>since</th></tr>",
         *(_row(row, labels) for row in report.calls),
         "</table>",

@@ -5,6 +5,7 @@ one line and exit 2; the log a search writes replays with ``git bisect replay`` 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -31,12 +32,25 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     return repo, make_history(repo)
 
 
+@pytest.fixture
+def gates_open(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, vllm_on_path) -> Path:
+    """The profile's model gate opened on a checkpoint folder that passes the checkpoint checks (nothing loads it),
+    a stand-in vllm on PATH: what admission needs before a dry run prints its plan."""
+    ckpt = tmp_path_factory.mktemp("ckpt")
+    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 8}
+    (ckpt / "config.json").write_text(json.dumps({**config, "num_experts_per_tok": 2}))
+    (ckpt / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (ckpt / "tokenizer.json").write_text("{}")
+    monkeypatch.setenv("AFD_E2E_TINY_MODEL", str(ckpt))
+    return ckpt
+
+
 def _bisect(repo: Path, out: Path, *extra: str, metric: str = "mean_tpot_ms") -> int:
     argv = ["bisect", "--profile", PROFILE, "--case", "cpu-tp1", "--metric", metric, "--repo", str(repo)]
     return main([*argv, "--out", str(out), *extra])
 
 
-def test_a_dry_run_prints_the_commits_and_the_plan(history, tmp_path: Path, capsys) -> None:
+def test_a_dry_run_prints_the_commits_and_the_plan(history, gates_open, tmp_path: Path, capsys) -> None:
     repo, shas = history
     assert _bisect(repo, tmp_path / "out", "--good", f"main~{LAST}", "--bad", "main", "--dry-run") == 0
     out = capsys.readouterr().out.splitlines()
@@ -46,7 +60,7 @@ def test_a_dry_run_prints_the_commits_and_the_plan(history, tmp_path: Path, caps
     assert not (tmp_path / "out").exists(), "a dry run writes nothing"
 
 
-def test_a_merged_branch_counts_as_its_merge_commit(tmp_path: Path, capsys) -> None:
+def test_a_merged_branch_counts_as_its_merge_commit(gates_open, tmp_path: Path, capsys) -> None:
     repo = tmp_path / "plugin"
     shas = make_history(repo)
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
@@ -75,6 +89,47 @@ def test_bad_input_is_one_line_and_exit_2(history, tmp_path: Path, capsys, args,
     assert _bisect(repo, tmp_path / "out", *args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("afd-e2e bisect: error: ") and said in err and "(fix: " in err
+
+
+def _without_pyproject(repo: Path) -> None:
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    for index in range(3):
+        (repo / "README.md").write_text(f"notes {index}\n")
+        subprocess.run([*git, "add", "README.md"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", f"notes {index}"], check=True)
+
+
+@pytest.mark.parametrize(
+    ("setup", "said"),
+    [
+        ("no model", "profile bisect-cpu needs a model folder"),
+        ("closed gates", "profile qwen3.5-122b-a10b's opt-in gates are closed"),
+        ("out is a file", "is a file, not a folder"),
+        ("no pyproject", "has no pyproject.toml or setup.py at its root at --good"),
+    ],
+)
+def test_a_dry_run_is_refused_where_a_real_bisect_is(
+    history, gates_open, tmp_path: Path, monkeypatch, capsys, setup: str, said: str
+) -> None:
+    repo, _shas = history
+    out = tmp_path / "out"
+    argv = ["--good", "main~2", "--bad", "main", "--dry-run"]
+    if setup == "no model":
+        monkeypatch.delenv("AFD_E2E_TINY_MODEL")
+    elif setup == "out is a file":
+        out.write_text("not a folder\n")
+    elif setup == "no pyproject":
+        repo = tmp_path / "notes"
+        _without_pyproject(repo)
+    if setup == "closed gates":  # a GPU profile on this machine without its opt-in variables
+        gpu = ["bisect", "--profile", "qwen3.5-122b-a10b", "--case", "afd-eager-4a4f", "--metric", "mean_tpot_ms"]
+        assert main([*gpu, "--repo", str(repo), "--out", str(out), *argv]) == 2
+    else:
+        assert _bisect(repo, out, *argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err and "(fix: " in err
+    assert setup == "out is a file" or not out.exists(), "a refused dry run writes nothing"
 
 
 def test_a_folder_that_is_not_a_repository_is_bad_input(tmp_path: Path, capsys) -> None:

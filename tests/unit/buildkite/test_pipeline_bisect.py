@@ -82,7 +82,7 @@ def test_pipeline_bisect_from_a_nightly_whose_trend_opened_an_episode(tmp_path: 
     steps = data["steps"][0]["steps"]
     assert steps[0]["block"].startswith("Bisect tpot regression 000000..000000 on ")
     assert f"--good {120:040x} --bad {121:040x}" in steps[1]["command"]
-    assert "1 bisect steps offered" in captured.err and "is bisected instead" in captured.err
+    assert "1 bisect step offered" in captured.err and "is bisected instead" in captured.err
 
 
 def test_a_nightly_with_no_episode_tonight_offers_nothing(tmp_path: Path, capsys) -> None:
@@ -91,3 +91,21 @@ def test_a_nightly_with_no_episode_tonight_offers_nothing(tmp_path: Path, capsys
     capsys.readouterr()
     assert main(["pipeline", "--profile", "tiny-cpu", "--bisect-from", str(history.tonight)]) == 0
     assert yaml.safe_load(capsys.readouterr().out) == {"steps": []}
+
+
+def test_a_trend_of_another_profile_or_case_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    """Another profile's trend would put that trend's case on this profile's queue (``--case cpu-tp1`` on a GPU
+    agent): refused, naming both; so is a case the profile no longer has (same name, revised profile)."""
+    history = make_history(tmp_path / "made", slow_from=121)
+    assert main(["trend", str(history.tonight), "--history", str(history.folder)]) == 0
+    capsys.readouterr()
+    assert main(["pipeline", "--profile", "qwen3.5-122b-a10b", "--bisect-from", str(history.tonight)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(fix: " in err
+    assert "profile tiny-cpu" in err and "--profile qwen3.5-122b-a10b" in err
+    shipped = Path(__file__).resolve().parents[3] / "python" / "afd_e2e" / "profiles" / "tiny-cpu.yaml"
+    revised = tmp_path / "tiny-cpu.yaml"
+    revised.write_text(shipped.read_text().replace("cpu-tp2", "cpu-tp4"), encoding="utf-8")
+    assert main(["pipeline", "--profile", str(revised), "--bisect-from", str(history.tonight)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "case cpu-tp2" in err and "profile tiny-cpu" in err and "(fix: " in err

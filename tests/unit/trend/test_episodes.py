@@ -69,3 +69,12 @@ def test_the_trend_section_names_the_open_episode_with_builds_and_commits(tmp_pa
     assert f'first bad <a href="https://buildkite.com/acme/vllm-nightly/builds/{first_bad}">' in line
     assert line.count("(commit <code>") == 2
     assert sum("open for 6 nights" in line for line in annotation.splitlines()) == 6, "one line an episode, not a night"
+
+
+def test_the_last_good_night_is_inside_the_band_not_an_earlier_regressed_one() -> None:
+    # window 3: night 102 already regressed (too little history to open an episode then); tonight opens one, and
+    # the bisect must start from 101, inside the band, not from the regressed 102
+    nights = _nights([10.0, 10.0, 12.0, 12.0])
+    found = episodes("cpu-tp1", TPOT, nights, threshold_pct=5.0, materiality=MATERIAL, window=3)
+    assert len(found) == 1 and found[0].first_bad.number == 103
+    assert found[0].last_good.number == 101

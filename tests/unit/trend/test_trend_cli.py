@@ -10,6 +10,7 @@ import pytest
 
 from afd_e2e.cli import main
 from afd_e2e.report.annotation import MAX_BYTES
+from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.trend_attach import attach
 from fixtures.trend.make_history import History, make_history
 from junit_xsd import assert_valid_junit
@@ -152,3 +153,71 @@ def test_the_report_runs_no_trend_for_a_run_that_did_not_finish(history, monkeyp
     assert main(["report", str(history.tonight)]) == 0
     assert "trend skipped: the run did not finish (status cancelled)" in capsys.readouterr().err
     assert not (history.tonight / "trend").exists()
+
+
+def test_tonight_own_results_in_the_history_are_skipped_not_a_second_night(tmp_path):
+    """A local run (no build record) whose results were copied into the history folder: the copy has tonight's
+    run_id, so it is skipped, and tonight's slowdown is one night, not a two-night change point."""
+    made = make_history(tmp_path / "made", slow_from=121)
+    tonight = json.loads((made.tonight / "results.json").read_text())
+    del tonight["build"]
+    tonight["run_id"] = "local-run-1"
+    (made.tonight / "results.json").write_text(json.dumps(tonight))
+    copy = made.folder / "run-121"  # the folder name's digits make it the newest earlier run
+    copy.mkdir()
+    (copy / "results.json").write_text(json.dumps(tonight))
+
+    assert main(["trend", str(made.tonight), "--history", str(made.folder)]) == 0
+    summary = json.loads((made.tonight / "trend" / "trend.json").read_text())
+    assert "run-121" not in [build["label"] for build in summary["history"]]
+    skip = next(s for s in summary["skipped"] if s["build"]["label"] == "run-121")
+    assert skip["kind"] == "tonight's run" and "local-run-1" in skip["reason"]
+    tpot = next(c for c in summary["calls"] if (c["case_id"], c["metric"]["key"]) == ("cpu-tp2", "mean_tpot_ms"))
+    assert tpot["status"] == "regression" and tpot["moved_nights"] == 1 and tpot["started"]["label"] == "tonight"
+
+
+def _crashed(tonight: Path) -> None:
+    results = json.loads((tonight / "results.json").read_text())
+    results["status"] = "failed"
+    results["verdict"] = {"status": "failed", "reasons": ["case cpu-tp1: the engine died"]}
+    results["cases"] = {}
+    (tonight / "results.json").write_text(json.dumps(results))
+
+
+@pytest.mark.parametrize(
+    ("setup", "why"),
+    [
+        ("empty history", "no earlier run is comparable with tonight"),
+        ("crashed tonight", "tonight's run recorded no value (status failed)"),
+    ],
+)
+def test_a_trend_that_judged_nothing_says_so_and_why(tmp_path, capsys, setup: str, why: str):
+    made = make_history(tmp_path / "made", slow_from=10_000)
+    history = made.folder
+    if setup == "empty history":
+        history = tmp_path / "empty"
+        history.mkdir()
+    else:
+        _crashed(made.tonight)
+    assert main(["trend", str(made.tonight), "--history", str(history)]) == 0
+    out = capsys.readouterr().out
+    assert f"nothing judged: {why}" in out and "0 regressions" not in out
+    section = (made.tonight / "trend" / "annotation.md").read_text()
+    assert f"**nothing judged**: {markdown_text(why)}." in section and "no regression" not in section
+    assert json.loads((made.tonight / "trend" / "trend.json").read_text())["style"] == "info"
+
+
+def test_one_regression_is_singular_and_the_change_says_what_it_is_against(tmp_path, capsys):
+    made = make_history(tmp_path / "made", slow_from=10_000)
+    results = json.loads((made.tonight / "results.json").read_text())
+    for rep in results["cases"]["cpu-tp2"]["performance"]["repetitions"]:
+        rep["metrics"]["mean_tpot_ms"] *= 1.3
+    (made.tonight / "results.json").write_text(json.dumps(results))
+    assert main(["trend", str(made.tonight), "--history", str(made.folder)]) == 0
+    out = capsys.readouterr().out
+    assert "; 1 regression\n" in out and "1 regressions" not in out
+    assert "against the median before the change" in out
+    section = (made.tonight / "trend" / "annotation.md").read_text()
+    assert "**1 regression**" in section
+    assert "<th>window median ± spread</th><th>tonight (mean of its repetitions)</th>" in section
+    assert "<th>change against the median before the change</th>" in section
