@@ -205,7 +205,26 @@ def main() -> int:
                 hit = "–"
             text += f"{_pct(cell.alarms, cell.judged):>22}{hit:>22}{_delay(cell):>22}"
         print(text)
+    _detectable(random.Random(args.seed + 1), args.series)
     return _check(results)
+
+
+def _detectable(rng: random.Random, count: int) -> None:
+    """The detectable step each call states, against the share of steps of that size flagged within 3 nights."""
+    for cv in (1.0, 2.0, 4.0):
+        steady = [make_series(rng, cv, "none", 0.0) for _ in range(count)]
+        stated = statistics.median(
+            call(
+                "bench", LATENCY, [(BUILDS[i], s.values[i]) for i in range(27)], (BUILDS[27], 100.0), 1.0
+            ).detectable_pct
+            or 0.0
+            for s in steady
+        )
+        cell = run_cell(new_rule(TrendSpec.threshold_pct), [make_series(rng, cv, "step", stated) for _ in range(count)])
+        print(
+            f"CV {cv:g}%: detectable step stated (median, 27 nights of history) +{stated:.1f}%; "
+            f"steps of that size flagged within 3 nights: {_pct(cell.flagged, cell.series)} (meant: 80%)"
+        )
 
 
 _COLS = ("false alarms", "flagged <=3", "delay")
