@@ -5,13 +5,16 @@ band-per-night rule it replaced side by side, in the same invocation.
     PYTHONPATH=python python benchmarks/trend_detection.py [--series 400] [--seed 41]
 
 Every series: 40 nights of a metric around 100 (lower is better, a latency), night-to-night noise of a given CV,
-4% of nights an outlier at 3x the noise; the call is judged from night 10 on (a nightly that has been running), with
-a window of 30 earlier nights. Cells: noise CV 1, 2, 4% x a step of +-3, +-5, +-10% at a random night 20-34; a slow
-drift (+5% over 10 nights); a single-night spike of 3-5 sigma at a random night 20-34, the rest steady. Columns:
-false alarms per series-night (a flag in either direction before the step, or anywhere without one), the share of
-steps flagged the right way within 3 nights of the step (the step night and the two after it), the median delay in
-nights (0: flagged on the step night; among the steps flagged by night 39). Spikes: the series in which a change is
-named as starting on the spike's night. The targets of issue 41 are checked at the end; exit 1 when one is missed.
+4% of nights an outlier at 3x the noise; the call is judged from night 20 on (a nightly with 20 nights of history
+already), with a window of 30 earlier nights. Cells: noise CV 1, 2, 4% x a step of +-3, +-5, +-10% at a random night
+20-34; a slow drift (+5% over 10 nights, flagged within 12 nights of its start); a single-night spike of 3-5 sigma at
+a random night 20-34, the rest steady. Columns: false alarms per series-night (the nights a regression call rises,
+one alert per stretch of flagged nights, before the step or anywhere without one), the share of steps flagged the
+right way (a step down of a latency is an improvement) within 3 nights of the step (the step night and the two after
+it), the median delay in nights (0: flagged on the step night; among the steps flagged by night 39). Spike rows: the
+series in which a change is named as starting on the spike's night. Then, per noise, the detectable step the calls
+state against the share of steps of that size flagged. Issue 41's targets are checked at the end; exit 1 when one
+is missed.
 """
 
 from __future__ import annotations

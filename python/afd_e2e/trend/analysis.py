@@ -1,23 +1,25 @@
 """The regression call for one series (a case's metric over the history window, then tonight). Pure.
 
-The rule is a **robust z-test of the recent nights against the nights before them**, the statistic a performance
-engineer reads off a control chart:
+The rule is a **robust z-test of the last two or three nights against the nights before them**, the statistic a
+performance engineer reads off a control chart (``moved``):
 
-- the baseline (the nights before a candidate change) has a robust centre, its median, and a robust spread: the
-  standard deviation of the nights within 3 MAD-σ of the median (``1.4826 * MAD``), so a past outlier neither moves
+- the baseline (the nights before a candidate change) has a robust centre, its median, and a robust spread, the
+  biweight midvariance's standard deviation (nights beyond 9 MADs weigh nothing), so a past outlier neither moves
   the centre nor widens the spread;
-- each recent night is standardised against it, ``z = (value - median) / spread``, and winsorised at ``±WINSOR`` σ
-  (one wild night weighs like a ``WINSOR`` σ night, no more);
-- the last ``k`` nights (``k`` >= 2, tonight included) moved when their mean, as a z-statistic
-  (``mean(z) * sqrt(k)``), is beyond ``LIMITS[k]`` (the last ``LIMITS`` entry for longer stretches), every one of
-  them lies at least ``CONSISTENT`` σ the same way, and the move (their median against the baseline's) is at least
-  the profile's ``threshold_pct`` % of the baseline median (a practical floor: a real but tiny move is not called).
+- each recent night is standardised against it, ``(value - median) / spread``, and winsorised at ``±WINSOR`` σ;
+- the most extreme of the recent nights is left out and the rest, summed as a z-statistic (``sum / sqrt(k - 1)``),
+  must lie beyond ``LIMITS[k]``; a baseline of n nights widens limit and cap by ``1 + SMALL / (n - 2)`` (its spread
+  is only an estimate, as Student's t knows); every night lies on the same side of the median, the first one at
+  least ``WALK_BACK`` of the way to the others' level, and the move (their median against the baseline's) is at
+  least the profile's ``threshold_pct`` % of the baseline median (a practical floor: a real but tiny move is not
+  called).
 
-One night alone never makes a call, however far it lies: a single-night spike is not a change. The change starts
-at the earliest night from which every later night, tonight included, passes the test against the nights before
-it; that night is the build where it started. A move the worse way is a regression, the better way an
-improvement; anything else is steady. The limits are calibrated by ``benchmarks/trend_detection.py`` (seeded
-labelled series fed to ``call`` night by night): its table is quoted in docs/guide.md.
+One night alone never makes a call, however far it lies: a single-night spike is not a change, and with the most
+extreme night left out a spike never carries one. The change found in the last nights is walked back over the
+earlier nights that belong to it (``belongs``); its first night is the build where it started. A move the worse way
+is a regression, the better way an improvement; anything else is steady. The limits are calibrated by
+``benchmarks/trend_detection.py`` (seeded labelled series fed to ``call`` night by night): its figures are quoted in
+docs/guide.md.
 
 Beside every call, ``detectable_pct``: the smallest step (% of the median) this rule flags within 3 nights, 4 times
 in 5, at the history's noise (``detectable_step``).
