@@ -44,7 +44,7 @@ WINSOR = 4.0  # a night counts at most this many σ (widened with the limits)
 LIMITS = {2: 2.2, 3: 1.8}  # z of the mean of the last k nights but the most extreme (calibrated by the benchmark)
 SMALL = 3.0  # a baseline of n nights widens the limits by (1 + SMALL / (n - 2)): its spread is only an estimate
 CONSISTENT = 0.0  # every night of a change lies at least this many σ the same way (its side of the median)
-POWER_Z = 0.8416  # the normal quantile of 80%: ``detectable_step`` flags 4 times in 5
+POWER_Z = 1.0364  # the normal quantile of 85%: outliers and the same-side checks cost ~5%, 80% remain (benchmark)
 DETECT_NIGHTS = 3
 # a night just before a change belongs to it from this share of the way to its level: a start named a night early
 # costs a bisect one more step, a night late makes it search between two bad builds
