@@ -7,6 +7,7 @@ not invented, and a single-night spike never starts a change."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import statistics
 import sys
@@ -86,3 +87,22 @@ def test_a_spike_opens_no_episode_and_a_step_opens_one_at_its_first_night() -> N
     assert len(found) == 1 and found[0].open
     assert found[0].first_bad.number == 25 and found[0].last_good.number == 24
     assert found[0].opened is not None and found[0].opened.number in (26, 27)
+
+
+def test_the_trend_command_flags_a_five_percent_step_at_two_percent_noise_and_nothing_without_it(tmp_path) -> None:
+    """Real tiny-cpu results.json files, every value jittered by a CV of 2% (uniform ±3.5%), 30 nights; from build
+    129 the slow case's latencies grow 5%; tonight (131) is its third slow night."""
+    from afd_e2e.cli import main
+    from fixtures.trend.make_history import make_history
+
+    stepped = make_history(tmp_path / "made", runs=30, slow_from=129, slowdown=1.05, jitter=0.035, messy={}, seed=3)
+    steady = make_history(tmp_path / "steady", runs=30, slow_from=129, slowdown=1.0, jitter=0.035, messy={}, seed=3)
+    found = {}
+    for name, made in (("stepped", stepped), ("steady", steady)):
+        assert main(["trend", str(made.tonight), "--history", str(made.folder), "--window", "30"]) == 0
+        summary = json.loads((made.tonight / "trend" / "trend.json").read_text())
+        found[name] = [c for c in summary["calls"] if c["status"] == "regression"]
+    assert found["steady"] == [], "no step, no regression"
+    # each of the slow case's six metrics is flagged within 3 nights 4 times in 5 (the benchmark); this seed: half
+    assert len(found["stepped"]) >= 3, [c["metric"]["key"] for c in found["stepped"]]
+    assert {(c["case_id"], c["started"]["number"]) for c in found["stepped"]} == {(stepped.slow_case, 129)}
