@@ -445,11 +445,11 @@ class TrendSpec:
     """How a run is compared with its own history (``afd-e2e trend``)."""
 
     window: int = 14  # earlier runs compared
-    threshold_pct: float = 5.0  # how far outside the history's spread counts as a move
+    threshold_pct: float = 1.0  # the smallest move (% of the median) the change-point rule calls (trend/analysis.py)
     on_regression: str = "warn"  # "warn": annotation warning; "fail": failing JUnit testcase, exit 1
     # a regression episode opens only at a move this material too (trend/episodes.py): robust σ and % of the median
-    materiality_sigma: float = 2.0
-    materiality_pct: float = 5.0
+    materiality_sigma: float = 1.0
+    materiality_pct: float = 2.0
     bisect: str = "block"  # the bisect step offered when an episode opens: "block" (asks first) | "unattended"
 
 

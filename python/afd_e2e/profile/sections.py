@@ -480,7 +480,7 @@ def _read_trend(r: Reader) -> TrendSpec:
     if spec.on_regression not in ON_REGRESSION:
         r.fail(r.key("on_regression"), f"unknown value {spec.on_regression!r}", "use warn or fail")
     if spec.threshold_pct < 0:
-        r.fail(r.key("threshold_pct"), f"{spec.threshold_pct:g} is negative", "use a percentage >= 0, e.g. 5")
+        r.fail(r.key("threshold_pct"), f"{spec.threshold_pct:g} is negative", "use a percentage >= 0, e.g. 1")
     r.done()
     return spec
 

@@ -1,19 +1,33 @@
 """The regression call for one series (a case's metric over the history window, then tonight). Pure.
 
-Robust to noisy nights: the history's centre is its median and its spread the MAD scaled to a standard deviation
-(1.4826 * MAD), so one outlier in the past neither moves the centre nor widens the band much. A value has *moved*
-when it lies beyond ``median ± (3 * spread + threshold% of |median|)``: outside the normal spread by more than the
-profile's threshold. Two calls:
+The rule is a **robust z-test of the last two or three nights against the nights before them**, the statistic a
+performance engineer reads off a control chart (``moved``):
 
-- change-point: the earliest night from which every later night, tonight included (at least two nights), moved
-  the same way against the nights before it (at least three); that night is the build where it started;
-- otherwise tonight alone moved against the whole window; tonight is where it started.
+- the baseline (the nights before a candidate change) has a robust centre, its median, and a robust spread, the
+  biweight midvariance's standard deviation (nights beyond 9 MADs weigh nothing), so a past outlier neither moves
+  the centre nor widens the spread;
+- each recent night is standardised against it, ``(value - median) / spread``, and winsorised at ``±WINSOR`` σ;
+- the most extreme of the recent nights is left out and the rest, summed as a z-statistic (``sum / sqrt(k - 1)``),
+  must lie beyond ``LIMITS[k]``; a baseline of n nights widens limit and cap by ``1 + SMALL / (n - 2)`` (its spread
+  is only an estimate, as Student's t knows); every night lies on the same side of the median, the first one at
+  least ``WALK_BACK`` of the way to the others' level, and the move (their median against the baseline's) is at
+  least the profile's ``threshold_pct`` % of the baseline median (a practical floor: a real but tiny move is not
+  called).
 
-A move in the worse direction is a regression, in the better one an improvement; anything else is steady.
+One night alone never makes a call, however far it lies: a single-night spike is not a change, and with the most
+extreme night left out a spike never carries one. The change found in the last nights is walked back over the
+earlier nights that belong to it (``belongs``); its first night is the build where it started. A move the worse way
+is a regression, the better way an improvement; anything else is steady. The limits are calibrated by
+``benchmarks/trend_detection.py`` (seeded labelled series fed to ``call`` night by night): its figures are quoted in
+docs/guide.md.
+
+Beside every call, ``detectable_pct``: the smallest step (% of the median) this rule flags within 3 nights, 4 times
+in 5, at the history's noise (``detectable_step``).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,9 +36,20 @@ from afd_e2e.trend.record import BuildRef, Metric
 
 MIN_HISTORY = 3  # fewer earlier values: too little history to call anything
 MIN_BEFORE_CHANGE = 3  # a change-point needs this many nights before it
-MIN_CHANGED_NIGHTS = 2  # ... and this many nights (tonight included) after it
-SPREAD_FACTOR = 3.0
+MIN_CHANGED_NIGHTS = 2  # ... and this many nights (tonight included) after it: one night is never a change
 MAD_TO_SIGMA = 1.4826
+BIWEIGHT_C = 9.0  # the biweight's tuning constant, in MADs
+SPREAD_FLOOR = 0.001  # the spread is at least this fraction of |median| (a constant history has none)
+WINSOR = 4.0  # a night counts at most this many σ (widened with the limits)
+LIMITS = {2: 2.2, 3: 1.8}  # z of the mean of the last k nights but the most extreme (calibrated by the benchmark)
+SMALL = 3.0  # a baseline of n nights widens the limits by (1 + SMALL / (n - 2)): its spread is only an estimate
+CONSISTENT = 0.0  # every night of a change lies at least this many σ the same way (its side of the median)
+POWER_Z = 1.0364  # the normal quantile of 85%: outliers and the same-side checks cost ~5%, 80% remain (benchmark)
+DETECT_NIGHTS = 3
+# a night just before a change belongs to it from this share of the way to its level: a start named a night early
+# costs a bisect one more step, a night late makes it search between two bad builds
+WALK_BACK = 0.25
+TRIMMED_MEAN, TRIMMED_SD = -0.8467, 1.2528  # the sum of the two smallest of three standard normals
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -35,21 +60,68 @@ NO_VALUE = "no value tonight"
 
 @dataclass(frozen=True)
 class Band:
+    """A baseline: its median and robust spread (a standard deviation)."""
+
     median: float
-    spread: float  # robust standard deviation
-    limit: float  # how far from the median a value may lie before it moved
+    spread: float
+    nights: int  # in the baseline
 
-    def direction(self, value: float) -> int:
-        """+1 above the band, -1 below it, 0 inside."""
-        if abs(value - self.median) <= self.limit:
-            return 0
-        return 1 if value > self.median else -1
+    def sigmas(self, value: float) -> float:
+        """``value`` in baseline σ from the median."""
+        scale = max(self.spread, SPREAD_FLOOR * abs(self.median))
+        if scale == 0:
+            return 0.0 if value == self.median else math.copysign(math.inf, value - self.median)
+        return (value - self.median) / scale
 
 
-def band(values: Sequence[float], threshold_pct: float) -> Band:
+def band(values: Sequence[float]) -> Band:
+    """The median and the biweight midvariance's standard deviation (Tukey; 87% efficient at a normal, robust to
+    outliers: nights beyond 9 MADs weigh nothing); the MAD's σ where that is undefined."""
     median = statistics.median(values)
-    spread = MAD_TO_SIGMA * statistics.median(abs(v - median) for v in values)
-    return Band(median, spread, SPREAD_FACTOR * spread + threshold_pct / 100.0 * abs(median))
+    mad = statistics.median(abs(v - median) for v in values)
+    if mad == 0:
+        return Band(median, 0.0, len(values))
+    weights = [((v - median) / (BIWEIGHT_C * mad), v - median) for v in values]
+    kept = [(u, d) for u, d in weights if abs(u) < 1.0]
+    top = sum(d * d * (1 - u * u) ** 4 for u, d in kept)
+    bottom = sum((1 - u * u) * (1 - 5 * u * u) for u, _ in kept)
+    if bottom == 0:
+        return Band(median, MAD_TO_SIGMA * mad, len(values))
+    return Band(median, math.sqrt(len(values) * top) / abs(bottom), len(values))
+
+
+def _widening(before: Band) -> float:
+    """How much a baseline of few nights widens the limits: its spread is only an estimate (like Student's t)."""
+    return 1.0 + SMALL / max(before.nights - 2, 1)
+
+
+def moved(before: Band, nights: Sequence[float], threshold_pct: float = 0.0) -> int:
+    """+1 when ``nights`` (two or more, the latest last) moved up against ``before``, -1 down, 0 when not."""
+    if len(nights) < MIN_CHANGED_NIGHTS:
+        return 0
+    widening = _widening(before)
+    cap = WINSOR * widening
+    z = sorted(max(-cap, min(cap, before.sigmas(v))) for v in nights)
+    limit = LIMITS.get(len(z), LIMITS[max(LIMITS)]) * widening
+    up, down = z[:-1], z[1:]  # the most extreme night left out: one spike never carries a change
+    direction = 1 if sum(up) / math.sqrt(len(up)) >= limit else -1 if sum(down) / math.sqrt(len(down)) <= -limit else 0
+    if direction == 0 or min(direction * v for v in z) < CONSISTENT:
+        return 0
+    if not belongs(before, nights[0], nights[1:], direction):
+        return 0  # the first night is noise beside a far later one: the change, if any, started after it
+    move = abs(statistics.median(nights) - before.median)
+    return direction if move >= threshold_pct / 100.0 * abs(before.median) else 0
+
+
+def detectable_step(before: Band, threshold_pct: float = 0.0) -> float | None:
+    """The smallest step (% of the median, positive) ``moved`` flags within 3 nights 4 times in 5 at this noise."""
+    if before.median == 0:
+        return None
+    scale = max(before.spread, SPREAD_FLOOR * abs(before.median))
+    limit = LIMITS[DETECT_NIGHTS] * _widening(before)
+    # the sum of the two smallest of three nights at a step of d σ: 2d + TRIMMED_MEAN, standard deviation TRIMMED_SD
+    sigmas = (limit * math.sqrt(DETECT_NIGHTS - 1) - TRIMMED_MEAN + POWER_Z * TRIMMED_SD) / (DETECT_NIGHTS - 1)
+    return max(sigmas * scale / abs(before.median) * 100.0, threshold_pct)
 
 
 @dataclass(frozen=True)
@@ -64,17 +136,37 @@ class Call:
     change_pct: float | None  # tonight against the median before the change (the window's, without one)
     started: BuildRef | None  # the first build that moved (regression or improvement only)
     moved_nights: int  # nights in the moved stretch, tonight included
+    detectable_pct: float | None = None  # the smallest step flagged within 3 nights (80%) at the history's noise
 
 
-def _change_point(values: Sequence[float], threshold_pct: float) -> tuple[int, Band, int] | None:
-    """(index, band before it, direction) of the earliest night from which all later values moved one way."""
-    last = len(values) - 1
-    for start in range(MIN_BEFORE_CHANGE, last - MIN_CHANGED_NIGHTS + 2):
-        before = band(values[:start], threshold_pct)
-        directions = {before.direction(v) for v in values[start:]}
-        if len(directions) == 1 and 0 not in directions:
-            return start, before, directions.pop()
-    return None
+def belongs(before: Band, night: float, later: Sequence[float], direction: int, share: float = WALK_BACK) -> bool:
+    """Whether ``night`` lies at least ``share`` of the way from the baseline's median to the level of ``later``."""
+    level = statistics.median(direction * before.sigmas(v) for v in later)
+    return direction * before.sigmas(night) >= share * level
+
+
+def change_point(values: Sequence[float], threshold_pct: float) -> tuple[int, Band, int] | None:
+    """(index, baseline before it, direction) of the change the last 2 or 3 nights show, its start walked back
+    over the earlier nights that belong to it (nearer the changed level than the baseline's median)."""
+    found = None
+    for nights in range(MIN_CHANGED_NIGHTS, max(LIMITS) + 1):
+        start = len(values) - nights
+        if start < MIN_BEFORE_CHANGE:
+            break
+        before = band(values[:start])
+        direction = moved(before, values[start:], threshold_pct)
+        if direction:
+            found = (start, before, direction)
+            break
+    if found is None:
+        return None
+    start, before, direction = found
+    while start - 1 >= MIN_BEFORE_CHANGE:
+        earlier = band(values[: start - 1])
+        if not belongs(earlier, values[start - 1], values[start:], direction):
+            break
+        start, before = start - 1, earlier
+    return start, before, direction
 
 
 def call(
@@ -86,7 +178,7 @@ def call(
 ) -> Call:
     """The call for one series; ``history`` oldest first."""
     values = [value for _, value in history]
-    whole = band(values, threshold_pct) if values else None
+    whole = band(values) if values else None
     common = {
         "case_id": case_id,
         "metric": metric,
@@ -94,6 +186,7 @@ def call(
         "median": whole.median if whole else None,
         "spread": whole.spread if whole else None,
         "tonight": tonight[1],
+        "detectable_pct": detectable_step(whole, threshold_pct) if whole and len(values) >= MIN_HISTORY else None,
     }
     if tonight[1] is None:
         return Call(**common, status=NO_VALUE, change_pct=None, started=None, moved_nights=0)
@@ -101,9 +194,7 @@ def call(
         return Call(**common, status=NO_HISTORY, change_pct=None, started=None, moved_nights=0)
     builds = [build for build, _ in history] + [tonight[0]]
     series = [*values, tonight[1]]
-    found = _change_point(series, threshold_pct)
-    if found is None:
-        found = (len(values), whole, whole.direction(tonight[1])) if whole.direction(tonight[1]) else None
+    found = change_point(series, threshold_pct)
     if found is None:
         return Call(**common, status=STEADY, change_pct=_pct(tonight[1], whole.median), started=None, moved_nights=0)
     start, before, direction = found

@@ -44,8 +44,9 @@ class TrendReport:
 
     @property
     def opened_tonight(self) -> list[Episode]:
-        """Open episodes whose first bad night is tonight: what a bisect step is offered for."""
-        return [e for e in self.open_episodes if e.first_bad == self.tonight.build]
+        """Open episodes the rule opened tonight (their first bad night is a night or two before, the first of the
+        nights that moved): what a bisect step is offered for."""
+        return [e for e in self.open_episodes if (e.opened or e.first_bad) == self.tonight.build]
 
     @property
     def regressions(self) -> list[Call]:

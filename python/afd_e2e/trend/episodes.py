@@ -1,23 +1,26 @@
 """Regression episodes: one alert per stretch of moved nights, not one per night. Pure.
 
-Walking one series (a case's metric, oldest night first), an episode **opens** at the first night that moved the
-worse way against the baseline before it, by a *material* amount: beyond the band (``analysis.band``: median ±
-(3 robust σ + threshold %)), and at least ``materiality_sigma`` robust σ and ``materiality_pct`` % from the median
-(the profile's ``trend`` keys). While it is open the baseline is frozen (the nights before it), so a long
-regression cannot become its own baseline; it **stays open** while later nights stay moved the same way, and
-**closes** at the first night back inside the band. Only nights whose run passed (or warned) form a baseline: a
-failed or crashed night (cancelled ones never reach the history) is no evidence of normal, and its value (a run
-that broke) opens nothing, though it can keep an open episode open. The episode names the last good night before it
-(the newest baseline night inside the band, never one that had itself regressed) and the first bad one, with their
-builds' commits: the two revisions a bisect starts from.
+Walking one series (a case's metric, oldest night first), an episode **opens** on the night the change-point rule
+(``analysis.moved``: a robust z-test of the last two or three nights against the baseline nights before them) first
+sees the series moved the worse way, by a *material* amount: the changed nights' median at least
+``materiality_sigma`` robust σ and ``materiality_pct`` % from the baseline's median (the profile's ``trend`` keys).
+One night alone never opens one: a single-night spike is no change. Its first bad night is the first of the nights
+that moved (so a bisect starts before the change, never inside it). While it is open the baseline is frozen (the
+nights before it), so a long regression cannot become its own baseline; it **stays open** while later nights stay on
+nearer the level the change moved to than that baseline's median, and **closes** at the first night back. Only nights whose run passed (or
+warned) form a baseline or open an episode: a failed or crashed night (cancelled ones never reach the history) is
+no evidence of normal, and its value (a run that broke) opens nothing, though it can keep an open episode open. The
+episode names the last good night before it (a baseline night) and the first bad one, with their builds' commits:
+the two revisions a bisect starts from.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from afd_e2e.trend.analysis import MIN_HISTORY, Band, band
+from afd_e2e.trend.analysis import LIMITS, MIN_CHANGED_NIGHTS, MIN_HISTORY, Band, band, belongs, moved
 from afd_e2e.trend.record import BuildRef, Metric
 
 
@@ -41,6 +44,7 @@ class Episode:
     worst_pct: float
     median: float
     closed_by: BuildRef | None = None
+    opened: BuildRef | None = None  # the night the rule flagged it (the second or third bad night)
 
     @property
     def open(self) -> bool:
@@ -53,14 +57,57 @@ class Materiality:
     pct: float  # % of the baseline's median
 
 
-def _worse(metric: Metric, band_: Band, value: float) -> bool:
-    direction = band_.direction(value)
+def _worse(metric: Metric, direction: int) -> bool:
     return direction < 0 if metric.higher_is_better else direction > 0
 
 
-def _material(band_: Band, value: float, materiality: Materiality) -> bool:
-    move = abs(value - band_.median)
-    return move >= materiality.sigma * band_.spread and move >= materiality.pct / 100.0 * abs(band_.median)
+def _still_worse(metric: Metric, state: dict, value: float) -> bool:
+    """An open episode's night still lies nearer the level its nights moved to than its frozen baseline's median."""
+    return belongs(state["band"], value, state["changed"], -1 if metric.higher_is_better else 1, share=0.5)
+
+
+def _material(before: Band, changed: Sequence[float], materiality: Materiality) -> bool:
+    move = abs(statistics.median(changed) - before.median)
+    return move >= materiality.sigma * before.spread and move >= materiality.pct / 100.0 * abs(before.median)
+
+
+def _opening(
+    metric: Metric, nights: Sequence[Night], position: int, window: int, threshold_pct: float, materiality: Materiality
+) -> dict | None:
+    """The episode the rule opens at ``position``: the shortest stretch of the last nights (two or more, passing
+    runs only) that moved the worse way against the baseline nights before it, by a material amount."""
+    for k in range(MIN_CHANGED_NIGHTS, max(LIMITS) + 1):
+        start = position - k + 1
+        changed = nights[start : position + 1]
+        if start < 0 or not all(n.baseline for n in changed):
+            return None
+        baseline = [n for n in nights[:start] if n.baseline][-window:]
+        if len(baseline) < MIN_HISTORY:
+            return None
+        before = band([n.value for n in baseline])
+        values = [n.value for n in changed]
+        direction = moved(before, values, threshold_pct)
+        if direction and _worse(metric, direction) and _material(before, values, materiality):
+            while start > 0 and nights[start - 1].baseline:
+                earlier = [n for n in nights[: start - 1] if n.baseline][-window:]
+                if len(earlier) < MIN_HISTORY:
+                    break
+                candidate = band([n.value for n in earlier])
+                if not belongs(candidate, nights[start - 1].value, [n.value for n in changed], direction):
+                    break
+                start, before, baseline = start - 1, candidate, earlier
+                changed = nights[start : position + 1]
+            values = [n.value for n in changed]
+            return {
+                "band": before,
+                "changed": values,
+                "last_good": baseline[-1].build,
+                "first_bad": changed[0].build,
+                "opened": nights[position].build,
+                "nights": len(changed),
+                "worst": max((_pct(v, before.median) for v in values), key=abs),
+            }
+    return None
 
 
 def episodes(
@@ -77,34 +124,19 @@ def episodes(
     current: dict | None = None
     for position, night in enumerate(nights):
         if current is not None:
-            if _worse(metric, current["band"], night.value):
+            if _still_worse(metric, current, night.value):
                 current["nights"] += 1
                 current["worst"] = max(current["worst"], _pct(night.value, current["band"].median), key=abs)
                 continue
             found.append(_episode(case_id, metric, current, closed_by=night.build))
             current = None
-        baseline = [n for n in nights[:position] if n.baseline][-window:]
-        if not night.baseline or len(baseline) < MIN_HISTORY:
             continue
-        before = band([n.value for n in baseline], threshold_pct)
-        if _worse(metric, before, night.value) and _material(before, night.value, materiality):
-            current = {
-                "band": before,
-                "last_good": _last_good(metric, before, baseline).build,
-                "first_bad": night.build,
-                "nights": 1,
-                "worst": _pct(night.value, before.median),
-            }
+        if found and found[-1].closed_by == night.build:
+            continue
+        current = _opening(metric, nights, position, window, threshold_pct, materiality)
     if current is not None:
         found.append(_episode(case_id, metric, current, closed_by=None))
     return found
-
-
-def _last_good(metric: Metric, before: Band, baseline: Sequence[Night]) -> Night:
-    """The newest baseline night that did not move the worse way against the band: a baseline night may itself
-    have regressed (too little history then to open an episode, or a short window), and a bisect from it would
-    start between two regressed builds. One always exists: the band is centred on the baseline's own median."""
-    return next(n for n in reversed(baseline) if not _worse(metric, before, n.value))
 
 
 def _episode(case_id: str, metric: Metric, state: dict, *, closed_by: BuildRef | None) -> Episode:
@@ -117,6 +149,7 @@ def _episode(case_id: str, metric: Metric, state: dict, *, closed_by: BuildRef |
         state["worst"],
         state["band"].median,
         closed_by,
+        state["opened"],
     )
 
 

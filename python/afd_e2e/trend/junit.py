@@ -26,6 +26,8 @@ def _line(report: TrendReport, row: Call) -> str:
         text += f" ({row.change_pct:+.1f}% against {against})"
     if row.started is not None:
         text += f" since {row.started.label}" + (f" {row.started.url}" if row.started.url else "")
+    if row.detectable_pct is not None:
+        text += f"; detectable step at this noise ±{row.detectable_pct:.1f}% within 3 nights"
     if row.status == REGRESSION and report.spec.on_regression != "fail":
         text += " [warning: the profile's on_regression is warn]"
     return text

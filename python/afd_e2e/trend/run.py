@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from afd_e2e.buildkite.rest import API_URL, BuildkiteRest, BuildkiteRestError
@@ -98,7 +98,7 @@ def _spec(options: TrendOptions, results: RunResults) -> TrendSpec:
     if options.window is not None:
         if options.window < 3:
             raise UsageError(f"--window {options.window} is too small", "compare with at least 3 earlier runs")
-        spec = TrendSpec(options.window, spec.threshold_pct, spec.on_regression)
+        spec = replace(spec, window=options.window)
     return spec
 
 

@@ -66,6 +66,7 @@ def _row(row: Call, labels: Mapping[str, str]) -> str:
         history,
         value_text(row.tonight, row.metric.unit),
         _change(row),
+        "–" if row.detectable_pct is None else f"±{row.detectable_pct:.1f}%",
         call_text,
         build_link(row.started),
     ]
@@ -129,14 +130,17 @@ def render_section(report: TrendReport, plots: Mapping[str, str]) -> str:
         f"{verdict}. Tonight ({build_link(report.tonight.build)}) against {runs} earlier run{'s' if runs != 1 else ''} from "
         f"{markdown_text(report.source)}: profile <code>{markdown_text(report.identity.profile)}</code> revision "
         f"<code>{markdown_text(report.identity.revision)}</code> on {markdown_text(report.identity.hardware)}. "
-        f"A value moved when it lies beyond the history's median ± (3 × robust spread + {spec.threshold_pct:g}%); "
-        "the build named is the first of the nights that moved together, and the change is tonight (the mean of "
-        "its repetitions) against the median before that build (the whole window's when nothing moved), so it "
-        "can differ from tonight against the window median shown.",
+        "A change is called when the last 2 or 3 nights, tonight included, moved together: a robust z-test of "
+        "their mean against the median and robust spread of the nights before them, every one of them on the same "
+        f"side, by at least {spec.threshold_pct:g}% (one night alone, however far, is no change). The build named "
+        "is the first of the nights that moved, and the change is tonight (the mean of its repetitions) against the "
+        "median before that build (the whole window's when nothing moved), so it can differ from tonight against "
+        "the window median shown. <i>Detectable</i>: the smallest step this series' noise lets the rule flag "
+        "within 3 nights, 4 times in 5.",
         "",
         "<table><tr><th>case</th><th>metric</th><th>window median ± spread</th>"
         "<th>tonight (mean of its repetitions)</th><th>change against the median before the change</th>"
-        "<th>call</th><th>since</th></tr>",
+        "<th>detectable</th><th>call</th><th>since</th></tr>",
         *(_row(row, labels) for row in report.calls),
         "</table>",
         "",

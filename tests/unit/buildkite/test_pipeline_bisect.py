@@ -72,7 +72,9 @@ def test_unattended_where_the_profile_says_so(valid_pipeline) -> None:
 
 
 def test_pipeline_bisect_from_a_nightly_whose_trend_opened_an_episode(tmp_path: Path, capsys, valid_pipeline) -> None:
-    history = make_history(tmp_path / "made", slow_from=121)  # tonight is build 121: the episode opens tonight
+    # tonight is build 121, its second slow night: the episode opens tonight, its first bad night 120 (one night
+    # alone never opens one)
+    history = make_history(tmp_path / "made", slow_from=120)
     assert main(["trend", str(history.tonight), "--history", str(history.folder)]) == 0
     capsys.readouterr()
     assert main(["pipeline", "--profile", "tiny-cpu", "--bisect-from", str(history.tonight)]) == 0
@@ -81,7 +83,7 @@ def test_pipeline_bisect_from_a_nightly_whose_trend_opened_an_episode(tmp_path: 
     valid_pipeline(data)
     steps = data["steps"][0]["steps"]
     assert steps[0]["block"].startswith("Bisect tpot regression 000000..000000 on ")
-    assert f"--good {120:040x} --bad {121:040x}" in steps[1]["command"]
+    assert f"--good {119:040x} --bad {120:040x}" in steps[1]["command"]
     assert "1 bisect step offered" in captured.err and "is bisected instead" in captured.err
 
 
@@ -96,7 +98,7 @@ def test_a_nightly_with_no_episode_tonight_offers_nothing(tmp_path: Path, capsys
 def test_a_trend_of_another_profile_or_case_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     """Another profile's trend would put that trend's case on this profile's queue (``--case cpu-tp1`` on a GPU
     agent): refused, naming both; so is a case the profile no longer has (same name, revised profile)."""
-    history = make_history(tmp_path / "made", slow_from=121)
+    history = make_history(tmp_path / "made", slow_from=120)  # two slow nights: the change tonight offers a bisect
     assert main(["trend", str(history.tonight), "--history", str(history.folder)]) == 0
     capsys.readouterr()
     assert main(["pipeline", "--profile", "qwen3.5-122b-a10b", "--bisect-from", str(history.tonight)]) == 2

@@ -21,28 +21,34 @@ def tonight(value: float | None, number: int = 99) -> tuple[BuildRef, float | No
 
 
 def test_noise_within_the_spread_is_steady():
-    result = call("c", TTFT, builds(NOISE), tonight(102.5), threshold_pct=5)
+    result = call("c", TTFT, builds(NOISE), tonight(102.5), threshold_pct=1)
     assert result.status == STEADY
     assert result.started is None
     assert result.median == pytest.approx(100.25)
     assert result.change_pct == pytest.approx(2.244, abs=0.01)
 
 
-def test_tonight_alone_outside_the_spread_is_a_regression_started_tonight():
-    result = call("c", TTFT, builds(NOISE), tonight(120.0), threshold_pct=5)
+def test_one_night_alone_however_far_is_no_change_and_two_are():
+    assert call("c", TTFT, builds(NOISE), tonight(160.0), threshold_pct=1).status == STEADY
+    result = call("c", TTFT, builds([*NOISE, 120.0]), tonight(121.0), threshold_pct=1)
     assert result.status == REGRESSION
-    assert result.started.label == "#99"
-    assert result.moved_nights == 1
+    assert result.started.label == "#11"
+    assert result.moved_nights == 2
 
 
-def test_the_threshold_decides_a_borderline_night():
-    assert call("c", TTFT, builds(NOISE), tonight(112.0), threshold_pct=5).status == REGRESSION
-    assert call("c", TTFT, builds(NOISE), tonight(112.0), threshold_pct=15).status == STEADY
+def test_the_threshold_is_the_smallest_move_called():
+    series = builds([*NOISE, 106.0])
+    assert call("c", TTFT, series, tonight(106.0), threshold_pct=1).status == REGRESSION
+    assert call("c", TTFT, series, tonight(106.0), threshold_pct=8).status == STEADY
+
+
+def test_a_small_move_within_the_noise_is_steady():
+    assert call("c", TTFT, builds([*NOISE, 101.5, 102.0]), tonight(101.0), threshold_pct=0).status == STEADY
 
 
 def test_several_recent_nights_moving_together_name_the_first_of_them():
     series = [*NOISE, 125.0, 124.0, 126.0]
-    result = call("c", TTFT, builds(series), tonight(125.5), threshold_pct=5)
+    result = call("c", TTFT, builds(series), tonight(125.5), threshold_pct=1)
     assert result.status == REGRESSION
     assert result.started.label == "#11"
     assert result.started.url == "https://bk/11"
@@ -52,33 +58,44 @@ def test_several_recent_nights_moving_together_name_the_first_of_them():
 
 def test_an_old_outlier_in_the_history_neither_flags_tonight_nor_starts_a_change():
     series = [*NOISE[:3], 180.0, *NOISE[3:]]
-    assert call("c", TTFT, builds(series), tonight(100.0), threshold_pct=5).status == STEADY
+    assert call("c", TTFT, builds(series), tonight(100.0), threshold_pct=1).status == STEADY
 
 
 def test_a_change_that_came_back_is_not_a_change_point():
     series = [*NOISE, 125.0, 124.0]
-    result = call("c", TTFT, builds(series), tonight(100.0), threshold_pct=5)
+    result = call("c", TTFT, builds(series), tonight(100.0), threshold_pct=1)
     assert result.status == STEADY
 
 
 def test_direction_follows_the_metric():
     lower = [v / 10 for v in NOISE]
-    assert call("c", THROUGHPUT, builds(lower), tonight(8.0), threshold_pct=5).status == REGRESSION
-    assert call("c", THROUGHPUT, builds(lower), tonight(12.5), threshold_pct=5).status == IMPROVEMENT
-    assert call("c", TTFT, builds(NOISE), tonight(80.0), threshold_pct=5).status == IMPROVEMENT
+    assert call("c", THROUGHPUT, builds([*lower, 8.1]), tonight(8.0), threshold_pct=1).status == REGRESSION
+    assert call("c", THROUGHPUT, builds([*lower, 12.4]), tonight(12.5), threshold_pct=1).status == IMPROVEMENT
+    assert call("c", TTFT, builds([*NOISE, 81.0]), tonight(80.0), threshold_pct=1).status == IMPROVEMENT
 
 
 def test_too_little_history_or_no_value_calls_nothing():
-    assert call("c", TTFT, builds(NOISE[:2]), tonight(200.0), threshold_pct=5).status == NO_HISTORY
-    assert call("c", TTFT, builds(NOISE), tonight(None), threshold_pct=5).status == NO_VALUE
+    assert call("c", TTFT, builds(NOISE[:2]), tonight(200.0), threshold_pct=1).status == NO_HISTORY
+    assert call("c", TTFT, builds(NOISE), tonight(None), threshold_pct=1).status == NO_VALUE
 
 
 def test_the_band_is_robust_to_one_wild_value():
-    assert band([*NOISE, 1000.0], 0).median == pytest.approx(100.5)
-    assert band([*NOISE, 1000.0], 0).spread < 3
+    assert band([*NOISE, 1000.0]).median == pytest.approx(100.5)
+    assert band([*NOISE, 1000.0]).spread < 3
 
 
 def test_a_constant_accuracy_does_not_move_and_a_drop_does():
     accuracy = metric("gsm8k_strict_match")
-    assert call("c", accuracy, builds([1.0] * 8), tonight(1.0), threshold_pct=5).status == STEADY
-    assert call("c", accuracy, builds([1.0] * 8), tonight(6 / 7), threshold_pct=5).status == REGRESSION
+    assert call("c", accuracy, builds([1.0] * 8), tonight(1.0), threshold_pct=1).status == STEADY
+    assert call("c", accuracy, builds([1.0] * 8), tonight(6 / 7), threshold_pct=1).status == STEADY, "one night"
+    assert call("c", accuracy, builds([1.0] * 9), tonight(6 / 7), threshold_pct=1).status == STEADY
+    assert call("c", accuracy, builds([*[1.0] * 8, 6 / 7]), tonight(6 / 7), threshold_pct=1).status == REGRESSION
+
+
+def test_every_call_states_the_step_it_could_have_seen():
+    quiet = call("c", TTFT, builds(NOISE), tonight(100.0), threshold_pct=1)
+    noisy = call("c", TTFT, builds([v * 3 - 200 for v in NOISE]), tonight(100.0), threshold_pct=1)
+    assert quiet.detectable_pct is not None and noisy.detectable_pct is not None
+    assert 1.0 <= quiet.detectable_pct < noisy.detectable_pct < 12.0
+    assert noisy.detectable_pct == pytest.approx(3 * quiet.detectable_pct, rel=0.05), "it scales with the noise"
+    assert call("c", TTFT, builds(NOISE[:2]), tonight(100.0), threshold_pct=1).detectable_pct is None

@@ -72,9 +72,9 @@ def test_the_trend_section_names_the_open_episode_with_builds_and_commits(tmp_pa
 
 
 def test_the_last_good_night_is_inside_the_band_not_an_earlier_regressed_one() -> None:
-    # window 3: night 102 already regressed (too little history to open an episode then); tonight opens one, and
-    # the bisect must start from 101, inside the band, not from the regressed 102
-    nights = _nights([10.0, 10.0, 12.0, 12.0])
+    # window 3: nights 104-106 moved to 12; the rule sees the change on its second night (105) and walks back to
+    # its first, so the bisect starts from 103, a night at the old level, never from a night that had already moved
+    nights = _nights([10.0, 10.1, 9.9, 10.0, 12.0, 12.1, 12.0])
     found = episodes("cpu-tp1", TPOT, nights, threshold_pct=5.0, materiality=MATERIAL, window=3)
-    assert len(found) == 1 and found[0].first_bad.number == 103
-    assert found[0].last_good.number == 101
+    assert len(found) == 1 and (found[0].first_bad.number, found[0].opened.number) == (104, 105)
+    assert found[0].last_good.number == 103
