@@ -4,7 +4,8 @@
   moving for ``budgets.stall_s``. A slow engine moves its counters every step, so it is never a stall. Nor is an
   engine blocked on its compiler: the first request of a new shape (the first top-k logprobs, a TP2 step) makes torch
   inductor compile a kernel, and on the CPU engine its g++ runs for tens of seconds while no token moves
-  (``compiling``).
+  (``compiling``; on a loaded agent the compiler may get a few % of a core, and runnable and gaining CPU it still
+  compiles).
 - **Start-up stall**: every role alive, and none of them has logged a line, used CPU or compiled for ``stall_s``.
 
 Either way the explanation names the role and the process whose OS state explains it: a stopped process first,
@@ -108,7 +109,10 @@ def compiling(before: Sample, after: Sample) -> bool:
             return True
         helper = not process.leader and not any(name in process.name for name in ENGINE_NAMES)
         used = process.cpu_s - (previous.cpu_s if previous is not None else 0.0)
-        if helper and used >= IDLE_CPU_FRACTION * window:
+        # A compiler starved of CPU (a loaded agent: the 12-06 CI's cc1plus got 4% of a core) is runnable at both
+        # ends of the window and still gains CPU: it compiles, slowly. An idle helper (the resource tracker) sleeps.
+        runnable = previous is not None and previous.status == process.status == "running" and used > 0
+        if helper and (used >= IDLE_CPU_FRACTION * window or runnable):
             return True
     return False
 

@@ -110,6 +110,21 @@ def test_a_compiler_still_running_is_progress_but_a_spinning_engine_is_not():
     )
 
 
+def test_a_compiler_starved_of_cpu_is_still_progress_and_an_idle_helper_is_not():
+    """The 12-06 CI: the embedded default's TP2 smoke request waited on a cc1plus that a loaded 2-core machine gave
+    4% of a core (runnable, 0.04 CPU-s a second); read as idle, it made a stall. An idle helper beside the engine
+    (sleeping, no CPU) excuses nothing."""
+    dog = watchdog()
+    starved = lambda t: ProcessState(30, "attention", "cc1plus", "running", 0.04 * t, 1, 11, leader=False)  # noqa: E731
+    assert all(
+        dog.observe(sample(t, 512.0, processes=[API, ENGINE, starved(t), FFN, FFN_ENGINE])) is None for t in range(90)
+    )
+    dog = watchdog()
+    idle = ProcessState(31, "attention", "python", "sleeping", 0.2, 1, 11, leader=False)
+    found = [dog.observe(sample(t, 512.0, processes=[API, ENGINE, idle, FFN, FFN_ENGINE])) for t in range(40)]
+    assert any(f is not None for f in found)
+
+
 def test_a_stopped_process_is_a_stall_even_while_a_compiler_exits():
     dog = watchdog()
     engine_at = compiler_reaped_every(2, until_s=1000)
