@@ -17,7 +17,8 @@ FIX = "set engine.model_runner (v1 or v2) so both sides start the same runner, o
 
 
 def _shown(section: CaseExecution) -> list[str]:
-    return sorted({role.startup.model_runner or "" if role.startup else "" for role in section.roles})
+    """Each role's runner as its log shows it, "" where no line does (or it has no log here)."""
+    return sorted({(role.startup.model_runner or "") if role.startup else "" for role in section.roles})
 
 
 def _words(runners: list[str]) -> str:

@@ -79,15 +79,27 @@ def undetectable_line(metric: MetricComparison) -> str:
     return f"{metric.name} can see {seen}, wider than the asked ±{metric.detect_pct:g}% (detect_pct): {more}"
 
 
+def failing_lines(metric: MetricComparison) -> list[str]:
+    """Why the metric fails its gate, a line per reason; empty where it passes (the comparison's ``control`` is the
+    caller's to check): worse with ``on_worse: fail`` (or under ``require: parity``), not shown at parity under
+    ``require: parity``, a detectable change wider than ``detect_pct``."""
+    if not metric.gated:
+        return []
+    worse = metric.verdict is Verdict.WORSE
+    not_parity = metric.require == "parity" and metric.verdict is not Verdict.PARITY
+    lines = []
+    if worse and (metric.on_worse == "fail" or not_parity):
+        lines.append(worse_line(metric))
+    elif not_parity:
+        lines.append(not_parity_line(metric))
+    if metric.undetectable:
+        lines.append(undetectable_line(metric))
+    return lines
+
+
 def fails(metric: MetricComparison) -> bool:
     """Whether the metric fails its gate (the comparison's ``control`` is the caller's to check)."""
-    if not metric.gated:
-        return False
-    if metric.verdict is Verdict.WORSE and metric.on_worse == "fail":
-        return True
-    if metric.undetectable:
-        return True
-    return metric.require == "parity" and metric.verdict is not Verdict.PARITY
+    return bool(failing_lines(metric))
 
 
 @dataclass(frozen=True)
@@ -279,16 +291,11 @@ def compare_performance(
     )
     if not control:
         for metric in result.metrics:
+            lines = failing_lines(metric)
+            problems += lines
             worse = metric.verdict is Verdict.WORSE
-            not_parity = metric.require == "parity" and metric.verdict is not Verdict.PARITY
-            if worse and (metric.on_worse == "fail" or not_parity):
-                problems.append(worse_line(metric))
-            elif not_parity:
-                problems.append(not_parity_line(metric))
-            elif worse and metric.gated and metric.on_worse == "warn":
+            if worse and metric.gated and metric.on_worse == "warn" and worse_line(metric) not in lines:
                 result.warnings.append(worse_line(metric))
-            if metric.gated and metric.undetectable:
-                problems.append(undetectable_line(metric))
     if problems:
         result.status, result.failure = Status.FAILED, "; ".join(problems)
     return result
