@@ -56,8 +56,8 @@ def why_not_two_gpu_afd(*required_env: str) -> str | None:
     return None
 
 
-def afd_e2e(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    """``afd-e2e ARGS`` on devices 0,1 with the GPU backend opted in; output goes to the terminal."""
+def afd_e2e(*args: str, timeout: float, devices: str = "0,1") -> subprocess.CompletedProcess:
+    """``afd-e2e ARGS`` on ``devices`` with the GPU backend opted in; output goes to the terminal."""
     pythonpath = os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": pythonpath, "AFD_E2E_BACKEND": "gpu", "AFD_E2E_DEVICES": "0,1"}
+    env = {**os.environ, "PYTHONPATH": pythonpath, "AFD_E2E_BACKEND": "gpu", "AFD_E2E_DEVICES": devices}
     return subprocess.run([sys.executable, "-m", "afd_e2e", *args], env=env, timeout=timeout, check=False, text=True)

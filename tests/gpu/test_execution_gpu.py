@@ -12,8 +12,6 @@ keeps the results folder, which ``tests/fixtures/execution/trim.py`` trims into 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ import yaml
 
 from afd_e2e.results import load_results
 from afd_e2e.results.status import Proof, Status
-from gpu_agent import REPO, why_not_gpus
+from gpu_agent import REPO, afd_e2e, why_not_gpus
 
 pytestmark = pytest.mark.gpu
 
@@ -60,10 +58,7 @@ def run(tmp_path_factory):
     out = Path(kept) if kept else tmp_path_factory.mktemp("execution-gpu")
     profile = tmp_path_factory.mktemp("profile") / "tiny-gpu-execution.yaml"
     profile.write_text(yaml.safe_dump(_document(), sort_keys=False), encoding="utf-8")
-    pythonpath = os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": pythonpath, "AFD_E2E_BACKEND": "gpu", "AFD_E2E_DEVICES": "0"}
-    command = [sys.executable, "-m", "afd_e2e", "run", "--profile", str(profile), "--out", str(out)]
-    subprocess.run(command, env=env, timeout=1200, check=False)
+    afd_e2e("run", "--profile", str(profile), "--out", str(out), timeout=1200, devices="0")
     return load_results(out)
 
 
