@@ -9,6 +9,7 @@ from afd_e2e.errors import UsageError
 from afd_e2e.plan.addresses import LEADER, LISTEN_HOST, placeholder, rendezvous_key, rendezvous_variable
 from afd_e2e.plan.model import CasePlan, ComparisonPlan, ProcessPlacement, ProcessPlan, RunPlan
 from afd_e2e.plan.routing_control import control_label, routing_controls
+from afd_e2e.plan.series import plan_series
 from afd_e2e.plan.serve_argv import (
     DpSpan,
     child_env,
@@ -234,4 +235,5 @@ def build_plan(
         devices=devices,
         cases=tuple(cases),
         comparisons=comparisons,
+        series=plan_series(profile, cases, comparisons),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -99,6 +100,63 @@ class ComparisonPlan:
     control: bool = False  # a forced-routing control comparison, never in the headline verdict
 
 
+REPETITIONS, BLOCKS, NOT_RUN = "repetitions", "blocks", "not run"  # how a series alternates (plan/series.py)
+
+
+def first_look(low: int, step: int, alternation: str) -> int:
+    """Repetitions a side at a series' first look: ``min``, or after the second block (one launch a side cannot
+    tell a launch's own level from the change)."""
+    return low + (step if alternation == BLOCKS else 0)
+
+
+def planned_looks(low: int, high: int, step: int, alternation: str) -> int:
+    """The looks a series plans, each spending an equal share of both error rates: the first, then one after each
+    added repetition (or block) up to ``high``."""
+    return 1 + math.ceil(max(0, high - first_look(low, step, alternation)) / step)
+
+
+@dataclass(frozen=True)
+class SeriesPlan:
+    """One ranged comparison's series: how it alternates (or why it does not), and what it may add at most."""
+
+    comparison: str
+    baseline: str
+    candidate: str
+    alternation: str  # repetitions | blocks | not run
+    reason: str  # why this alternation (or why none), in words
+    min: int
+    max: int
+    step: int = 1  # repetitions a side between looks: 1, or a block's
+    lead: str = ""  # the side planned first, which adds first (a blocks pair may be planned candidate first)
+    launches: int = 0  # added launches at most (blocks: one per added block)
+    worst_s: float = 0.0  # added time at most, from the budgets (the performance budget stops it sooner)
+    budget_s: float = 0.0  # the performance budget the series runs under
+
+    @property
+    def looks(self) -> int:
+        return planned_looks(self.min, self.max, self.step, self.alternation)
+
+    @property
+    def added_blocks(self) -> int:
+        """Blocks (or single repetitions) each side may add after its first ``min``."""
+        return math.ceil((self.max - self.min) / self.step)
+
+    def describe(self) -> str:
+        """One line for the plan and the report."""
+        head = f"{self.baseline} vs {self.candidate}, {self.min} to {self.max} repetitions a side"
+        if self.alternation == NOT_RUN:
+            return f"{head}: not run as a series ({self.reason}): {self.min} repetitions a side"
+        if self.alternation == REPETITIONS:
+            how = "one added repetition each, both servers up"
+        else:
+            how = f"blocks of {self.step} on a fresh launch each, up to {self.launches} added launches"
+        cut = f", cut short by the performance budget ({self.budget_s:g} s)" if self.worst_s > self.budget_s else ""
+        return (
+            f"{head}, alternating {self.alternation} ({how}; {self.reason}); {self.looks} planned looks; "
+            f"at most {self.worst_s:.0f} s added at the budgets{cut}"
+        )
+
+
 @dataclass(frozen=True)
 class RunPlan:
     profile: str
@@ -108,11 +166,17 @@ class RunPlan:
     devices: tuple[int, ...]
     cases: tuple[CasePlan, ...]
     comparisons: tuple[ComparisonPlan, ...]
+    series: tuple[SeriesPlan, ...] = ()  # the ranged comparisons' series (plan/series.py)
 
     @property
     def model_loads(self) -> int:
-        """Each case is one launch: correctness and performance share it when a case runs both."""
+        """Each case is one launch (correctness and performance share it when a case runs both); a blocks series
+        adds its launches only as far as it needs them, ``series`` says how many at most."""
         return len(self.cases)
+
+    def series_of(self, candidate: str) -> SeriesPlan | None:
+        """The series a candidate runs (one at most), or None."""
+        return next((s for s in self.series if s.candidate == candidate and s.alternation != NOT_RUN), None)
 
     def without_controls(self) -> RunPlan:
         """The plan as if drawn without ``--forced-routing-control`` (controls take the last port blocks)."""

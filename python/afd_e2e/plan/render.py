@@ -73,4 +73,7 @@ def render_text(plan: RunPlan) -> str:
             + (" - control, not in the verdict" if c.control else "")
             for c in plan.comparisons
         ]
+    if plan.series:
+        lines += ["", "## series (ranged comparisons: repetitions added until decided)"]
+        lines += [f"# {s.comparison}: {s.describe()}" for s in plan.series]
     return "\n".join(lines) + "\n"

@@ -299,6 +299,10 @@ BENCH_METRICS = (
 DEFAULT_MARGIN_PCT = {"throughput": 3.0, "latency": 5.0}
 REQUIRES = ("", "parity")  # ``require: parity``: a metric that must be shown equivalent, inconclusive fails it
 GATED_THROUGHPUT = ("per_gpu", "total")
+# How a ranged comparison's two cases alternate (``workloads.bench.alternation``): one repetition each with both
+# servers up (``repetitions``), a fresh launch of each side per block of repetitions (``blocks``: a pair that
+# shares its devices cannot keep both up), or whichever the pair allows (``auto``; ``plan/series.py`` decides).
+ALTERNATIONS = ("auto", "repetitions", "blocks")
 
 
 @dataclass(frozen=True)
@@ -339,6 +343,8 @@ class BenchSpec:
     metrics: tuple[MetricGate, ...]
     max_repetitions: int = 0  # a range's max (``repetitions: {min, max}``); equal to ``repetitions`` when fixed
     gated_throughput: str = "per_gpu"  # where the cases' GPU counts differ: which throughput view is gated
+    alternation: str = "auto"  # ALTERNATIONS
+    block_size: int = 0  # repetitions per added block of a ``blocks`` series; 0: the range's min
 
     @property
     def ranged(self) -> bool:
@@ -349,9 +355,9 @@ class BenchSpec:
         return max(self.repetitions, self.max_repetitions)
 
     @property
-    def looks(self) -> int:
-        """The planned looks of a sequential comparison: after min, then after each added repetition up to max."""
-        return self.most_repetitions - self.repetitions + 1
+    def block(self) -> int:
+        """The repetitions of each block after a side's first (its case's own ``min``)."""
+        return self.block_size or self.repetitions
 
 
 @dataclass(frozen=True)

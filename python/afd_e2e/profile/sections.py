@@ -7,6 +7,7 @@ from typing import Any
 
 from afd_e2e.profile import catalogue
 from afd_e2e.profile.model import (
+    ALTERNATIONS,
     BENCH_METRICS,
     DEFAULT_MARGIN_PCT,
     GATED_THROUGHPUT,
@@ -390,6 +391,7 @@ def _read_bench(r: Reader, budgets: BudgetSpec) -> BenchSpec:
             f"unknown view {gated_throughput!r}",
             f"use one of: {', '.join(GATED_THROUGHPUT)}",
         )
+    alternation, block_size = _read_alternation(r, low, high)
     spec = BenchSpec(
         dataset=r.get("dataset", str, "random"),
         input_len=r.positive_int("input_len"),
@@ -406,9 +408,30 @@ def _read_bench(r: Reader, budgets: BudgetSpec) -> BenchSpec:
         metrics=_read_metric_gates(r.child("metrics", None), margins),
         max_repetitions=high,
         gated_throughput=gated_throughput,
+        alternation=alternation,
+        block_size=block_size,
     )
     r.done()
     return spec
+
+
+def _read_alternation(r: Reader, low: int, high: int) -> tuple[str, int]:
+    """``alternation: auto | repetitions | blocks`` and ``block_size: N``. An explicit ``blocks`` needs a range with
+    room for two blocks a side (the first look comes after the second: one launch a side cannot tell the launch
+    from the change); under ``auto`` a pair that does not fit is refused by the plan, saying why."""
+    alternation = r.get("alternation", str, "auto")
+    if alternation not in ALTERNATIONS:
+        r.fail(r.key("alternation"), f"unknown alternation {alternation!r}", f"use one of: {', '.join(ALTERNATIONS)}")
+    block_size = r.positive_int("block_size", 0, minimum=0)
+    if "block_size" in r.data and block_size == 0:
+        r.fail(r.key("block_size"), "must be >= 1, got 0", "set block_size to at least 1, or drop it (the range's min)")
+    if alternation == "blocks" and (high <= low or high < low + (block_size or low)):
+        r.fail(
+            r.key("alternation"),
+            f"blocks of {block_size or low} need room for two a side, but repetitions run {low} to {high}",
+            f"set repetitions to {{min: {low}, max: {low + (block_size or low)}}} or more",
+        )
+    return alternation, block_size
 
 
 def _default_margin(metric: BenchMetric, margins: dict[str, float]) -> float:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from afd_e2e import __version__
-from afd_e2e.plan.model import CasePlan
+from afd_e2e.plan.model import BLOCKS, CasePlan
 from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting
 from afd_e2e.report import sections as report_sections
@@ -27,6 +27,7 @@ from afd_e2e.report.status import icon
 from afd_e2e.results import sections as results_sections
 from afd_e2e.results.model import (
     LOG_TAIL_CHARS,
+    BlockRecord,
     CasePerformance,
     CaseResults,
     Comparison,
@@ -39,6 +40,7 @@ from afd_e2e.results.model import (
     SequentialRecord,
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
+from afd_e2e.workloads.blocks import drift_lines
 from afd_e2e.workloads.performance import fails as fails_its_gate
 from afd_e2e.workloads.performance import undetectable_line
 
@@ -436,7 +438,10 @@ def _series_lines(series: SequentialRecord | None) -> list[str]:
     if series is None:
         return []
     if not series.looks:
-        return [f"- Sequential series not run: {markdown_text(series.reason)}"]
+        if series.stopped == "not run":
+            return [f"- Sequential series not run: {markdown_text(series.reason)}"]
+        stopped = f"- Sequential series stopped before its first look: {markdown_text(series.stopped)}, "
+        return [stopped + markdown_text(series.reason), *_block_lines(series)]
     looks = ", ".join(
         f"{look.look}: {look.baseline_repetitions}+{look.candidate_repetitions} "
         + ("/".join(markdown_text(v) for v in look.verdicts.values()) or "nothing gated")
@@ -448,7 +453,33 @@ def _series_lines(series: SequentialRecord | None) -> list[str]:
         f"{series.planned_looks} planned looks): {markdown_text(series.stopped)}, {markdown_text(series.reason)}",
         f"- Looks (repetitions base+cand, gated verdicts): {markdown_text(looks, 600)}",
         f"- Added repetitions in the order run: {markdown_text(order, 600)}",
+        *_block_lines(series),
     ]
+
+
+def _block_lines(series: SequentialRecord) -> list[str]:
+    """A blocks series' launches, each block's repetitions and checks, and each side's block effect."""
+    if series.alternation != BLOCKS:
+        return []
+
+    def block(b: BlockRecord) -> str:
+        reps = f"reps {b.repetitions[0]}-{b.repetitions[-1]}" if b.repetitions else "no reps"
+        if b.block == 1:
+            return f"{b.side} 1 ({reps}, the case's own launch)"
+        checks = "hygiene " + ("passed" if all(c.status is Status.PASSED for c in b.hygiene) else "failed")
+        ready = f", ready in {b.launch_to_ready_s:.0f} s" if b.launch_to_ready_s is not None else ""
+        failed = f", **{b.status}**: {b.failure}" if b.status is not Status.PASSED else ""
+        return f"{b.side} {b.block} ({reps}{ready}, {checks}{failed})"
+
+    lines = [
+        f"- Blocks of {series.step} (each side launched afresh per block, {series.launches} added launches): "
+        + markdown_text(", ".join(block(b) for b in series.blocks), 800)
+    ]
+    drifted = drift_lines(series)
+    lines += [f"- ⚠️ {markdown_text(line)}" for line in drifted]
+    if not drifted and series.block_effects:
+        lines.append("- Block effect: each side's blocks agree within their repetitions' noise")
+    return lines
 
 
 def performance_sections(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:

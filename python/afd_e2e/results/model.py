@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from afd_e2e.plan.model import RunPlan
+from afd_e2e.plan.model import REPETITIONS, RunPlan, planned_looks
 from afd_e2e.results import sections
 from afd_e2e.results.codec import EXTRAS
 from afd_e2e.results.execution import ModelRunners
@@ -253,10 +253,12 @@ class PerformanceLook:
 
 @dataclass
 class SequentialRecord:
-    """How a ranged series ran (``workloads.bench.repetitions: {min, max}``): the pair, the range, every look, why
-    it stopped, every formal repetition of the pair in the order run, and which repetitions of each side (1-based
-    indices into its ``performance.repetitions``) the comparison judges: the last look's. A baseline shared by two
-    comparisons runs added repetitions for each; each comparison judges only its own."""
+    """How a ranged series ran (``workloads.bench.repetitions: {min, max}``): the pair, the range, how it
+    alternated, every look, why it stopped, every formal repetition of the pair in the order run, and which
+    repetitions of each side (1-based indices into its ``performance.repetitions``) the comparison judges: the last
+    look's. A baseline shared by two comparisons runs added repetitions for each; each comparison judges only its
+    own. A ``blocks`` series also records every block (a fresh launch of one side, its teardown and hygiene) and
+    each side's block effect: its blocks against each other."""
 
     baseline: str
     candidate: str
@@ -268,11 +270,51 @@ class SequentialRecord:
     reason: str = ""  # why it stopped or never ran, in words
     baseline_repetitions: list[int] = field(default_factory=list)
     candidate_repetitions: list[int] = field(default_factory=list)
+    alternation: str = REPETITIONS  # repetitions | blocks (plan/series.py)
+    step: int = 1  # repetitions a side between looks: 1, or a block's
+    blocks: list[BlockRecord] = field(default_factory=list)
+    block_effects: list[BlockEffect] = field(default_factory=list)
 
     @property
     def planned_looks(self) -> int:
-        """The looks both error rates are split over: after min, then after each added pair up to max."""
-        return self.max - self.min + 1
+        """The looks both error rates are split over (``plan.model.planned_looks``)."""
+        return planned_looks(self.min, self.max, self.step, self.alternation)
+
+    @property
+    def launches(self) -> int:
+        """Fresh launches a blocks series added (a side's first block is its case's own launch)."""
+        return sum(1 for block in self.blocks if block.block > 1)
+
+
+@dataclass
+class BlockRecord:
+    """One block of a ``blocks`` series: a side's launch and the repetitions it ran. Block 1 of each side is its
+    case's own launch (its record is the case's); each later one is a fresh launch, stopped and checked for
+    hygiene like a case, its processes and checks kept here."""
+
+    side: str  # the case id
+    block: int  # 1-based, per side
+    repetitions: list[int] = field(default_factory=list)  # 1-based indices into the side's performance.repetitions
+    status: Status = Status.PASSED
+    failure: str | None = None
+    launch_to_ready_s: float | None = None
+    teardown_s: float | None = None
+    processes: list[ProcessRecord] = field(default_factory=list)
+    hygiene: list[CheckRecord] = field(default_factory=list)
+    log_tail: str | None = None
+
+
+@dataclass
+class BlockEffect:
+    """A side's blocks against each other on one metric: how far its last block's mean lies from its first, and
+    whether the blocks differ beyond the repetitions' own noise (a one-way analysis of variance: ``p_value``)."""
+
+    side: str
+    metric: str
+    block_means: list[float]
+    drift_pct: float  # last block's mean against the first's
+    p_value: float | None  # None: too few repetitions to tell (a block of one)
+    beyond_noise: bool
 
 
 @dataclass

@@ -200,12 +200,79 @@ def run_case(
     results = ctx.store.results.cases[case.id] = new_case_results(case)
     ctx.store.flush()
     side = ctx.side_of(case)
+
+    def body(servers: CaseServers) -> None:
+        if side is not None and not side.runs_phases:
+            _follow(ctx, results, servers, side)
+            return
+        _run_phases(ctx, servers.case, results, servers, side)
+        if while_up is not None and side is None:
+            _while_up(ctx, results, servers, while_up)
+
+    _serve(ctx, case, results, body, name=case.id, side=side)
+    if side is None or side.runs_phases:
+        _judge_execution(ctx, case, results)
+    results.timings.wall_s = round(ctx.clock() - started, 3)
+    ctx.store.flush()
+    ctx.progress(f"case {results.status}" + (f": {results.failure}" if results.failure else ""))
+    return results
+
+
+def run_block(
+    ctx: RunContext, case: CasePlan, block: str, work: Callable[[CaseServers, threading.Event], None]
+) -> CaseResults:
+    """One more launch of ``case`` for a block of a ``blocks`` series (``runner.sequential``): launched and made
+    ready, ``work`` run watched like a phase (a cancel, a dead role or a stall ends it; its event tells it to stop),
+    then stopped and checked for hygiene like the case itself. Everything lands in a record of its own, returned
+    (processes, timings, hygiene, status; logs under the case's folder, named ``block``): the case's record is
+    the caller's to update."""
+    results = new_case_results(case)
+
+    def body(servers: CaseServers) -> None:
+        name = f"{case.id} {block}"
+        ctx.progress.enter(name, "performance series", [s.log_path for s in servers.servers])
+        servers.mark("performance")
+        stop = threading.Event()
+
+        def alive() -> None:
+            try:
+                servers.check()
+                servers.check_progress()
+            except EngineDied as exc:
+                raise died(servers, exc, f"performance series ({block})") from exc
+            except Stalled as exc:
+                raise CaseFailure(exc.stall.message, servers.api_log_tail(), Trigger.STALL) from exc
+
+        try:
+            call_watched(lambda: work(servers, stop), [ctx.flag.check, alive], stop)
+        finally:
+            if (port := urlsplit(servers.case.base_url).port) is not None:
+                shut_own_connections(port)  # an abandoned repetition's requests: the SIGTERM would wait on them
+        servers.check()
+        results.status = Status.PASSED
+
+    _serve(ctx, case, results, body, name=f"{case.id}/{block}", side=None)
+    return results
+
+
+def _serve(
+    ctx: RunContext,
+    case: CasePlan,
+    results: CaseResults,
+    body: Callable[[CaseServers], None],
+    *,
+    name: str,
+    side: AgentSide | None,
+) -> None:
+    """The one server lifecycle of a case (or a block of one): launch its processes, make them ready, run
+    ``body``, then stop them and check hygiene, whatever happened in between; every failure is recorded in
+    ``results``, nothing escapes. ``name``: the folder of its logs, scratch and telemetry."""
     hosted = side.hosted(case) if side is not None else None
     gpu_before = read_gpu_memory(d for p in case.processes if hosted is None or p.name in hosted for d in p.devices)
     with CaseServers(
         case,
-        ctx.layout.log_dir(case.id),
-        scratch=ctx.layout.case_scratch(case.id),
+        ctx.layout.log_dir(name),
+        scratch=ctx.layout.case_scratch(name),
         cache=ctx.layout.cache_dir,
         run_id=ctx.run_id,
         base_env=ctx.base_env,
@@ -215,7 +282,7 @@ def run_case(
         telemetry=TelemetrySettings(
             stall_s=ctx.profile.budgets.stall_s,
             workload_phases=dispatch.stall_watched_phases(),
-            path=telemetry_path(ctx.layout.out_dir, case.id),
+            path=telemetry_path(ctx.layout.out_dir, name),
             at_server=side is not None and not side.runs_phases,
         ),
         hosted=hosted,
@@ -226,12 +293,7 @@ def run_case(
             servers.on_startup_stall = partial(_startup_stall_reported, ctx, case, results, servers)
         try:
             _start(ctx, case, results, servers, side)
-            if side is not None and not side.runs_phases:
-                _follow(ctx, results, servers, side)
-            else:
-                _run_phases(ctx, servers.case, results, servers, side)
-                if while_up is not None and side is None:
-                    _while_up(ctx, results, servers, while_up)
+            body(servers)
         except CaseFailure as exc:
             _fail(results, Status.FAILED, str(exc), exc.log_tail)
             ctx.store.flush()  # the failure is on record when detected, not only after the teardown
@@ -259,12 +321,6 @@ def run_case(
             traceback.print_exc(file=sys.stderr)
             _fail(results, Status.CRASHED, f"harness error while stopping: {type(exc).__name__}: {exc}")
         _summarize_telemetry(ctx, case, results, servers)
-        if side is None or side.runs_phases:
-            _judge_execution(ctx, case, results)
-    results.timings.wall_s = round(ctx.clock() - started, 3)
-    ctx.store.flush()
-    ctx.progress(f"case {results.status}" + (f": {results.failure}" if results.failure else ""))
-    return results
 
 
 def _launched(

@@ -1,13 +1,16 @@
-"""Where a ranged series gets both of its servers: the runner keeps a comparison's baseline case up while the cases
-after it run, so its candidate can alternate repetitions with it (``afd_e2e.workloads.sequential``).
+"""Where a ranged series gets its sides' servers, as the plan chose (``plan/series.py``, ``workloads.sequential``).
 
-Cases still run one after another and each is launched, checked and torn down by ``run_case`` as before; the only
-change is when a baseline's teardown happens: a case that is the baseline of a ranged performance comparison is
-torn down after its last such candidate (the cases in between run nested inside its ``while_up``). A pair is run
-as a series only where that is possible and honest: ``workloads.bench.repetitions`` is a range, the comparison
-measures performance and is no control, both cases run the performance phase on this agent alone, the baseline is
-planned first, and no case that runs while the baseline is held shares a device with it (two servers cannot share
-a GPU's memory); holds nest. Any other ranged pair keeps ``min`` repetitions a side, and its record says why.
+``repetitions``: the runner keeps a comparison's baseline case up while the cases after it run, so its candidate
+can alternate repetitions with it. Cases still run one after another and each is launched, checked and torn down
+by ``run_case``; the only change is when a baseline's teardown happens: a baseline of a held series is torn down
+after its last such candidate (the cases in between run nested inside its ``while_up``; holds nest).
+
+``blocks``: once the later case of the pair has run (and is torn down), the two sides are launched afresh in turn,
+each for a block of repetitions (``run_block``: the case's own lifecycle, with its teardown and hygiene checks),
+until the series is decided. Every block is recorded with its launch and checks, and each side's block effect
+(``workloads.blocks``).
+
+What the plan refused keeps ``min`` repetitions a side, and its record says why.
 """
 
 from __future__ import annotations
@@ -19,18 +22,18 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from afd_e2e.plan.model import CasePlan, ComparisonPlan, RunPlan
-from afd_e2e.profile import Profile, catalogue
-from afd_e2e.results.model import CaseResults, SequentialRecord
+from afd_e2e.plan.model import BLOCKS, NOT_RUN, REPETITIONS, CasePlan, SeriesPlan
+from afd_e2e.profile import catalogue
+from afd_e2e.results.model import BlockRecord, CaseResults, Repetition, SequentialRecord
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import call_watched
-from afd_e2e.runner.case import CaseFailure, RunContext, died, new_case_results, run_case
+from afd_e2e.runner.case import CaseFailure, RunContext, died, new_case_results, run_block, run_case
 from afd_e2e.runner.server import CaseServers, Stalled
 from afd_e2e.runner.watch import EngineDied
 from afd_e2e.system.child_env import client_environment
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.markers import marker_env
-from afd_e2e.workloads import bench, sequential
+from afd_e2e.workloads import bench, blocks, sequential
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.phases import PROGRESS_EVERY_S
 
@@ -46,65 +49,6 @@ class Held:
 
 class BaselineLost(Exception):
     """The held baseline died or stalled during the series: the series fails, the candidate case does not."""
-
-
-def _pair_problem(plan: RunPlan, cmp: ComparisonPlan) -> str | None:
-    """Why this ranged comparison cannot run as an alternating series on its own, or None when it can."""
-    cases = {c.id: c for c in plan.cases}
-    base, cand = cases.get(cmp.baseline), cases.get(cmp.candidate)
-    if base is None or cand is None or "performance" not in base.phases or "performance" not in cand.phases:
-        return "one of its cases does not run the performance phase here"
-    if base.remote_processes or cand.remote_processes:
-        return "a case placed on several agents is not held up for a series"
-    if plan.cases.index(base) > plan.cases.index(cand):
-        return f"the baseline {base.id} is planned after the candidate {cand.id}"
-    return None
-
-
-def _hold_problem(plan: RunPlan, series: Mapping[str, str]) -> str | None:
-    """Why these series cannot all be held: a case that runs while a baseline is held (its candidates and the
-    cases between) sharing one of its devices (two servers cannot share a GPU's memory), or two holds that cross
-    (each baseline is torn down after its last candidate, so holds must nest)."""
-    order = [c.id for c in plan.cases]
-    holds = {}
-    for candidate, baseline in series.items():
-        first, last = holds.get(baseline, (order.index(baseline), order.index(baseline)))
-        holds[baseline] = (first, max(last, order.index(candidate)))
-    for baseline, (first, last) in holds.items():
-        devices = set(plan.cases[first].devices)
-        for case in plan.cases[first + 1 : last + 1]:
-            if shared := sorted(devices & set(case.devices)):
-                return f"{case.id} runs while {baseline} is held and shares devices {shared} with it"
-        for other, (o_first, o_last) in holds.items():
-            if first < o_first <= last < o_last:
-                return f"holding {baseline} until {order[last]} would cross holding {other} until {order[o_last]}"
-    return None
-
-
-def plan_series(profile: Profile, plan: RunPlan) -> tuple[dict[str, str], dict[str, SequentialRecord]]:
-    """The ranged comparisons run as series (candidate id -> baseline id, one series per candidate), and the
-    records of those that cannot be (candidate id -> a record saying why; ``min`` repetitions a side). Pairs are
-    taken in the plan's comparison order, each only where it and every hold so far can run."""
-    series: dict[str, str] = {}
-    refused: dict[str, SequentialRecord] = {}
-    spec = profile.bench
-    if spec is None or not spec.ranged:
-        return series, refused
-    for cmp in plan.comparisons:
-        if cmp.control or "performance" not in cmp.measures:
-            continue
-        problem = _pair_problem(plan, cmp)
-        if problem is None and cmp.candidate in series:
-            problem = f"{cmp.candidate} already runs a series against {series[cmp.candidate]}"
-        if problem is None:
-            problem = _hold_problem(plan, {**series, cmp.candidate: cmp.baseline})
-        if problem is None:
-            series[cmp.candidate] = cmp.baseline
-            continue
-        record = SequentialRecord(cmp.baseline, cmp.candidate, spec.repetitions, spec.most_repetitions)
-        record.stopped, record.reason = "not run", f"{problem}: {spec.repetitions} repetitions a side"
-        refused.setdefault(cmp.candidate, record)
-    return series, refused
 
 
 def held_until(cases: Sequence[CasePlan], index: int, series: Mapping[str, str]) -> int:
@@ -135,13 +79,15 @@ class _Writes:
 
 
 def run_cases(ctx: RunContext, cases: Sequence[CasePlan]) -> None:
-    """Every case in order, each baseline of a series held up until its last candidate has run (``plan_series``);
-    what the series cannot run as is recorded on its candidate's performance section."""
-    series, refused = plan_series(ctx.profile, ctx.plan)
-    _run_cases(ctx, list(cases), series, {}, _State())
-    for candidate, record in refused.items():
-        found = ctx.store.results.cases.get(candidate)
-        if found is not None and found.performance is not None:
+    """Every case in order, each baseline of a held series up until its last candidate has run, each blocks series
+    run once the later of its cases has; what the plan refused is recorded on its candidate's performance section."""
+    held = {s.candidate: s.baseline for s in ctx.plan.series if s.alternation == REPETITIONS}
+    _run_cases(ctx, list(cases), held, {}, _State())
+    for series in ctx.plan.series:
+        found = ctx.store.results.cases.get(series.candidate)
+        if series.alternation == NOT_RUN and found is not None and found.performance is not None:
+            record = SequentialRecord(series.baseline, series.candidate, series.min, series.max)
+            record.stopped, record.reason = "not run", f"{series.reason}: {series.min} repetitions a side"
             found.performance.sequential = record
     ctx.store.flush()
 
@@ -190,6 +136,72 @@ def _run_cases(
             state.kept = case.id
         if inner and not ran_inner:  # the case failed before it could be held: the rest runs without it
             _run_cases(ctx, inner, series, held, state)
+        for planned in ctx.plan.series:
+            later = max(planned.baseline, planned.candidate, key=[c.id for c in ctx.plan.cases].index)
+            if planned.alternation == BLOCKS and later == case.id and state.kept is None and not ctx.flag.is_set():
+                run_blocks(ctx, planned)
+
+
+def _target(ctx: RunContext, side: CasePlan) -> bench.Target:
+    """Where a side's repetitions go, once its server is ready (its model card names the tokenizer it loaded)."""
+    root = served_model_root(side.base_url, side.served_model_name, timeout_s=ctx.profile.budgets.request_s)
+    env = bench.client_env(client_environment(ctx.base_env, markers=marker_env(ctx.run_id, side.id, "bench")))
+    return bench.Target(side.id, side.base_url, side.served_model_name, root, env)
+
+
+def _repetition(
+    ctx: RunContext, target: bench.Target, client, stop: threading.Event, index: int, kind: str = "rep"
+) -> Repetition:
+    spec = ctx.profile.bench
+    assert spec is not None
+    rep, _ended = bench.run_one(
+        spec,
+        target,
+        executable=resolve_executable(ctx.profile.engine.executable),
+        out_dir=ctx.layout.out_dir,
+        kind=kind,
+        index=index,
+        total=spec.most_repetitions if kind == "rep" else spec.warmups,
+        progress=lambda line: ctx.progress(f"{target.case_id}: {line}"),
+        cancelled=stop,
+        heartbeat_s=PROGRESS_EVERY_S,
+        client=client,
+    )
+    return rep
+
+
+class _Budget:
+    """The performance budget a series runs under: the candidate's performance phase already spent part of it,
+    and another pair of steps (the slowest seen so far, each) must fit in the rest."""
+
+    def __init__(self, ctx: RunContext, results: CaseResults, stop: threading.Event) -> None:
+        self.budget_s = catalogue.phase("performance").budget.seconds(ctx.profile)
+        self.spent_s = results.timings.phases.get("performance", 0.0)
+        self.clock = ctx.clock
+        self.started = ctx.clock()
+        self.slowest_s = 0.0
+        self._stop = stop
+
+    def timed(self, step: sequential.Step) -> sequential.Step:
+        def timed_step(case_id: str, indices: list[int]):
+            began = self.clock()
+            try:
+                return step(case_id, indices)
+            finally:
+                self.slowest_s = max(self.slowest_s, self.clock() - began)
+
+        return timed_step
+
+    def over(self) -> tuple[str, str] | None:
+        if self._stop.is_set():
+            return "cancelled", "cancelled"
+        elapsed = self.spent_s + self.clock() - self.started
+        if elapsed + 2 * self.slowest_s > self.budget_s:
+            return "budget", (
+                f"another pair (about {2 * self.slowest_s:.0f} s) would pass the performance budget "
+                f"({self.budget_s:g} s; {elapsed:.0f} s spent)"
+            )
+        return None
 
 
 def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
@@ -200,23 +212,14 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
     base_results = held.results
     if spec is None or results.performance is None or base_results.performance is None:
         return
-    record = sequential.start(spec, held.case.id, case.id)
+    record = sequential.start(spec, ctx.plan.series_of(case.id), held.case.id, case.id)
     if results.performance.status is not Status.PASSED or base_results.performance.status is not Status.PASSED:
         record.stopped, record.reason = "failed", "a side's first repetitions did not all pass"
         results.performance.sequential = record
         return
-    budget_s = catalogue.phase("performance").budget.seconds(ctx.profile)
-    spent_s = results.timings.phases.get("performance", 0.0)
-    started = time.monotonic()
     writes = {c.id: _Writes(r, ctx.store.lock) for c, r in ((held.case, base_results), (case, results))}
     stop = threading.Event()
-    executable = resolve_executable(ctx.profile.engine.executable)
-
-    def target(side: CasePlan) -> bench.Target:
-        root = served_model_root(side.base_url, side.served_model_name, timeout_s=ctx.profile.budgets.request_s)
-        markers = marker_env(ctx.run_id, side.id, "bench")
-        env = bench.client_env(client_environment(ctx.base_env, markers=markers))
-        return bench.Target(side.id, side.base_url, side.served_model_name, root, env)
+    budget = _Budget(ctx, results, stop)
 
     def publish() -> None:
         for w in writes.values():
@@ -228,7 +231,7 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         assert base_section is not None and cand_section is not None
         cand_section.sequential = record
         try:
-            targets = {side.id: target(side) for side in (held.case, case)}
+            targets = {side.id: _target(ctx, side) for side in (held.case, case)}
         except CompletionError as exc:  # a server that no longer answers its model card
             record.stopped, record.reason = "failed", str(exc)
             cand_section.status, cand_section.failure = Status.FAILED, f"sequential series: {exc}"
@@ -236,40 +239,22 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
             return record
         for section in (base_section, cand_section):
             section.status = Status.RUNNING
+        executable = resolve_executable(ctx.profile.engine.executable)
         clients = {
             side_id: scope.enter_context(bench.case_client(executable, side, ctx.layout.out_dir))
             for side_id, side in targets.items()
         }
 
-        def step(case_id: str, index: int):
-            rep, _ended = bench.run_one(
-                spec,
-                targets[case_id],
-                executable=executable,
-                out_dir=ctx.layout.out_dir,
-                kind="rep",
-                index=index,
-                total=spec.most_repetitions,
-                progress=lambda line: ctx.progress(f"{case_id}: {line}"),
-                cancelled=stop,
-                heartbeat_s=PROGRESS_EVERY_S,
-                client=clients[case_id],
-            )
-            return rep
-
-        def over_budget(slowest_s: float) -> tuple[str, str] | None:
-            if stop.is_set():
-                return "cancelled", "cancelled"
-            elapsed = spent_s + time.monotonic() - started
-            if elapsed + 2 * slowest_s > budget_s:
-                return "budget", (
-                    f"another pair (about {2 * slowest_s:.0f} s) would pass the performance budget "
-                    f"({budget_s:g} s; {elapsed:.0f} s spent)"
-                )
-            return None
+        def step(case_id: str, indices: list[int]):
+            reps = []
+            for index in indices:
+                reps.append(_repetition(ctx, targets[case_id], clients[case_id], stop, index))
+                if reps[-1].status is not Status.PASSED:
+                    break
+            return reps, None
 
         found = sequential.alternate(
-            spec, record, base_section, cand_section, step=step, publish=publish, stop=over_budget
+            spec, record, base_section, cand_section, step=budget.timed(step), publish=publish, stop=budget.over
         )
         ctx.progress(f"series {held.case.id} vs {case.id}: {found.stopped} after {len(found.looks)} looks")
         return found
@@ -297,6 +282,7 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
     ctx.progress.enter(case.id, "performance series", [s.log_path for s in servers.servers])
     for s in (held.servers, servers):
         s.mark("performance")
+    started = time.monotonic()
     try:
         call_watched(work, [ctx.flag.check, candidate_alive, baseline_alive], stop)
     except BaselineLost as exc:
@@ -323,3 +309,120 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         for w in writes.values():
             w.open = False
         ctx.store.flush()
+
+
+def run_blocks(ctx: RunContext, planned: SeriesPlan) -> None:
+    """A ``blocks`` series, its cases both run and torn down: each side launched afresh in turn (``run_block``)
+    for a block of repetitions, warm-ups first (a fresh launch is cold), until decided (``sequential.alternate``).
+    A block that fails (its launch, a repetition, its hygiene) ends the series and fails its side's case, with the
+    block's record; a cancel ends it as cancelled. The record lands on the candidate's performance section."""
+    spec = ctx.profile.bench
+    cases = {c.id: c for c in ctx.plan.cases}
+    found = {side: ctx.store.results.cases.get(side) for side in (planned.baseline, planned.candidate)}
+    base_results, results = found[planned.baseline], found[planned.candidate]
+    if spec is None or base_results is None or results is None or results.performance is None:
+        return
+    record = sequential.start(spec, planned, planned.baseline, planned.candidate)
+    record.blocks = [_first_block(found[side], spec.repetitions) for side in (planned.lead, _other(planned))]
+    results.performance.sequential = record
+    if ctx.flag.is_set():
+        record.stopped, record.reason = "cancelled", "the run was cancelled before the blocks"
+        ctx.store.flush()
+        return
+    if base_results.performance is None or any(
+        r.status is not Status.PASSED or r.performance is None or r.performance.status is not Status.PASSED
+        for r in found.values()
+    ):
+        record.stopped, record.reason = "failed", "a side's case (its first block) did not pass"
+        ctx.store.flush()
+        return
+    stop = threading.Event()
+    budget = _Budget(ctx, results, stop)
+    sections = {planned.baseline: base_results.performance, planned.candidate: results.performance}
+
+    def step(case_id: str, indices: list[int]):
+        number = 1 + sum(1 for b in record.blocks if b.side == case_id)
+        reps: list[Repetition] = []
+
+        def work(servers: CaseServers, stopped: threading.Event) -> None:
+            target = _target(ctx, cases[case_id])
+            executable = resolve_executable(ctx.profile.engine.executable)
+            with bench.case_client(executable, target, ctx.layout.out_dir) as client:
+                for warmup in range(1, spec.warmups + 1):
+                    rep = _repetition(ctx, target, client, stopped, warmup, kind=f"block{number}-warmup")
+                    if rep.status is not Status.PASSED:
+                        raise CaseFailure(f"warm-up {warmup} of block {number}: {rep.failure}")
+                for index in indices:
+                    reps.append(_repetition(ctx, target, client, stopped, index))
+                    if reps[-1].status is not Status.PASSED:
+                        return
+
+        ctx.progress(f"series {planned.baseline} vs {planned.candidate}: block {number} of {case_id}")
+        block = run_block(ctx, cases[case_id], f"block-{number}", work)
+        record.blocks.append(_block_record(ctx, block, number, reps))
+        ctx.store.flush()
+        if block.status is Status.CANCELLED:
+            stop.set()
+        failure = None if block.status is Status.PASSED else f"block {number}: {block.failure or block.status}"
+        return reps, failure
+
+    def publish() -> None:
+        ctx.store.flush()
+
+    started = time.monotonic()
+    sequential.alternate(
+        spec,
+        record,
+        sections[planned.baseline],
+        sections[planned.candidate],
+        step=budget.timed(step),
+        publish=publish,
+        stop=budget.over,
+        lead=planned.lead,
+    )
+    if record.stopped == "failed" and ctx.flag.is_set():
+        record.stopped = "cancelled"
+    for side, section in sections.items():
+        case = found[side]
+        if case is not None and case.status is Status.PASSED and section.status.is_failure:
+            case.status, case.failure = section.status, f"performance: {section.failure or section.status}"
+    record.block_effects = blocks.effects(record, sections, spec.metrics)
+    results.timings.phases["performance series"] = round(time.monotonic() - started, 3)
+    ctx.progress(
+        f"series {planned.baseline} vs {planned.candidate}: {record.stopped} after {len(record.looks)} looks, "
+        f"{record.launches} added launches"
+    )
+    ctx.store.flush()
+
+
+def _other(planned: SeriesPlan) -> str:
+    return planned.candidate if planned.lead == planned.baseline else planned.baseline
+
+
+def _first_block(case: CaseResults | None, count: int) -> BlockRecord:
+    """A side's first block: its case's own launch (its processes and hygiene are the case's record)."""
+    assert case is not None
+    return BlockRecord(
+        side=case.id,
+        block=1,
+        repetitions=list(range(1, count + 1)),
+        status=case.status,
+        failure=case.failure,
+        launch_to_ready_s=case.timings.launch_to_ready_s,
+        teardown_s=case.timings.teardown_s,
+    )
+
+
+def _block_record(ctx: RunContext, block: CaseResults, number: int, reps: Sequence[Repetition]) -> BlockRecord:
+    return BlockRecord(
+        side=block.id,
+        block=number,
+        repetitions=[r.index for r in reps],
+        status=block.status,
+        failure=block.failure,
+        launch_to_ready_s=block.timings.launch_to_ready_s,
+        teardown_s=block.timings.teardown_s,
+        processes=block.processes,
+        hygiene=block.hygiene,
+        log_tail=block.log_tail,
+    )

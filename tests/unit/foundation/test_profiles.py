@@ -113,6 +113,13 @@ def _error(mutate) -> str:
             "bench.metrics.mean_ttft_ms.on_worse: unknown action 'panic'",
         ),
         (lambda d: d["workloads"]["bench"].update(metrics={}), "workloads.bench.metrics: lists no metrics"),
+        (lambda d: d["workloads"]["bench"].update(alternation="launches"), "bench.alternation: unknown alternation"),
+        (
+            lambda d: d["workloads"]["bench"].update(alternation="blocks", repetitions=5),
+            "bench.alternation: blocks of 5 need room for two a side, but repetitions run 5 to 5 "
+            "(fix: set repetitions to {min: 5, max: 10} or more)",
+        ),
+        (lambda d: d["workloads"]["bench"].update(block_size=0), "workloads.bench.block_size: must be >= 1, got 0"),
     ],
 )
 def test_bad_profiles_name_the_key_and_the_fix(mutate, expected):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from afd_e2e.plan.model import SeriesPlan
 from afd_e2e.profile import BENCH_METRICS, load_profile
 from afd_e2e.profile.model import MetricGate
 from afd_e2e.results.model import CasePerformance, Repetition, SequentialRecord
@@ -41,15 +42,16 @@ def _section(values) -> CasePerformance:
     return CasePerformance(Status.PASSED, repetitions=[_rep(i, v) for i, v in enumerate(values, 1)])
 
 
-def _series(draw, *, spec=SPEC, stop=lambda _slowest: None):
+def _series(draw, *, spec=SPEC, stop=lambda: None):
     """The series of two simulated sides; ``draw(case_id, index)`` is the TPOT a repetition measures."""
     first = spec.repetitions
     sections = {side: _section([draw(side, i) for i in range(1, first + 1)]) for side in ("base", "cand")}
-    record = sequential.start(spec, "base", "cand")
+    record = sequential.start(spec, None, "base", "cand")
 
-    def step(case_id: str, index: int) -> Repetition:
+    def step(case_id: str, indices: list[int]):
+        (index,) = indices
         value = draw(case_id, index)
-        return _rep(index, value) if value > 0 else _rep(index, 1.0, Status.FAILED)
+        return [_rep(index, value) if value > 0 else _rep(index, 1.0, Status.FAILED)], None
 
     found = sequential.alternate(
         spec, record, sections["base"], sections["cand"], step=step, publish=lambda: None, stop=stop
@@ -110,14 +112,14 @@ def test_a_failed_repetition_ends_the_series_and_fails_its_side():
 
 def test_the_budget_stops_the_series_before_the_next_pair():
     noisy = random.Random(5)
-    calls: list[float] = []
+    calls: list[int] = []
 
-    def stop(slowest_s: float):
-        calls.append(slowest_s)
+    def stop():
+        calls.append(len(calls) + 1)
         return ("budget", "another pair would pass the budget") if len(calls) == 2 else None
 
     found, _ = _series(lambda _side, _i: noisy.gauss(100.0, 30.0), stop=stop)
-    assert found.stopped == "budget" and len(found.looks) == 2 and calls == [10.0, 10.0]
+    assert found.stopped == "budget" and len(found.looks) == 2 and calls == [1, 2]
 
 
 def test_without_a_gated_metric_nothing_is_added():
@@ -144,3 +146,50 @@ def test_the_series_false_worse_rate_over_2000_equal_pairs_is_under_the_stated_2
     monkeypatch.setattr(SequentialRecord, "planned_looks", property(lambda _self: 1))
     naive = false_worse()
     assert naive == 116 and naive / 2000 > 0.025  # 5.80%
+
+
+def _blocks_series(draw, *, lead="base", failing=None):
+    """A blocks series of two simulated sides, blocks of 2 from min 2 to max 6: ``draw(case_id, index)`` is the
+    TPOT a repetition measures; ``failing``: (case id, first index) of a block whose launch fails."""
+    spec = replace(SPEC, repetitions=2, max_repetitions=6, alternation="blocks")
+    planned = SeriesPlan("pair", "base", "cand", "blocks", "asked", 2, 6, step=2, lead=lead)
+    sections = {side: _section([draw(side, i) for i in (1, 2)]) for side in ("base", "cand")}
+    record = sequential.start(spec, planned, "base", "cand")
+    steps: list[tuple[str, list[int]]] = []
+
+    def step(case_id: str, indices: list[int]):
+        steps.append((case_id, indices))
+        if (case_id, indices[0]) == failing:
+            return [], "block 2: cand's server died during start-up"
+        return [_rep(i, draw(case_id, i)) for i in indices], None
+
+    found = sequential.alternate(
+        spec, record, sections["base"], sections["cand"], step=step, publish=lambda: None, stop=lambda: None, lead=lead
+    )
+    return found, sections, steps
+
+
+def test_a_blocks_series_looks_first_after_the_second_block_a_side_and_adds_a_block_at_a_time():
+    """Even a 20% slowdown, plain after one block a side, is not judged on one launch a side: the first look is
+    after each side's second block (4 repetitions); then it is decided."""
+    found, _sections, steps = _blocks_series(lambda side, i: (120.0 if side == "cand" else 100.0) + i % 3)
+    assert steps == [("base", [3, 4]), ("cand", [3, 4])]
+    assert found.planned_looks == 2 and [look.candidate_repetitions for look in found.looks] == [4]
+    assert found.stopped == "decided" and found.looks[0].verdicts == {"mean_tpot_ms": Verdict.WORSE}
+    assert found.order == [f"{s} rep {i}" for s in ("base", "cand") for i in (1, 2)] + [
+        f"{s} rep {i}" for s in ("base", "cand") for i in (3, 4)
+    ]
+
+
+def test_a_blocks_series_planned_candidate_first_adds_the_candidate_first():
+    found, _sections, steps = _blocks_series(lambda side, i: (120.0 if side == "cand" else 100.0) + i % 3, lead="cand")
+    assert steps == [("cand", [3, 4]), ("base", [3, 4])]
+    assert found.order[:2] == ["cand rep 1", "cand rep 2"]
+
+
+def test_a_block_that_fails_without_a_repetition_ends_the_series_and_fails_its_side():
+    noisy = random.Random(9)
+    found, sections, steps = _blocks_series(lambda _s, _i: noisy.gauss(100.0, 30.0), failing=("cand", 3))
+    assert steps == [("base", [3, 4]), ("cand", [3, 4])] and found.looks == []
+    assert found.stopped == "failed" and found.reason == "cand: block 2: cand's server died during start-up"
+    assert sections["cand"].status is Status.FAILED and sections["base"].status is Status.PASSED
