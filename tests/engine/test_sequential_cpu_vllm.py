@@ -1,16 +1,22 @@
-"""Engine tier: the sequential performance series on the real CPU vLLM (tiny model), through ``execute_run``.
+"""Engine tier: the sequential performance series on the real CPU vLLM (tiny model), through ``execute_run``, both
+ways a pair alternates (``plan/series.py``).
 
-One profile, three cases of the same engine configuration (``base``, its ``twin``, and ``slowed``; every engine step
-of each first sleeps inside the fault plugin, ``tests/fault_plugin``: 100 ms, and 100 ms more for ``slowed``), two
-comparisons against ``base`` with ``repetitions: {min: 2, max: 4}`` and TPOT gated (``on_worse: fail``). ``base`` is held up while both others
-run, so each candidate alternates repetitions with it. Proves: the twin pair ends ``parity`` or ``inconclusive``,
-never ``worse``, with every look and the alternating order recorded; the slowed pair ends ``worse`` on TPOT and fails
-its comparison; results.json, the annotation and JUnit show both.
+One profile, four cases of the same engine configuration (every engine step of each first sleeps inside the fault
+plugin, ``tests/fault_plugin``: 100 ms, and 100 ms more for ``slowed``), in the order ``slowed``, ``twin-blocks``,
+``base``, ``twin``; three comparisons against ``base`` with ``repetitions: {min: 2, max: 4}`` and TPOT gated
+(``on_worse: fail``). ``alternation: auto`` chooses per pair: ``base`` is planned before ``twin``, so it is held up
+while ``twin`` runs and they alternate **repetitions**; it is planned after ``slowed`` and ``twin-blocks``, so
+those pairs alternate **blocks**: once ``base`` is over, each side is launched afresh for a block of 2 (the first
+look after the second block a side). Proves: both twin pairs end ``parity`` or ``inconclusive``, never ``worse``,
+with every look, the order and (blocks) every block, its launch and its hygiene recorded, nothing left between
+blocks; the slowed pair ends ``worse`` on TPOT after its second blocks and fails its comparison; results.json, the
+annotation and JUnit show all three.
 
-vLLM launches: 3 (one per case; ``base`` stays up through the other two, so no case is launched twice). The bench
-is small (8 prompts of 32 tokens in, 8 out, 4 at a time): 22 bench runs of ~10 s, the module about 6.5 minutes on
-2 shared cores.
-Ports 23000-23199 (this module's block: 23000, 23020, 23040).
+vLLM launches: 4 cases + 4 relaunches (a block of each side per blocks pair; max 4 leaves room for one). The
+bench is small (8 prompts of 32 tokens in, 8 out, 4 at a time): 20 to 24 bench runs of ~10 s, the module about 7
+minutes on 2 shared cores. The issue asked {min: 2, max: 6}; max 4 keeps the module inside CI's time, and a
+third block would only repeat what the second shows.
+Ports 23000-23199 (this module's block: 23000, 23020, 23040, 23060).
 """
 
 from __future__ import annotations
@@ -54,9 +60,10 @@ def _profile(tmp_path):
     data["engine"]["port_base"] = PORT_BASE
     case = {"kind": "native", "phases": ["performance"], "topology": {"dp": 1, "tp": 1, "ep": False}}
     data["cases"] = {
+        "slowed": {**case, "env": {"AFD_E2E_FAULT_SLOW_STEP_S": f"{STEP_S + SLOW_STEP_S:g}"}},
+        "twin-blocks": {**case, "env": {"AFD_E2E_FAULT_SLOW_STEP_S": f"{STEP_S:g}"}},
         "base": {**case, "env": {"AFD_E2E_FAULT_SLOW_STEP_S": f"{STEP_S:g}"}},
         "twin": {**case, "env": {"AFD_E2E_FAULT_SLOW_STEP_S": f"{STEP_S:g}"}},
-        "slowed": {**case, "env": {"AFD_E2E_FAULT_SLOW_STEP_S": f"{STEP_S + SLOW_STEP_S:g}"}},
     }
     bench = data["workloads"]["bench"]
     bench.update(input_len=32, output_len=8, num_prompts=8, max_concurrency=4, warmups=0)
@@ -69,6 +76,7 @@ def _profile(tmp_path):
     data["comparisons"] = {
         "base-vs-twin": {"baseline": "base", "candidate": "twin", "measures": ["performance"]},
         "base-vs-slowed": {"baseline": "base", "candidate": "slowed", "measures": ["performance"]},
+        "base-vs-twin-blocks": {"baseline": "base", "candidate": "twin-blocks", "measures": ["performance"]},
     }
     path = tmp_path / "tiny-cpu-sequential.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
@@ -80,6 +88,11 @@ def run(tiny_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sequential")
     profile = _profile(tmp)
     plan = build_plan(profile, model_path=str(tiny_model))
+    assert [(p.candidate, p.alternation) for p in plan.series] == [
+        ("twin", "repetitions"),
+        ("slowed", "blocks"),
+        ("twin-blocks", "blocks"),
+    ]
     out = tmp / "out"
     results = execute_run(profile, plan, out)
     return results_to_json(results), out
@@ -112,31 +125,82 @@ def test_the_slowed_candidate_ends_worse_on_tpot_and_fails_its_comparison(run):
     assert tpot["candidate"]["mean"] - tpot["baseline"]["mean"] >= 0.5 * SLOW_STEP_S * 1000, tpot
     assert perf["status"] == "failed" and "TPOT worse" in perf["failure"], perf["failure"]
     series = perf["sequential"]
+    assert series["alternation"] == "blocks" and series["step"] == 2
     assert series["stopped"] == "decided" and series["looks"][-1]["verdicts"]["mean_tpot_ms"] == "worse"
+    assert [look["candidate_repetitions"] for look in series["looks"]] == [4]  # the first look: after block 2
     # base's repetitions added for the twin are not this comparison's
     assert series["baseline_repetitions"][:2] == [1, 2]
     assert set(series["baseline_repetitions"][2:]).isdisjoint(
         data["comparisons"]["base-vs-twin"]["performance"]["sequential"]["baseline_repetitions"]
     )
+    # slowed ran first, so it leads: slowed, base, then a fresh launch of each
+    assert [(b["side"], b["block"]) for b in series["blocks"]] == [
+        ("slowed", 1),
+        ("base", 1),
+        ("slowed", 2),
+        ("base", 2),
+    ]
     assert data["verdict"]["status"] == "failed"
+
+
+def test_the_twins_in_blocks_relaunch_each_side_leave_nothing_behind_and_never_end_worse(run):
+    data, out = run
+    perf = data["comparisons"]["base-vs-twin-blocks"]["performance"]
+    tpot = next(m for m in perf["metrics"] if m["key"] == "mean_tpot_ms")
+    assert tpot["verdict"] in ("parity", "inconclusive"), tpot
+    series = perf["sequential"]
+    assert (series["alternation"], series["min"], series["max"], series["step"]) == ("blocks", 2, 4, 2)
+    assert series["stopped"] in ("decided", "max"), series
+    assert len(series["looks"]) == 1 and series["looks"][0]["verdicts"]["mean_tpot_ms"] != "worse"
+    blocks = series["blocks"]
+    assert [(b["side"], b["block"], b["repetitions"]) for b in blocks[:2]] == [
+        ("twin-blocks", 1, [1, 2]),
+        ("base", 1, [1, 2]),
+    ]
+    added = blocks[2:]
+    assert [(b["side"], b["block"]) for b in added] == [("twin-blocks", 2), ("base", 2)]
+    assert added[0]["repetitions"] == [3, 4]
+    # base's block for this series follows the repetitions it ran for twin and slowed: its own indices
+    assert added[1]["repetitions"] == series["baseline_repetitions"][2:]
+    for block in added:
+        assert block["status"] == "passed" and block["launch_to_ready_s"] > 0, block
+        assert {c["check"]: c["status"] for c in block["hygiene"]} == {
+            "processes": "passed",
+            "forced_kill": "passed",
+            "ports": "passed",
+            "gpu_memory": "skipped",  # no GPU on the CPU engine
+            "leftover_files": "passed",
+        }, block["hygiene"]
+        (server,) = block["processes"]
+        assert server["exit_code"] == 0 and not server["forced_kill"]
+        assert (out / server["log"]).is_file() and f"base-vs-twin-blocks-block-{block['block']}" in server["log"]
+    # a side's block effect is recorded on the gated metric, whether or not it is beyond the noise
+    effects = {(e["side"], e["metric"]) for e in series["block_effects"]}
+    assert {("twin-blocks", "mean_tpot_ms"), ("base", "mean_tpot_ms")} <= effects
+    assert data["cases"]["twin-blocks"]["status"] == data["cases"]["base"]["status"] == "passed"
 
 
 def test_annotation_and_junit_show_the_series(run):
     data, out = run
     annotation = (out / "annotation.md").read_text(encoding="utf-8")
     assert "### Performance: native DP1/TP1 \\(slowed\\) vs native DP1/TP1 \\(base\\)" in annotation
-    # the verdict, then what 2+2 repetitions could see (the "Can see" column), then the repetitions
-    assert re.search(r"\| \*\*worse\*\* ❌ fails the gate \| ±\d+\.\d% \| 2\+2 \|", annotation)
-    assert "- Sequential series (2 to 4 repetitions a side, error rates split over 3 planned looks): " in annotation
+    # the verdict, then what 4+4 repetitions (two blocks a side) could see (the "Can see" column), the repetitions
+    assert re.search(r"\| \*\*worse\*\* ❌ fails the gate \| ±\d+\.\d% \| 4\+4 \|", annotation)
+    assert (
+        "- Sequential series (2 to 4 repetitions a side, alternating repetitions, error rates split over 3 planned "
+        "looks): " in annotation
+    )
+    assert "- Sequential series (2 to 4 repetitions a side, alternating blocks, one planned look): " in annotation
     assert "- Looks (repetitions base+cand, gated verdicts): 1\\: 2\\+2 " in annotation
+    assert (
+        "- Blocks of 2 (each side launched afresh per block, 2 added launches): slowed 1 \\(reps 1\\-2, the case's own "
+        "launch\\), base 1 \\(reps 1\\-2, the case's own launch\\), slowed 2 \\(reps 3\\-4, ready in " in annotation
+    )
     testcases = [case for path in sorted(out.glob("junit/*.xml")) for case in ET.parse(path).getroot().iter("testcase")]
     tpot = {case.get("classname"): case for case in testcases if case.get("name") == "performance mean_tpot_ms"}
     slowed = next(case for name, case in tpot.items() if "slowed" in name)
     message = slowed.find("failure").get("message")
-    assert (
-        message.startswith("TPOT: native DP1/TP1 (base) ")
-        and "(split over 3 looks), worse (2+2 repetitions)" in message
-    )
-    twin = next(case for name, case in tpot.items() if "twin" in name)
-    assert twin.find("failure") is None
+    assert message.startswith("TPOT: native DP1/TP1 (base) ") and "worse (4+4 repetitions)" in message
+    twins = [case for name, case in tpot.items() if "twin" in name]
+    assert len(twins) == 2 and all(twin.find("failure") is None for twin in twins)
     assert json.loads((out / "results.json").read_text())["comparisons"].keys() == data["comparisons"].keys()

@@ -449,8 +449,13 @@ def _series_lines(series: SequentialRecord | None) -> list[str]:
     )
     order = ", ".join(series.order[2 * series.min :]) or "none"
     return [
-        f"- Sequential series ({series.min} to {series.max} repetitions a side, error rates split over "
-        f"{series.planned_looks} planned looks): {markdown_text(series.stopped)}, {markdown_text(series.reason)}",
+        f"- Sequential series ({series.min} to {series.max} repetitions a side, alternating {series.alternation}, "
+        + (
+            "one planned look"
+            if series.planned_looks == 1
+            else f"error rates split over {series.planned_looks} planned looks"
+        )
+        + f"): {markdown_text(series.stopped)}, {markdown_text(series.reason)}",
         f"- Looks (repetitions base+cand, gated verdicts): {markdown_text(looks, 600)}",
         f"- Added repetitions in the order run: {markdown_text(order, 600)}",
         *_block_lines(series),

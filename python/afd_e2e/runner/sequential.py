@@ -358,7 +358,7 @@ def run_blocks(ctx: RunContext, planned: SeriesPlan) -> None:
                         return
 
         ctx.progress(f"series {planned.baseline} vs {planned.candidate}: block {number} of {case_id}")
-        block = run_block(ctx, cases[case_id], f"block-{number}", work)
+        block = run_block(ctx, cases[case_id], f"{planned.comparison}-block-{number}", work)
         record.blocks.append(_block_record(ctx, block, number, reps))
         ctx.store.flush()
         if block.status is Status.CANCELLED:
@@ -380,11 +380,14 @@ def run_blocks(ctx: RunContext, planned: SeriesPlan) -> None:
         stop=budget.over,
         lead=planned.lead,
     )
-    if record.stopped == "failed" and ctx.flag.is_set():
+    if record.stopped == "failed" and ctx.flag.is_set():  # a block stopped by the cancel
         record.stopped = "cancelled"
     for side, section in sections.items():
+        if section.status.is_failure and ctx.flag.is_set():
+            section.status = Status.CANCELLED
         case = found[side]
-        if case is not None and case.status is Status.PASSED and section.status.is_failure:
+        ended = section.status.is_failure or section.status is Status.CANCELLED
+        if case is not None and case.status is Status.PASSED and ended:
             case.status, case.failure = section.status, f"performance: {section.failure or section.status}"
     record.block_effects = blocks.effects(record, sections, spec.metrics)
     results.timings.phases["performance series"] = round(time.monotonic() - started, 3)

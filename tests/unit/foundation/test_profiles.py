@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
+from afd_e2e.plan import build_plan
 from afd_e2e.profile import builtin_profiles, catalogue, load_profile, parse_profile
 from repo_paths import REPO
 
@@ -44,9 +45,18 @@ def test_seed_profile_cases_and_workloads():
     assert (p.gsm8k.questions, p.gsm8k.shots, p.gsm8k.min_correct, p.gsm8k.max_tokens) == (7, 8, 7, 512)
     b = p.bench
     assert (b.input_len, b.output_len, b.num_prompts, b.request_rate, b.max_concurrency) == (1024, 128, 1024, 5, 32)
-    assert (b.temperature, b.warmups, b.repetitions) == (0.0, 1, 5)
+    assert (b.temperature, b.warmups, b.repetitions, b.max_repetitions) == (0.0, 1, 3, 9)
+    assert (b.alternation, b.block) == ("blocks", 3)
     perf = next(c for c in p.comparisons if "performance" in c.measures)
     assert (perf.baseline, perf.candidate) == ("native-eager-dp8", "afd-eager-4a4f")
+    plan = build_plan(p, model_path="/m")
+    (series,) = plan.series
+    assert (series.candidate, series.alternation, series.lead, series.launches) == (
+        "afd-eager-4a4f",
+        "blocks",
+        "afd-eager-4a4f",
+        4,
+    )
 
 
 def test_seed_capacity_sweep_raises_the_serving_limits_around_5_req_s():
@@ -116,8 +126,8 @@ def _error(mutate) -> str:
         (lambda d: d["workloads"]["bench"].update(alternation="launches"), "bench.alternation: unknown alternation"),
         (
             lambda d: d["workloads"]["bench"].update(alternation="blocks", repetitions=5),
-            "bench.alternation: blocks of 5 need room for two a side, but repetitions run 5 to 5 "
-            "(fix: set repetitions to {min: 5, max: 10} or more)",
+            "bench.alternation: blocks of 3 need room for two a side, but repetitions run 5 to 5 "
+            "(fix: set repetitions to {min: 5, max: 8} or more)",
         ),
         (lambda d: d["workloads"]["bench"].update(block_size=0), "workloads.bench.block_size: must be >= 1, got 0"),
     ],
@@ -214,6 +224,7 @@ def test_every_shipped_profile_states_its_budgets_and_the_bench_uses_the_repetit
         if profile.bench is not None:
             assert profile.bench.timeout_s == profile.budgets.bench_repetition_s
     seed = load_profile("qwen3.5-122b-a10b")
-    # start-up 3600 + smoke 600 + correctness 3600 + teardown 20; the performance case adds 6 x 1800 + 600
+    # start-up 3600 + smoke 600 + correctness 3600 + teardown 20; the performance case adds (1 warm-up + the range's
+    # max 9) x 1800 + 600
     assert catalogue.case_budget_s(seed, ("smoke", "correctness")) == 7820
-    assert catalogue.case_budget_s(seed, ("performance",)) == 3600 + 6 * 1800 + 600 + 20
+    assert catalogue.case_budget_s(seed, ("performance",)) == 3600 + 10 * 1800 + 600 + 20
