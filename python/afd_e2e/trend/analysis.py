@@ -14,8 +14,12 @@ performance engineer reads off a control chart (``moved``):
   least the profile's ``threshold_pct`` % of the baseline median (a practical floor: a real but tiny move is not
   called).
 
+The first night of a change lies between ``WALK_BACK`` of the way to the others' level and ``FAR`` times that level
+(``belongs``): a night far beyond the level of the nights after it is a spike, not where the change started.
+
 One night alone never makes a call, however far it lies: a single-night spike is not a change, and with the most
-extreme night left out a spike never carries one. The change found in the last nights is walked back over the
+extreme night left out a spike never carries one. Nor does a spike start one: the nights after a spike that happen
+to look moved make a change of their own, named from the night after the spike. The change found in the last nights is walked back over the
 earlier nights that belong to it (``belongs``); its first night is the build where it started. A move the worse way
 is a regression, the better way an improvement; anything else is steady. The limits are calibrated by
 ``benchmarks/trend_detection.py`` (seeded labelled series fed to ``call`` night by night): its figures are quoted in
@@ -41,14 +45,19 @@ MAD_TO_SIGMA = 1.4826
 BIWEIGHT_C = 9.0  # the biweight's tuning constant, in MADs
 SPREAD_FLOOR = 0.001  # the spread is at least this fraction of |median| (a constant history has none)
 WINSOR = 4.0  # a night counts at most this many σ (widened with the limits)
-LIMITS = {2: 2.2, 3: 1.8}  # z of the mean of the last k nights but the most extreme (calibrated by the benchmark)
+LIMITS = {2: 2.2, 3: 1.75}  # z of the mean of the last k nights but the most extreme (calibrated by the benchmark)
 SMALL = 3.0  # a baseline of n nights widens the limits by (1 + SMALL / (n - 2)): its spread is only an estimate
 CONSISTENT = 0.0  # every night of a change lies at least this many σ the same way (its side of the median)
-POWER_Z = 1.0364  # the normal quantile of 85%: outliers and the same-side checks cost ~5%, 80% remain (benchmark)
+POWER_Z = (
+    1.1264  # the normal quantile of 87%: outliers, the same-side and spike checks cost ~7%, 80% remain (benchmark)
+)
 DETECT_NIGHTS = 3
 # a night just before a change belongs to it from this share of the way to its level: a start named a night early
 # costs a bisect one more step, a night late makes it search between two bad builds
 WALK_BACK = 0.25
+# ... and up to this many times its level: a night beyond is a spike (4-5 sigma before nights at 2), not the change's
+# first night; a spike named as a change's start opens an episode for one bad night (the benchmark: 28 of 800 spikes)
+FAR = 2.0
 TRIMMED_MEAN, TRIMMED_SD = -0.8467, 1.2528  # the sum of the two smallest of three standard normals
 
 REGRESSION = "regression"
@@ -139,10 +148,13 @@ class Call:
     detectable_pct: float | None = None  # the smallest step flagged within 3 nights (80%) at the history's noise
 
 
-def belongs(before: Band, night: float, later: Sequence[float], direction: int, share: float = WALK_BACK) -> bool:
-    """Whether ``night`` lies at least ``share`` of the way from the baseline's median to the level of ``later``."""
+def belongs(
+    before: Band, night: float, later: Sequence[float], direction: int, share: float = WALK_BACK, far: float = FAR
+) -> bool:
+    """Whether ``night`` lies at least ``share`` of the way from the baseline's median to the level of ``later``, and
+    no more than ``far`` times as far (a spike is no change's first night)."""
     level = statistics.median(direction * before.sigmas(v) for v in later)
-    return direction * before.sigmas(night) >= share * level
+    return share * level <= direction * before.sigmas(night) <= far * level
 
 
 def change_point(values: Sequence[float], threshold_pct: float) -> tuple[int, Band, int] | None:
