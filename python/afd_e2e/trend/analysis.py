@@ -10,20 +10,17 @@ performance engineer reads off a control chart (``moved``):
 - the most extreme of the recent nights is left out and the rest, summed as a z-statistic (``sum / sqrt(k - 1)``),
   must lie beyond ``LIMITS[k]``; a baseline of n nights widens limit and cap by ``1 + SMALL / (n - 2)`` (its spread
   is only an estimate, as Student's t knows); every night lies on the same side of the median, the first one at
-  least ``WALK_BACK`` of the way to the others' level, and the move (their median against the baseline's) is at
-  least the profile's ``threshold_pct`` % of the baseline median (a practical floor: a real but tiny move is not
-  called).
-
-The first night of a change lies between ``WALK_BACK`` of the way to the others' level and ``FAR`` times that level
-(``belongs``): a night far beyond the level of the nights after it is a spike, not where the change started.
+  least ``WALK_BACK`` of the way to the others' level and at most ``FAR`` times as far (``belongs``), and the move
+  (their median against the baseline's) is at least the profile's ``threshold_pct`` % of the baseline median (a
+  practical floor: a real but tiny move is not called).
 
 One night alone never makes a call, however far it lies: a single-night spike is not a change, and with the most
-extreme night left out a spike never carries one. Nor does a spike start one: the nights after a spike that happen
-to look moved make a change of their own, named from the night after the spike. The change found in the last nights is walked back over the
-earlier nights that belong to it (``belongs``); its first night is the build where it started. A move the worse way
-is a regression, the better way an improvement; anything else is steady. The limits are calibrated by
-``benchmarks/trend_detection.py`` (seeded labelled series fed to ``call`` night by night): its figures are quoted in
-docs/guide.md.
+extreme night left out a spike never carries one. A spike more than ``FAR`` times as far as the nights after it does
+not start one either: those nights, where they happen to look moved, make a change of their own, named from the
+night after the spike. The change found in the last nights is walked back over the earlier nights that belong to
+it (``belongs``); its first night is the build where it started. A move the worse way is a regression, the better
+way an improvement; anything else is steady. The limits are calibrated by ``benchmarks/trend_detection.py`` (seeded
+labelled series fed to ``call`` night by night): its figures are quoted in docs/guide.md.
 
 Beside every call, ``detectable_pct``: the smallest step (% of the median) this rule flags within 3 nights, 4 times
 in 5, at the history's noise (``detectable_step``).
