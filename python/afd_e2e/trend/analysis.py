@@ -72,12 +72,16 @@ class Band:
     spread: float
     nights: int  # in the baseline
 
+    @property
+    def scale(self) -> float:
+        """The σ a night is measured in: the spread, at least ``SPREAD_FLOOR`` of the median (a constant history)."""
+        return max(self.spread, SPREAD_FLOOR * abs(self.median))
+
     def sigmas(self, value: float) -> float:
         """``value`` in baseline σ from the median."""
-        scale = max(self.spread, SPREAD_FLOOR * abs(self.median))
-        if scale == 0:
+        if self.scale == 0:
             return 0.0 if value == self.median else math.copysign(math.inf, value - self.median)
-        return (value - self.median) / scale
+        return (value - self.median) / self.scale
 
 
 def band(values: Sequence[float]) -> Band:
@@ -101,6 +105,19 @@ def _widening(before: Band) -> float:
     return 1.0 + SMALL / max(before.nights - 2, 1)
 
 
+def z_limit(before: Band, nights: int) -> float:
+    """The z that ``nights`` recent nights but the most extreme, summed as a z-statistic, must pass against
+    ``before``: ``LIMITS`` widened for a baseline of few nights."""
+    return LIMITS.get(nights, LIMITS[max(LIMITS)]) * _widening(before)
+
+
+def edges(before: Band, nights: int) -> tuple[float, float]:
+    """The values the mean of ``nights`` recent nights but the most extreme must lie beyond (below the first or above
+    the second) for ``moved`` to see a move: the median ∓ the limit in σ of that mean. What the trend plot draws."""
+    reach = z_limit(before, nights) * before.scale / math.sqrt(nights - 1)
+    return before.median - reach, before.median + reach
+
+
 def moved(before: Band, nights: Sequence[float], threshold_pct: float = 0.0) -> int:
     """+1 when ``nights`` (two or more, the latest last) moved up against ``before``, -1 down, 0 when not."""
     if len(nights) < MIN_CHANGED_NIGHTS:
@@ -108,7 +125,7 @@ def moved(before: Band, nights: Sequence[float], threshold_pct: float = 0.0) -> 
     widening = _widening(before)
     cap = WINSOR * widening
     z = sorted(max(-cap, min(cap, before.sigmas(v))) for v in nights)
-    limit = LIMITS.get(len(z), LIMITS[max(LIMITS)]) * widening
+    limit = z_limit(before, len(z))
     up, down = z[:-1], z[1:]  # the most extreme night left out: one spike never carries a change
     direction = 1 if sum(up) / math.sqrt(len(up)) >= limit else -1 if sum(down) / math.sqrt(len(down)) <= -limit else 0
     if direction == 0 or min(direction * v for v in z) < CONSISTENT:
@@ -123,11 +140,10 @@ def detectable_step(before: Band, threshold_pct: float = 0.0) -> float | None:
     """The smallest step (% of the median, positive) ``moved`` flags within 3 nights 4 times in 5 at this noise."""
     if before.median == 0:
         return None
-    scale = max(before.spread, SPREAD_FLOOR * abs(before.median))
-    limit = LIMITS[DETECT_NIGHTS] * _widening(before)
+    limit = z_limit(before, DETECT_NIGHTS)
     # the sum of the two smallest of three nights at a step of d σ: 2d + TRIMMED_MEAN, standard deviation TRIMMED_SD
     sigmas = (limit * math.sqrt(DETECT_NIGHTS - 1) - TRIMMED_MEAN + POWER_Z * TRIMMED_SD) / (DETECT_NIGHTS - 1)
-    return max(sigmas * scale / abs(before.median) * 100.0, threshold_pct)
+    return max(sigmas * before.scale / abs(before.median) * 100.0, threshold_pct)
 
 
 @dataclass(frozen=True)
@@ -143,6 +159,8 @@ class Call:
     started: BuildRef | None  # the first build that moved (regression or improvement only)
     moved_nights: int  # nights in the moved stretch, tonight included
     detectable_pct: float | None = None  # the smallest step flagged within 3 nights (80%) at the history's noise
+    # what tonight was judged against: the baseline before the change (regression, improvement), else the window
+    baseline: Band | None = None
 
 
 def belongs(
@@ -205,11 +223,19 @@ def call(
     series = [*values, tonight[1]]
     found = change_point(series, threshold_pct)
     if found is None:
-        return Call(**common, status=STEADY, change_pct=_pct(tonight[1], whole.median), started=None, moved_nights=0)
+        return Call(
+            **common,
+            status=STEADY,
+            change_pct=_pct(tonight[1], whole.median),
+            started=None,
+            moved_nights=0,
+            baseline=whole,
+        )
     start, before, direction = found
     worse = direction < 0 if metric.higher_is_better else direction > 0
     return Call(
         **common,
+        baseline=before,
         status=REGRESSION if worse else IMPROVEMENT,
         change_pct=_pct(tonight[1], before.median),
         started=builds[start],
