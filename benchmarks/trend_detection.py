@@ -304,10 +304,12 @@ def _check(results: dict[str, dict[str, Cell]]) -> int:
     for cv, step, goal in ((2.0, 5.0, 0.90), (2.0, 3.0, 0.50), (4.0, 10.0, 0.90)):
         cell, what = f"CV {cv:g}% step {step:+g}%", f"{step:+g}% at CV {cv:g}%"
         rule, bound = share(cell, "new"), share(cell, "bound")
+        noise = 2.0 * math.sqrt(bound * (1.0 - bound) / results[cell]["bound"].series)  # two standard errors
         if bound < goal:
             print(
                 f"out of reach  {what}: no rule reaches {100 * goal:g}% at {100 * FALSE_ALARMS:g}% false alarms: "
-                f"the bound is {100 * bound:.1f}% (the rule {100 * rule:.1f}%)"
+                f"the bound is {100 * bound:.1f}% (±{100 * noise:.1f}% at 2 standard errors; the rule "
+                f"{100 * rule:.1f}%)"
             )
             continue
         missed += rule < goal
