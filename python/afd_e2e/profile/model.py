@@ -5,6 +5,7 @@ Everything else (gates, plans, preflight, pipeline steps, reports) is derived fr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,6 +25,7 @@ ON_WORSE = ("fail", "warn", "note")  # what a metric judged worse does to its co
 # comparison run the same runner unless a case declares its own.
 MODEL_RUNNERS = ("v1", "v2", "auto")
 MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+CASE_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # lower-kebab-case, as the AFD plugin's e2e cases are named
 
 
 @dataclass(frozen=True)
@@ -499,6 +501,13 @@ class Profile:
     def multi_agent(self) -> bool:
         """Some case places a role on another agent: the GPU step is a leader that uploads follower steps."""
         return any(case.multi_agent for case in self.cases)
+
+    def gpus(self, case: CaseSpec) -> int:
+        """The GPUs a case occupies on every agent it spans (its roles' DP x TP ranks; none on the CPU): what a
+        pull request's GPU cap (``afd-e2e pipeline --pr-max-gpus``) is held against."""
+        if self.platform != "cuda":
+            return 0
+        return sum(role.ranks for role in case.roles().values())
 
     def model_runner(self, case: CaseSpec) -> str:
         """The runner a case's children start with: its own where it declares one, else the engine's."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from afd_e2e.profile import catalogue
 from afd_e2e.profile.model import (
     ALTERNATIONS,
     BENCH_METRICS,
+    CASE_ID,
     DEFAULT_MARGIN_PCT,
     GATED_THROUGHPUT,
     INTERCONNECTS,
@@ -223,6 +225,8 @@ def _variant_order(c: Reader) -> list[str]:
 
 def _read_cases(c: Reader) -> tuple[CaseSpec, ...]:
     """Every case, variants folded onto their parents, in the order the profile lists them."""
+    for case_id in c.data:
+        _check_case_id(c, str(case_id))
     resolved: dict[str, CaseSpec] = {}
     for case_id in _variant_order(c):
         r = c.child(str(case_id))
@@ -230,6 +234,15 @@ def _read_cases(c: Reader) -> tuple[CaseSpec, ...]:
         resolved[case_id] = _read_case(r, str(case_id), resolved[parent_id] if parent_id else None)
     c.done()
     return tuple(resolved[case_id] for case_id in c.data)
+
+
+def _check_case_id(c: Reader, case_id: str) -> None:
+    """Case ids are stable lower-kebab-case names (the AFD plugin's e2e invariant 001): they are step keys, block
+    options, meta-data keys, file names and trend history keys, where case or underscores would split one case's
+    history or break a key."""
+    if not CASE_ID.fullmatch(case_id):
+        suggested = "-".join(re.findall(r"[a-z0-9]+", case_id.lower())) or "case-1"
+        c.fail(c.key(case_id), f"case id {case_id!r} is not lower-kebab-case", f"rename it to {suggested}")
 
 
 def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
