@@ -12,6 +12,7 @@ from typing import Any
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import catalogue
+from afd_e2e.profile.connectors import ConnectorTraits
 
 SCHEMA_VERSION = 1
 ROLE_NAMES = ("server", "attention", "ffn")
@@ -199,6 +200,8 @@ class CaseSpec:
     # This case's model runner where it differs from ``engine.model_runner`` on purpose: a comparison between cases
     # whose runners differ is then declared, not failed.
     model_runner: str | None = None
+    connector_traits: ConnectorTraits | None = None  # an AFD case's connector's (``profile/connectors.py``)
+    connector_extra_config: Mapping[str, Any] = field(default_factory=dict)  # passed through into the AFD config
 
     @property
     def multi_agent(self) -> bool:
@@ -236,9 +239,11 @@ class CaseSpec:
         return tuple(out)
 
     def roles(self) -> dict[str, RoleSpec]:
+        """The case's roles in launch order: an AFD case's as its connector's traits say."""
         if self.kind == "afd":
-            assert self.attention and self.ffn
-            return {"ffn": self.ffn, "attention": self.attention}
+            assert self.attention and self.ffn and self.connector_traits
+            both = {"ffn": self.ffn, "attention": self.attention}
+            return {name: both[name] for name in self.connector_traits.roles_in_launch_order}
         assert self.native
         return {"server": self.native}
 
