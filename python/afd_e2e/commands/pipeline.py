@@ -56,6 +56,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--priority", type=int, default=0, help="the GPU step's priority (0)")
     parser.add_argument(
+        "--pr-max-gpus",
+        type=int,
+        metavar="N",
+        help="on a pull request, offer only cases using at most N GPUs; the others are listed as left out "
+        "(default: no cap; scheduled and manual builds are never capped)",
+    )
+    parser.add_argument(
         "--agents-token-env",
         default=TOKEN_ENV,
         metavar="NAME",
@@ -107,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         return bisect_run(args)
     if args.timeout_in_minutes is not None and args.timeout_in_minutes < 1:
         raise UsageError(f"--timeout-in-minutes={args.timeout_in_minutes} is not positive", "give minutes >= 1")
+    if args.pr_max_gpus is not None and args.pr_max_gpus < 0:
+        raise UsageError(f"--pr-max-gpus={args.pr_max_gpus} is negative", "give a GPU count >= 0")
     if "#" not in args.plugin:
         raise UsageError(f"--plugin={args.plugin} has no version", f"pin one, e.g. {DEFAULT_PLUGIN}")
     env = BuildEnv.from_environ(os.environ)
@@ -124,7 +133,12 @@ def run(args: argparse.Namespace) -> int:
     in_sets = {reference for _, references in sets for reference in references}
     for reference, profile in profiles:
         decision = decide(
-            env, profile, lookup, allowed_teams=tuple(args.allowed_teams), devices_on_agent=reference in in_sets
+            env,
+            profile,
+            lookup,
+            allowed_teams=tuple(args.allowed_teams),
+            devices_on_agent=reference in in_sets,
+            pr_max_gpus=args.pr_max_gpus,
         )
         details = decision.reasons + decision.warnings
         print(f"afd-e2e pipeline: {profile.name}: {decision.headline()}{':' if details else ''}", file=sys.stderr)

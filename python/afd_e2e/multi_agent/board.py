@@ -7,7 +7,7 @@ profile's leader in the same build never reads a stale value. Per case and proce
 - ``<case>/<process>/identity``: what its agent runs (``identity.AgentIdentity``), published with the host when a
   follower joins: the leader compares them all before anything is launched;
 - ``<case>/<process>/ready``: its ``Readiness`` (agent, host, ports, pids, identity) once launched, on the leader's
-  agent too: processes launch in plan order across agents (FFN before Attention, node 0 first), each agent waiting
+  agent too: processes launch in plan order across agents (the connector's launch order, node 0 first), each agent waiting
   for the readiness of every process before its own;
 - ``<case>/<process>/state``: the follower's ``RoleState`` (running, died, stalled, ended:<status>);
 - ``<case>/<process>/records``: the artifact glob of the follower's records, logs and stacks, once uploaded;

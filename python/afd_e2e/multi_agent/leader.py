@@ -164,7 +164,7 @@ class Leader:
         self.progress(f"rendezvous: uploaded {len(case.remote_processes)} follower step(s)")
 
     def _before_launch(self, servers: CaseServers, process: ProcessPlan) -> None:
-        """Launch order across agents (FFN before Attention, node 0 first): every process before ``process`` in the
+        """Launch order across agents (the connector's, node 0 first): every process before ``process`` in the
         plan has launched, on whichever agent it runs."""
         self._publish_ready(servers)
         for earlier in servers.case.processes[: servers.case.processes.index(process)]:

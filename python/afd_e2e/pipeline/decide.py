@@ -12,7 +12,10 @@ Rules, in order (each outcome names its reasons, so nothing is dropped silently)
    The check failed (no token, API down, 401): the run is still offered, but behind a block, with a warning: a
    person confirms instead of a job waiting for an agent that may not exist, and a broken token is not hidden by
    silently dropping every run.
-4. a scheduled build with the agents confirmed: **run** unattended. Anything else (manual, API, webhook, pull
+4. a pull request under a GPU cap (``pr_max_gpus``, the generator's ``--pr-max-gpus``): cases needing more GPUs
+   are left out of its block, each named with its GPU count; a profile whose every case is over the cap: **explain**.
+   Scheduled and manual builds are not capped: the cap keeps a PR's wait for agents short, the nightly covers the rest.
+5. a scheduled build with the agents confirmed: **run** unattended. Anything else (manual, API, webhook, pull
    request, trigger): **block**, then run; fork pull requests' blocks are restricted to ``allowed_teams``.
 """
 
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from afd_e2e.buildkite.env import BuildEnv
 from afd_e2e.pipeline.agents import NONE, UNKNOWN, AgentsLookup
 from afd_e2e.plan.gates import BACKEND_ENV, CLOSED, INVALID, LARGE_MODEL_ENV, evaluate_gates
-from afd_e2e.profile import Profile
+from afd_e2e.profile import CaseSpec, Profile
 
 RUN, BLOCK, EXPLAIN = "run", "block", "explain"
 EMITTED = {RUN: "GPU step runs unattended", BLOCK: "GPU step behind a block step", EXPLAIN: "no GPU step"}
@@ -35,6 +38,8 @@ OPEN_GATES = (
 )
 FORK_WITHOUT_TEAMS = "no team may unblock a fork's run"
 NO_AGENT = "a GPU job would wait in the queue for an agent that is not there"
+OVER_PR_CAP = "every case needs more GPUs than a pull request may use"
+RAISE_PR_CAP = "run it from a manual build, or raise --pr-max-gpus in the bootstrap step"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class Decision:
     gate_env: Mapping[str, str] = field(default_factory=dict)  # the opt-in the GPU step runs under
     cause: str = ""  # why no GPU step (explain only), in words: the reasons are its details
     remedy: str = ""  # what opens the way, where the reasons alone do not say where to act
+    left_out: Mapping[str, str] = field(default_factory=dict)  # case id -> why this build does not offer it
 
     @property
     def why(self) -> str:
@@ -70,6 +76,11 @@ class ProfileDecision:
     profile: Profile
     decision: Decision
 
+    @property
+    def offered(self) -> tuple[CaseSpec, ...]:
+        """The cases this build may run: the profile's, less those the decision left out."""
+        return tuple(case for case in self.profile.cases if case.id not in self.decision.left_out)
+
 
 def decide(
     env: BuildEnv,
@@ -78,9 +89,11 @@ def decide(
     *,
     allowed_teams: tuple[str, ...] = (),
     devices_on_agent: bool = False,
+    pr_max_gpus: int | None = None,
 ) -> Decision:
     """``devices_on_agent`` (a profile set, whose profiles differ in size): the devices gate is left to the GPU
-    agent's own environment, since one bootstrap value cannot fit every profile; it is neither judged nor forwarded."""
+    agent's own environment, since one bootstrap value cannot fit every profile; it is neither judged nor forwarded.
+    ``pr_max_gpus``: the most GPUs a pull request's case may use (None: no cap)."""
     devices = ",".join(map(str, profile.default_devices)) if devices_on_agent and profile.device_count else None
     gates = evaluate_gates(profile, env.variables, devices=devices, require_model_dir=False)
     if gates.status == INVALID:
@@ -98,6 +111,12 @@ def decide(
                 "fix: pass --allowed-teams to afd-e2e pipeline",
             ),
             cause=FORK_WITHOUT_TEAMS,
+        )
+
+    left_out = over_pr_cap(profile, pr_max_gpus) if env.pull_request is not None else {}
+    if len(left_out) == len(profile.cases):
+        return Decision(
+            EXPLAIN, build, tuple(left_out.values()), cause=OVER_PR_CAP, remedy=RAISE_PR_CAP, left_out=left_out
         )
 
     found = agents(profile.agent_tags)
@@ -121,7 +140,20 @@ def decide(
     if env.is_fork:
         reasons.append(f"the code comes from a fork: only {', '.join(allowed_teams)} may unblock it")
     reasons.append("unblock only if a matching agent is up: the agent check failed" if warnings else found.detail)
-    return Decision(BLOCK, build, tuple(reasons), warnings, allowed_teams, gate_env)
+    reasons += left_out.values()
+    return Decision(BLOCK, build, tuple(reasons), warnings, allowed_teams, gate_env, left_out=left_out)
+
+
+def over_pr_cap(profile: Profile, pr_max_gpus: int | None) -> dict[str, str]:
+    """The cases a pull request leaves out under its GPU cap, each with why (its GPU count against the cap)."""
+    if pr_max_gpus is None:
+        return {}
+    return {
+        case.id: f"case {case.id} is left out: it uses {gpus} GPUs and a pull request runs cases of at most "
+        f"{pr_max_gpus} (--pr-max-gpus); scheduled and manual builds run it"
+        for case in profile.cases
+        if (gpus := profile.gpus(case)) > pr_max_gpus
+    }
 
 
 def follower_pools(profile: Profile) -> dict[str, Mapping[str, str]]:

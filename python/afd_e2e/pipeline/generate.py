@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from afd_e2e import __version__
 from afd_e2e.errors import UsageError
-from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, Decision, ProfileDecision
+from afd_e2e.pipeline.decide import BLOCK, EXPLAIN, ProfileDecision
 from afd_e2e.pipeline.followers import PLUGIN_ENV, leader_concurrency_group, tags_text
 from afd_e2e.pipeline.pools import Pool, select_pools
 from afd_e2e.pipeline.steps import (
@@ -86,7 +86,9 @@ def profile_group(item: ProfileDecision, settings: GpuStepSettings) -> GroupStep
             body = f"**afd-e2e {profile.name}** ({decision.build}):\n\n{_bullets(decision.warnings)}"
             label = f":warning: afd-e2e {profile.name}: agent check failed"
             steps.append(annotation_step(slug, "warning", label, body))
-        block = approval_step(slug, profile, decision) if decision.action == BLOCK else None
+        if decision.left_out:
+            steps.append(left_out_step(slug, profile.name, [item]))
+        block = approval_step(slug, item) if decision.action == BLOCK else None
         if block:
             steps.append(block)
         steps.append(gpu_step(slug, item, settings, block))
@@ -116,6 +118,8 @@ def set_group(name: str, items: Sequence[ProfileDecision], settings: GpuStepSett
     if warnings:
         body = f"**afd-e2e {name}** ({build}):\n\n{_bullets(warnings)}"
         steps.append(annotation_step(slug, "warning", f":warning: afd-e2e {name}: agent check failed", body))
+    if capped := [m for pool in selection.pools for m in pool.members if m.decision.left_out]:
+        steps.append(left_out_step(slug, name, capped))
     block = set_approval_step(name, slug, selection.blocked) if selection.blocked else None
     if block:
         steps.append(block)
@@ -144,10 +148,10 @@ def set_approval_step(name: str, slug: str, pools: Sequence[Pool]) -> BlockStep:
                 options=tuple(
                     SelectOption(f"{m.profile.name}: {c.id}: {c.label}", qualified_case(m.reference, c.id))
                     for m in members
-                    for c in m.profile.cases
+                    for c in m.offered
                 ),
                 multiple=True,
-                default=tuple(qualified_case(m.reference, c.id) for m in members for c in m.profile.cases),
+                default=tuple(qualified_case(m.reference, c.id) for m in members for c in m.offered),
             ),
         ),
         allowed_teams=decision.allowed_teams,
@@ -198,7 +202,17 @@ def annotation_step(slug: str, style: str, label: str, body: str) -> CommandStep
     return CommandStep(label=label, key=key, command=command, env={ANNOTATION_ENV: body})
 
 
-def approval_step(slug: str, profile: Profile, decision: Decision) -> BlockStep:
+def left_out_step(slug: str, name: str, items: Sequence[ProfileDecision]) -> CommandStep:
+    """The cases a pull request's GPU cap keeps out of the block, each with its reason: a case this build does not
+    offer is said on the build page, not silently missing from the list."""
+    lines = [f"**{m.profile.name}**: {why}" for m in items for why in m.decision.left_out.values()]
+    body = f"**afd-e2e {name}**: cases left out ({items[0].decision.build}):\n\n{_bullets(lines)}"
+    label = f":information_source: afd-e2e {name}: {len(lines)} case(s) left out"
+    return annotation_step(f"{slug}-left-out", "info", label, body)
+
+
+def approval_step(slug: str, item: ProfileDecision) -> BlockStep:
+    profile, decision = item.profile, item.decision
     tags = tags_text(profile.agent_tags)
     return BlockStep(
         block=f"Run afd-e2e {profile.name}?",
@@ -210,9 +224,9 @@ def approval_step(slug: str, profile: Profile, decision: Decision) -> BlockStep:
                 key=cases_meta_data_key(slug),
                 select="Cases",
                 hint="The cases to run; comparisons need both of their cases.",
-                options=tuple(SelectOption(f"{c.id}: {c.label}", c.id) for c in profile.cases),
+                options=tuple(SelectOption(f"{c.id}: {c.label}", c.id) for c in item.offered),
                 multiple=True,
-                default=tuple(c.id for c in profile.cases),
+                default=tuple(c.id for c in item.offered),
             ),
         ),
         allowed_teams=decision.allowed_teams,

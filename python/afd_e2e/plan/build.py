@@ -40,7 +40,8 @@ class _Slot:
 
 
 def _slots(case: CaseSpec) -> list[_Slot]:
-    """Launch order: FFN before Attention (the synchronous P2P connector waits for FFN), node 0 first."""
+    """Launch order: the roles as the case's connector orders them (``CaseSpec.roles``: the role whose rank 0
+    hosts the connector's rendezvous first), node 0 first."""
     slots = []
     for role_name in case.roles():
         placement = case.placement.get(role_name)
@@ -96,8 +97,10 @@ def _case_processes(
         if placement is not None and placement.nodes > 1:
             first = _Slot(slot.role_name, 0, placement)
             span = DpSpan(slot.node, placement.nodes, address(first, slot), rpc_ports[slot.role_name])
-        owner = _Slot("ffn", 0, case.placement.get("ffn"))  # the FFN's rank 0 owns the AFD rendezvous
-        connector_host = address(owner, slot) if case.kind == "afd" and case.multi_agent else None
+        connector_host = None
+        if case.connector_traits and case.multi_agent:  # the connector's rendezvous role's rank 0 owns it
+            owner = case.connector_traits.rendezvous_role
+            connector_host = address(_Slot(owner, 0, case.placement.get(owner)), slot)
         argv = serve_argv(
             profile,
             case,
@@ -113,7 +116,8 @@ def _case_processes(
         env = child_env(profile, case, slot.role_name, role_devices, interface)
         unset = [name for name in profile.engine.env_strip if name not in env]
         unset += [name for name in removed_env(profile, case, slot.role_name) if name not in env and name not in unset]
-        own_ports = connector_ports if slot.role_name == "ffn" and slot.node == 0 else ()
+        owns_rendezvous = case.connector_traits and slot.role_name == case.connector_traits.rendezvous_role
+        own_ports = connector_ports if owns_rendezvous and slot.node == 0 else ()
         if span is not None and slot.node == 0:
             own_ports = (*own_ports, span.rpc_port)
         processes.append(

@@ -1,7 +1,8 @@
 """Where ``vllm serve`` argv and child environments are built, for native and AFD (XAYF) roles.
 
 Follows the upstream AFD runner: every role gets DP/TP sizes and expert parallel; AFD roles get an
-``--additional-config`` with the connector, rendezvous host/port and rank counts (DP x TP of each role); Attention
+``--additional-config`` with the connector, rendezvous host/port and rank counts (DP x TP of each role), the fields
+its traits need and the case's ``connector_extra_config`` (``profile/connectors.py``); Attention
 serves the API on the case's port, FFN on the next one. Case options then add the CUDA-graph and DBO flags as the
 plugin's runner writes them, and the case's edits (its parent's first) remove and add flags and variables per role.
 """
@@ -70,18 +71,21 @@ def topology_args(role: RoleSpec, span: DpSpan | None = None) -> list[str]:
 
 
 def afd_config(role: str, case: CaseSpec, host: str, port: int) -> str:
-    assert case.attention and case.ffn
-    config = {
-        "afd": {
-            "role": role,
-            "connector": case.connector,
-            "host": host,
-            "port": port,
-            "num_attention_ranks": case.attention.ranks,
-            "num_ffn_ranks": case.ffn.ranks,
-        }
+    """The plugin's ``additional_config["afd"]``: the common fields, those the connector's traits need set
+    (``async``), and the case's ``connector_extra_config`` when it has one."""
+    assert case.attention and case.ffn and case.connector_traits
+    afd = {
+        "role": role,
+        "connector": case.connector,
+        "host": host,
+        "port": port,
+        "num_attention_ranks": case.attention.ranks,
+        "num_ffn_ranks": case.ffn.ranks,
+        **case.connector_traits.config,
     }
-    return json.dumps(config, separators=(",", ":"))
+    if case.connector_extra_config:
+        afd["connector_extra_config"] = dict(case.connector_extra_config)
+    return json.dumps({"afd": afd}, separators=(",", ":"))
 
 
 def graph_args(graph: GraphSpec) -> list[str]:

@@ -5,12 +5,14 @@ Everything else (gates, plans, preflight, pipeline steps, reports) is derived fr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import catalogue
+from afd_e2e.profile.connectors import ConnectorTraits
 
 SCHEMA_VERSION = 1
 ROLE_NAMES = ("server", "attention", "ffn")
@@ -24,6 +26,7 @@ ON_WORSE = ("fail", "warn", "note")  # what a metric judged worse does to its co
 # comparison run the same runner unless a case declares its own.
 MODEL_RUNNERS = ("v1", "v2", "auto")
 MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+CASE_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # lower-kebab-case, as the AFD plugin's e2e cases are named
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,8 @@ class CaseSpec:
     # This case's model runner where it differs from ``engine.model_runner`` on purpose: a comparison between cases
     # whose runners differ is then declared, not failed.
     model_runner: str | None = None
+    connector_traits: ConnectorTraits | None = None  # an AFD case's connector's (``profile/connectors.py``)
+    connector_extra_config: Mapping[str, Any] = field(default_factory=dict)  # passed through into the AFD config
 
     @property
     def multi_agent(self) -> bool:
@@ -234,9 +239,11 @@ class CaseSpec:
         return tuple(out)
 
     def roles(self) -> dict[str, RoleSpec]:
+        """The case's roles in launch order: an AFD case's as its connector's traits say."""
         if self.kind == "afd":
-            assert self.attention and self.ffn
-            return {"ffn": self.ffn, "attention": self.attention}
+            assert self.attention and self.ffn and self.connector_traits
+            both = {"ffn": self.ffn, "attention": self.attention}
+            return {name: both[name] for name in self.connector_traits.roles_in_launch_order}
         assert self.native
         return {"server": self.native}
 
@@ -499,6 +506,13 @@ class Profile:
     def multi_agent(self) -> bool:
         """Some case places a role on another agent: the GPU step is a leader that uploads follower steps."""
         return any(case.multi_agent for case in self.cases)
+
+    def gpus(self, case: CaseSpec) -> int:
+        """The GPUs a case occupies on every agent it spans (its roles' DP x TP ranks; none on the CPU): what a
+        pull request's GPU cap (``afd-e2e pipeline --pr-max-gpus``) is held against."""
+        if self.platform != "cuda":
+            return 0
+        return sum(role.ranks for role in case.roles().values())
 
     def model_runner(self, case: CaseSpec) -> str:
         """The runner a case's children start with: its own where it declares one, else the engine's."""

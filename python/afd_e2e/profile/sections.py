@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Mapping
 from typing import Any
 
-from afd_e2e.profile import catalogue
+from afd_e2e.profile import catalogue, connectors
+from afd_e2e.profile.connectors import DEFAULT_CONNECTOR, ConnectorTraits
 from afd_e2e.profile.model import (
     ALTERNATIONS,
     BENCH_METRICS,
+    CASE_ID,
     DEFAULT_MARGIN_PCT,
     GATED_THROUGHPUT,
     INTERCONNECTS,
@@ -221,18 +225,30 @@ def _variant_order(c: Reader) -> list[str]:
     return order
 
 
-def _read_cases(c: Reader) -> tuple[CaseSpec, ...]:
-    """Every case, variants folded onto their parents, in the order the profile lists them."""
+def _read_cases(c: Reader, declared: Mapping[str, ConnectorTraits]) -> tuple[CaseSpec, ...]:
+    """Every case, variants folded onto their parents, in the order the profile lists them; ``declared``: the
+    profile's own connector traits (``connectors:``)."""
+    for case_id in c.data:
+        _check_case_id(c, str(case_id))
     resolved: dict[str, CaseSpec] = {}
     for case_id in _variant_order(c):
         r = c.child(str(case_id))
         parent_id = r.get("extends", str, None)
-        resolved[case_id] = _read_case(r, str(case_id), resolved[parent_id] if parent_id else None)
+        resolved[case_id] = _read_case(r, str(case_id), resolved[parent_id] if parent_id else None, declared)
     c.done()
     return tuple(resolved[case_id] for case_id in c.data)
 
 
-def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
+def _check_case_id(c: Reader, case_id: str) -> None:
+    """Case ids are stable lower-kebab-case names (the AFD plugin's e2e invariant 001): they are step keys, block
+    options, meta-data keys, file names and trend history keys, where case or underscores would split one case's
+    history or break a key."""
+    if not CASE_ID.fullmatch(case_id):
+        suggested = "-".join(re.findall(r"[a-z0-9]+", case_id.lower())) or "case-1"
+        c.fail(c.key(case_id), f"case id {case_id!r} is not lower-kebab-case", f"rename it to {suggested}")
+
+
+def _read_case(r: Reader, case_id: str, parent: CaseSpec | None, declared: Mapping[str, ConnectorTraits]) -> CaseSpec:
     if parent is None:
         kind = r.get("kind", str)
         if kind not in ("native", "afd"):
@@ -250,6 +266,7 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
     native = parent.native if parent else None
     attention, ffn = (parent.attention, parent.ffn) if parent else (None, None)
     connector = parent.connector if parent else None
+    traits, extra_config = (parent.connector_traits, parent.connector_extra_config) if parent else (None, {})
     if kind == "native":
         if parent is None or "topology" in r.data:
             native = _read_role(r.child("topology"), default_ep=False)
@@ -258,7 +275,10 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
             attention = _read_role(r.child("attention"), default_ep=True)
         if parent is None or "ffn" in r.data:
             ffn = _read_role(r.child("ffn"), default_ep=True)
-        connector = r.get("connector", str, connector or "P2pNcclAFDConnector")
+        connector = r.get("connector", str, connector or DEFAULT_CONNECTOR)
+        traits = connectors.resolve(r, connector, declared)
+        extra_config = r.get("connector_extra_config", dict, extra_config)
+        connectors.check_extra_config(r, connector, traits, extra_config)
         assert attention and ffn
         x, y = attention.ranks, ffn.ranks
         if x < y or x % y:
@@ -302,6 +322,8 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None) -> CaseSpec:
         )
         or {},
         model_runner=_read_model_runner(r, parent.model_runner if parent else None),
+        connector_traits=traits,
+        connector_extra_config=extra_config,
     )
     r.done()
     return case
@@ -606,7 +628,8 @@ def parse_profile(data: Any, source: str) -> Profile:
     env.done()
     e.done()
 
-    cases = _read_cases(r.child("cases"))
+    declared = connectors.read_declared(r.child("connectors", {}))
+    cases = _read_cases(r.child("cases"), declared)
     if not cases:
         r.fail("cases", "no cases", "declare at least one case")
 

@@ -145,7 +145,7 @@ class CaseServers:
         return find_run(self.run_id, [(self.case.id, s.name, s.pid) for s in self.servers], self.case.id)
 
     def launch(self, flag: CancelFlag | None = None) -> None:
-        """Start every process in plan order (FFN before Attention) and start watching them at once."""
+        """Start every process in plan order (the connector's launch order) and start watching them at once."""
         local = self.local
         self._launch_started = self.clock()
         busy = busy_ports(local.ports, self.host)

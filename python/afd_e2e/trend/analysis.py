@@ -10,16 +10,17 @@ performance engineer reads off a control chart (``moved``):
 - the most extreme of the recent nights is left out and the rest, summed as a z-statistic (``sum / sqrt(k - 1)``),
   must lie beyond ``LIMITS[k]``; a baseline of n nights widens limit and cap by ``1 + SMALL / (n - 2)`` (its spread
   is only an estimate, as Student's t knows); every night lies on the same side of the median, the first one at
-  least ``WALK_BACK`` of the way to the others' level, and the move (their median against the baseline's) is at
-  least the profile's ``threshold_pct`` % of the baseline median (a practical floor: a real but tiny move is not
-  called).
+  least ``WALK_BACK`` of the way to the others' level and at most ``FAR`` times as far (``belongs``), and the move
+  (their median against the baseline's) is at least the profile's ``threshold_pct`` % of the baseline median (a
+  practical floor: a real but tiny move is not called).
 
 One night alone never makes a call, however far it lies: a single-night spike is not a change, and with the most
-extreme night left out a spike never carries one. The change found in the last nights is walked back over the
-earlier nights that belong to it (``belongs``); its first night is the build where it started. A move the worse way
-is a regression, the better way an improvement; anything else is steady. The limits are calibrated by
-``benchmarks/trend_detection.py`` (seeded labelled series fed to ``call`` night by night): its figures are quoted in
-docs/guide.md.
+extreme night left out a spike never carries one. A spike more than ``FAR`` times as far as the nights after it does
+not start one either: those nights, where they happen to look moved, make a change of their own, named from the
+night after the spike. The change found in the last nights is walked back over the earlier nights that belong to
+it (``belongs``); its first night is the build where it started. A move the worse way is a regression, the better
+way an improvement; anything else is steady. The limits are calibrated by ``benchmarks/trend_detection.py`` (seeded
+labelled series fed to ``call`` night by night): its figures are quoted in docs/guide.md.
 
 Beside every call, ``detectable_pct``: the smallest step (% of the median) this rule flags within 3 nights, 4 times
 in 5, at the history's noise (``detectable_step``).
@@ -41,14 +42,19 @@ MAD_TO_SIGMA = 1.4826
 BIWEIGHT_C = 9.0  # the biweight's tuning constant, in MADs
 SPREAD_FLOOR = 0.001  # the spread is at least this fraction of |median| (a constant history has none)
 WINSOR = 4.0  # a night counts at most this many σ (widened with the limits)
-LIMITS = {2: 2.2, 3: 1.8}  # z of the mean of the last k nights but the most extreme (calibrated by the benchmark)
+LIMITS = {2: 2.2, 3: 1.75}  # z of the mean of the last k nights but the most extreme (calibrated by the benchmark)
 SMALL = 3.0  # a baseline of n nights widens the limits by (1 + SMALL / (n - 2)): its spread is only an estimate
 CONSISTENT = 0.0  # every night of a change lies at least this many σ the same way (its side of the median)
-POWER_Z = 1.0364  # the normal quantile of 85%: outliers and the same-side checks cost ~5%, 80% remain (benchmark)
+POWER_Z = (
+    1.1264  # the normal quantile of 87%: outliers, the same-side and spike checks cost ~7%, 80% remain (benchmark)
+)
 DETECT_NIGHTS = 3
 # a night just before a change belongs to it from this share of the way to its level: a start named a night early
 # costs a bisect one more step, a night late makes it search between two bad builds
 WALK_BACK = 0.25
+# ... and up to this many times its level: a night beyond is a spike (4-5 sigma before nights at 2), not the change's
+# first night; a spike named as a change's start opens an episode for one bad night (the benchmark: 28 of 800 spikes)
+FAR = 2.0
 TRIMMED_MEAN, TRIMMED_SD = -0.8467, 1.2528  # the sum of the two smallest of three standard normals
 
 REGRESSION = "regression"
@@ -66,12 +72,16 @@ class Band:
     spread: float
     nights: int  # in the baseline
 
+    @property
+    def scale(self) -> float:
+        """The σ a night is measured in: the spread, at least ``SPREAD_FLOOR`` of the median (a constant history)."""
+        return max(self.spread, SPREAD_FLOOR * abs(self.median))
+
     def sigmas(self, value: float) -> float:
         """``value`` in baseline σ from the median."""
-        scale = max(self.spread, SPREAD_FLOOR * abs(self.median))
-        if scale == 0:
+        if self.scale == 0:
             return 0.0 if value == self.median else math.copysign(math.inf, value - self.median)
-        return (value - self.median) / scale
+        return (value - self.median) / self.scale
 
 
 def band(values: Sequence[float]) -> Band:
@@ -95,6 +105,19 @@ def _widening(before: Band) -> float:
     return 1.0 + SMALL / max(before.nights - 2, 1)
 
 
+def z_limit(before: Band, nights: int) -> float:
+    """The z that ``nights`` recent nights but the most extreme, summed as a z-statistic, must pass against
+    ``before``: ``LIMITS`` widened for a baseline of few nights."""
+    return LIMITS.get(nights, LIMITS[max(LIMITS)]) * _widening(before)
+
+
+def edges(before: Band, nights: int) -> tuple[float, float]:
+    """The values the mean of ``nights`` recent nights but the most extreme must lie beyond (below the first or above
+    the second) for ``moved`` to see a move: the median ∓ the limit in σ of that mean. What the trend plot draws."""
+    reach = z_limit(before, nights) * before.scale / math.sqrt(nights - 1)
+    return before.median - reach, before.median + reach
+
+
 def moved(before: Band, nights: Sequence[float], threshold_pct: float = 0.0) -> int:
     """+1 when ``nights`` (two or more, the latest last) moved up against ``before``, -1 down, 0 when not."""
     if len(nights) < MIN_CHANGED_NIGHTS:
@@ -102,7 +125,7 @@ def moved(before: Band, nights: Sequence[float], threshold_pct: float = 0.0) -> 
     widening = _widening(before)
     cap = WINSOR * widening
     z = sorted(max(-cap, min(cap, before.sigmas(v))) for v in nights)
-    limit = LIMITS.get(len(z), LIMITS[max(LIMITS)]) * widening
+    limit = z_limit(before, len(z))
     up, down = z[:-1], z[1:]  # the most extreme night left out: one spike never carries a change
     direction = 1 if sum(up) / math.sqrt(len(up)) >= limit else -1 if sum(down) / math.sqrt(len(down)) <= -limit else 0
     if direction == 0 or min(direction * v for v in z) < CONSISTENT:
@@ -117,11 +140,10 @@ def detectable_step(before: Band, threshold_pct: float = 0.0) -> float | None:
     """The smallest step (% of the median, positive) ``moved`` flags within 3 nights 4 times in 5 at this noise."""
     if before.median == 0:
         return None
-    scale = max(before.spread, SPREAD_FLOOR * abs(before.median))
-    limit = LIMITS[DETECT_NIGHTS] * _widening(before)
+    limit = z_limit(before, DETECT_NIGHTS)
     # the sum of the two smallest of three nights at a step of d σ: 2d + TRIMMED_MEAN, standard deviation TRIMMED_SD
     sigmas = (limit * math.sqrt(DETECT_NIGHTS - 1) - TRIMMED_MEAN + POWER_Z * TRIMMED_SD) / (DETECT_NIGHTS - 1)
-    return max(sigmas * scale / abs(before.median) * 100.0, threshold_pct)
+    return max(sigmas * before.scale / abs(before.median) * 100.0, threshold_pct)
 
 
 @dataclass(frozen=True)
@@ -137,12 +159,17 @@ class Call:
     started: BuildRef | None  # the first build that moved (regression or improvement only)
     moved_nights: int  # nights in the moved stretch, tonight included
     detectable_pct: float | None = None  # the smallest step flagged within 3 nights (80%) at the history's noise
+    # what tonight was judged against: the baseline before the change (regression, improvement), else the window
+    baseline: Band | None = None
 
 
-def belongs(before: Band, night: float, later: Sequence[float], direction: int, share: float = WALK_BACK) -> bool:
-    """Whether ``night`` lies at least ``share`` of the way from the baseline's median to the level of ``later``."""
+def belongs(
+    before: Band, night: float, later: Sequence[float], direction: int, share: float = WALK_BACK, far: float = FAR
+) -> bool:
+    """Whether ``night`` lies at least ``share`` of the way from the baseline's median to the level of ``later``, and
+    no more than ``far`` times as far (a spike is no change's first night)."""
     level = statistics.median(direction * before.sigmas(v) for v in later)
-    return direction * before.sigmas(night) >= share * level
+    return share * level <= direction * before.sigmas(night) <= far * level
 
 
 def change_point(values: Sequence[float], threshold_pct: float) -> tuple[int, Band, int] | None:
@@ -196,11 +223,19 @@ def call(
     series = [*values, tonight[1]]
     found = change_point(series, threshold_pct)
     if found is None:
-        return Call(**common, status=STEADY, change_pct=_pct(tonight[1], whole.median), started=None, moved_nights=0)
+        return Call(
+            **common,
+            status=STEADY,
+            change_pct=_pct(tonight[1], whole.median),
+            started=None,
+            moved_nights=0,
+            baseline=whole,
+        )
     start, before, direction = found
     worse = direction < 0 if metric.higher_is_better else direction > 0
     return Call(
         **common,
+        baseline=before,
         status=REGRESSION if worse else IMPROVEMENT,
         change_pct=_pct(tonight[1], before.median),
         started=builds[start],

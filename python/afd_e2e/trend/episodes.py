@@ -16,6 +16,7 @@ the two revisions a bisect starts from.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,8 +63,10 @@ def _worse(metric: Metric, direction: int) -> bool:
 
 
 def _still_worse(metric: Metric, state: dict, value: float) -> bool:
-    """An open episode's night still lies nearer the level its nights moved to than its frozen baseline's median."""
-    return belongs(state["band"], value, state["changed"], -1 if metric.higher_is_better else 1, share=0.5)
+    """An open episode's night still lies nearer the level its nights moved to than its frozen baseline's median
+    (however much further: a night worse still is no spike that the episode could have started on)."""
+    direction = -1 if metric.higher_is_better else 1
+    return belongs(state["band"], value, state["changed"], direction, share=0.5, far=math.inf)
 
 
 def _material(before: Band, changed: Sequence[float], materiality: Materiality) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,38 @@ def test_every_shipped_profile_states_its_budgets_and_the_bench_uses_the_repetit
     # max 9) x 1800 + 600
     assert catalogue.case_budget_s(seed, ("smoke", "correctness")) == 7820
     assert catalogue.case_budget_s(seed, ("performance",)) == 3600 + 10 * 1800 + 600 + 20
+
+
+def _renamed_case(doc: dict, old: str, new: str) -> None:
+    doc["cases"] = {new if k == old else k: v for k, v in doc["cases"].items()}
+
+
+@pytest.mark.parametrize(
+    ("case_id", "suggested"),
+    [("AFD_Eager_4A4F", "afd-eager-4a4f"), ("afd_eager", "afd-eager"), ("afd--eager", "afd-eager"), ("-x-", "x")],
+)
+def test_a_case_id_that_is_not_lower_kebab_case_is_refused_with_the_id_to_use(case_id, suggested):
+    """The AFD plugin's invariant 001: case ids name steps, meta-data, files and trend history."""
+    message = _error(lambda d: _renamed_case(d, "native-eager-dp8", case_id))
+    assert message == (
+        f"bad.yaml: cases.{case_id}: case id {case_id!r} is not lower-kebab-case (fix: rename it to {suggested})"
+    )
+
+
+def test_every_shipped_profile_names_its_cases_in_lower_kebab_case():
+    for name in builtin_profiles():
+        for case in load_profile(name).cases:
+            assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", case.id), (name, case.id)
+
+
+def test_gsm8k_min_correct_0_passes_anything_so_only_a_smoke_only_profile_may_say_it():
+    assert _error(lambda d: d["workloads"]["gsm8k"].update(min_correct=0)) == (
+        "bad.yaml: workloads.gsm8k.min_correct: 0 passes any answers, and the profile is not smoke_only "
+        "(fix: set min_correct to the correct answers the model must reach, or mark the profile smoke_only: true)"
+    )
+    tiny = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text())
+    assert tiny["smoke_only"] is True and tiny["workloads"]["gsm8k"]["min_correct"] == 0
+    assert parse_profile(tiny, "tiny-cpu.yaml").gsm8k.min_correct == 0  # the smoke profile keeps its 0
+    tiny["smoke_only"] = False
+    with pytest.raises(UsageError, match=r"workloads\.gsm8k\.min_correct: 0 passes any answers"):
+        parse_profile(tiny, "tiny-cpu.yaml")

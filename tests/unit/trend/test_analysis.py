@@ -56,6 +56,18 @@ def test_several_recent_nights_moving_together_name_the_first_of_them():
     assert result.change_pct == pytest.approx(25.19, abs=0.1)  # against the median before the change
 
 
+def test_a_spike_far_beyond_the_nights_after_it_is_not_where_their_change_started():
+    """Two moved nights after a spike six times as far make a change of their own, named from the night after the
+    spike (the old walk-back named the spike, opening an episode for one bad night); a first night merely higher
+    than the rest still belongs to the change."""
+    spiked = call("c", TTFT, builds([*NOISE, 140.0, 106.0]), tonight(106.5), threshold_pct=1)
+    assert spiked.status == REGRESSION
+    assert spiked.started.label == "#12"
+    high_first = call("c", TTFT, builds([*NOISE, 110.0, 106.0]), tonight(106.5), threshold_pct=1)
+    assert high_first.status == REGRESSION
+    assert high_first.started.number <= 11
+
+
 def test_an_old_outlier_in_the_history_neither_flags_tonight_nor_starts_a_change():
     series = [*NOISE[:3], 180.0, *NOISE[3:]]
     assert call("c", TTFT, builds(series), tonight(100.0), threshold_pct=1).status == STEADY

@@ -42,7 +42,7 @@ def test_a_five_percent_step_at_two_percent_noise_is_flagged_within_three_nights
     steps = _slice(2.0, "step", 5.0, seed=7)
     new = bench.run_cell(new_rule, steps)
     old = bench.run_cell(bench.old_rule(5.0), steps)
-    assert new.flagged / new.series >= 0.75, f"{new.flagged}/{new.series} flagged within 3 nights"
+    assert new.flagged / new.series >= 0.80, f"{new.flagged}/{new.series} flagged within 3 nights"
     assert old.flagged / old.series <= 0.10, "the old band rule missed these (the benchmark's baseline)"
     assert new.delays and sorted(new.delays)[len(new.delays) // 2] <= 2
 
@@ -55,7 +55,7 @@ def test_a_ten_percent_step_down_of_a_latency_is_an_improvement_seen(new_rule) -
 def test_steady_series_raise_few_false_alarms(new_rule) -> None:
     steady = bench.run_cell(new_rule, _slice(2.0, "none", 0.0, seed=9))
     assert steady.judged == SERIES * (bench.NIGHTS - bench.FIRST_JUDGED)
-    assert steady.alarms / steady.judged <= 0.01, f"{steady.alarms} false alarms in {steady.judged} nights"
+    assert steady.alarms / steady.judged <= 0.005, f"{steady.alarms} false alarms in {steady.judged} nights"
 
 
 def test_a_single_night_spike_alone_never_starts_a_change(new_rule) -> None:
@@ -70,10 +70,25 @@ def test_a_single_night_spike_alone_never_starts_a_change(new_rule) -> None:
 
 
 def test_spikes_among_noise_rarely_sit_where_a_change_is_named(new_rule) -> None:
+    """This slice: 2 of 60 spikes named as a change's start, one of them with an outlier drawn after it (two bad
+    nights); the rule before the spike check named 3."""
     rng = random.Random(10)
     spikes = [bench.make_series(rng, 2.0, "spike", rng.uniform(3.0, 5.0)) for _ in range(SERIES)]
-    assert bench.run_cell(new_rule, spikes).spike_opened <= 0.05 * SERIES
+    cell = bench.run_cell(new_rule, spikes)
+    assert cell.spike_opened <= 2 and cell.spike_opened - cell.spike_and_outlier <= 1
     assert bench.run_cell(bench.old_rule(0.0), spikes).spike_opened > 0.5 * SERIES, "the old rule named the spike"
+
+
+def test_the_known_noise_bound_keeps_to_its_false_alarms_and_sees_at_least_what_the_rule_sees(new_rule) -> None:
+    """The benchmark's bound: its limit, calibrated on null series to 0.5% false alarms, keeps to it there; on +5%
+    steps at 2% noise it flags at least as many as the rule, which must estimate the median and spread it knows."""
+    null = [(2.0, s) for s in _slice(2.0, "none", 0.0, seed=9)]
+    limit = bench.calibrate(null)
+    assert 2.0 < limit < 3.5
+    steady = bench.run_cell(bench.oracle_rule(2.0, limit), [s for _, s in null])
+    assert steady.alarms / steady.judged <= bench.FALSE_ALARMS
+    steps = _slice(2.0, "step", 5.0, seed=7)
+    assert bench.run_cell(bench.oracle_rule(2.0, limit), steps).flagged >= bench.run_cell(new_rule, steps).flagged
 
 
 def test_a_spike_opens_no_episode_and_a_step_opens_one_at_its_first_night() -> None:
