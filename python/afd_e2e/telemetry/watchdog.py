@@ -132,6 +132,9 @@ class Watchdog:
     found: Stall | None = None
     startup_found: Stall | None = None
     _anchor: Sample | None = None  # the sample since which requests were in flight and no token moved
+    # the fewest requests in flight in any sample since the anchor: a connection counted at one instant only (the
+    # death watch's /health probe, a /metrics scrape, caught open by a slow machine) is not a request that waits
+    _held: int = 0
     _tokens: float | None = None
     _phase: str = ""
     _history: deque = field(default_factory=deque)
@@ -160,19 +163,21 @@ class Watchdog:
             self._tokens = tokens
         if sample.in_flight <= 0 or moved:
             self._anchor = sample if sample.in_flight > 0 else None
+            self._held = sample.in_flight
             return None
         if self._anchor is None:
-            self._anchor = sample
+            self._anchor, self._held = sample, sample.in_flight
             return None
+        self._held = min(self._held, sample.in_flight)
         quiet_s = sample.t - self._anchor.t
         if quiet_s < self.stall_s - CADENCE_SLACK_S or self.found is not None:
             return None
         culprit = explain(self._anchor, sample)
         message = (
-            f"engine stalled during {sample.phase}: {sample.in_flight} requests in flight, "
+            f"engine stalled during {sample.phase}: {self._held} requests in flight, "
             f"no token for {quiet_s:.0f} s (budgets.stall_s = {self.stall_s:g} s); {culprit}"
         )
-        self.found = Stall("stall", sample.phase, sample.in_flight, round(quiet_s, 1), culprit, sample.t, message)
+        self.found = Stall("stall", sample.phase, self._held, round(quiet_s, 1), culprit, sample.t, message)
         return self.found
 
     def _startup(self, sample: Sample) -> Stall | None:

@@ -66,6 +66,15 @@ def test_requests_in_flight_and_no_token_for_stall_s_is_a_stall_naming_the_stopp
     assert sum(f is not None for f in found) == 1  # reported once
 
 
+def test_a_connection_counted_at_one_instant_is_not_a_request_held_through_the_stall():
+    """One request waits through the stall; a probe's connection (the death watch's /health, caught open by a slow
+    machine) is counted in one sample only: the stall names the request held throughout, judged over the window."""
+    dog = watchdog()
+    found = [dog.observe(sample(t, 512.0, in_flight=2 if t in (5, 30) else 1)) for t in range(0, 40)]
+    stall = next(f for f in found if f is not None)
+    assert stall.in_flight == 1 and stall.message.startswith("engine stalled during performance: 1 requests in flight")
+
+
 def test_a_slow_engine_whose_tokens_move_every_third_of_stall_s_is_never_a_stall():
     dog = watchdog()
     step_s = STALL_S / 3
