@@ -1,7 +1,7 @@
 """The rules of ``vllm serve``'s command line that depend on the vLLM version, in one table, so the plan adds a flag
 only where the vLLM to be launched has it and preflight refuses, before any launch, a case whose argv that vLLM
-would refuse after loading the model (or would not parse at all). How to add a rule: docs/guide.md, "A vLLM
-version's rules".
+would refuse after loading the model (or would not parse at all). How to add a rule: docs/guide.md, "Adding a vLLM
+version's rule".
 
 Each rule names the source it was read from (repository vllm-project/vllm):
 
@@ -13,8 +13,8 @@ Each rule names the source it was read from (repository vllm-project/vllm):
   a batch is split into ``num_ubatches`` = 2 micro-batches, and ``ParallelConfig`` (``vllm/config/parallel.py``, its
   validator after the Ray and nsight checks) raises "dbo_decode_token_threshold and dbo_prefill_token_threshold must
   be at least the number of microbatches (2)" for either below 2, since vLLM 0.30 (read in 0.32.0's source, the CPU
-  kit's; issue 42 names 0.30 as the first release that refuses). vLLM 0.26, the GPU kit, accepts 1 (the AFD plugin's
-  runner uses it).
+  kit's; issue 42 names 0.30 as the first release that refuses: not confirmed against 0.30's own tag here). On vLLM
+  0.26, the GPU kit, the AFD plugin's runner uses a decode threshold of 1.
 
 A version is compared by its release numbers only: ``0.32.0+cpu`` is 0.32.0 and a pre-release or development build
 (``0.30.0rc1``, ``0.28.1rc1.dev500+g51da0ca66``) counts as its release, which is the closer guess for a build cut
