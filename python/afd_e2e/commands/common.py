@@ -9,6 +9,7 @@ from pathlib import Path
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import RunPlan, build_plan
 from afd_e2e.plan.gates import plan_devices, requested_model
+from afd_e2e.preflight.software import installed_vllm_version
 from afd_e2e.profile import Profile, load_profile
 from afd_e2e.runner.admission import check_port_base
 
@@ -34,7 +35,8 @@ def resolve_model(profile: Profile, flag: str | None) -> str | None:
     return requested_model(profile, os.environ, flag) or None
 
 
-def plan_from_args(args: argparse.Namespace) -> tuple[Profile, RunPlan]:
+def plan_from_args(args: argparse.Namespace, vllm_version: str | None = None) -> tuple[Profile, RunPlan]:
+    """The plan the flags ask for, its argv for ``vllm_version`` (default: the installed vLLM's, as a run's)."""
     profile = load_profile(args.profile)
     check_port_base(args.port_base)
     model = resolve_model(profile, args.model) or f"${{{profile.gates.model_env}}}"
@@ -46,6 +48,7 @@ def plan_from_args(args: argparse.Namespace) -> tuple[Profile, RunPlan]:
         case_ids=args.case,
         port_base=args.port_base,
         forced_routing_control=args.forced_routing_control,
+        vllm_version=vllm_version or installed_vllm_version(profile.engine.executable),
     )
     return profile, plan
 

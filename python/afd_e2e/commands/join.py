@@ -59,6 +59,7 @@ def follow(args: argparse.Namespace) -> int:
     from afd_e2e.phases import rendering
     from afd_e2e.plan import build_plan
     from afd_e2e.plan.gates import plan_devices
+    from afd_e2e.preflight.software import installed_vllm_version
     from afd_e2e.profile import load_profile
     from afd_e2e.results.status import Status
     from afd_e2e.runner.run import execute_run
@@ -77,7 +78,14 @@ def follow(args: argparse.Namespace) -> int:
             "stage the same checkpoint on every agent of the case and pass --model DIR",
         )
     devices = plan_devices(profile, os.environ, args.devices)
-    plan = build_plan(profile, model_path=model, devices=devices, case_ids=[case_id], port_base=args.port_base)
+    plan = build_plan(
+        profile,
+        model_path=model,
+        devices=devices,
+        case_ids=[case_id],
+        port_base=args.port_base,
+        vllm_version=installed_vllm_version(profile.engine.executable),  # this agent's vLLM launches the role
+    )
     case = plan.case(case_id)
     placed = [p.name for p in case.remote_processes]
     if process not in placed:

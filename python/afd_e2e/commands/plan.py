@@ -3,7 +3,9 @@ only end ``unproven`` under ``execution.require_proof`` (CUDA graphs with no pro
 ``execution/provable.py``) is refused, exit 2, before anyone starts it.
 
 The text form names the executable the runner would launch by its full path (resolved like the runner does), so a
-pasted command runs without this environment on PATH; where it is not found here, a comment says so and how.
+pasted command runs without this environment on PATH; where it is not found here, a comment says so and how. The
+argv is for the installed vLLM's version (or ``--vllm-version``'s), which the text's header names: flags that exist
+only from some vLLM version follow it (``plan/vllm_versions.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from afd_e2e.errors import UsageError
 from afd_e2e.execution.provable import unprovable
 from afd_e2e.plan import RunPlan
 from afd_e2e.plan.render import render_text
+from afd_e2e.plan.vllm_versions import release
 from afd_e2e.system.executables import resolve_executable
 
 
@@ -24,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("plan", help="show each case's processes, argv, env and ports in launch order")
     add_profile_args(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument(
+        "--vllm-version",
+        metavar="V",
+        help="plan the argv for vLLM V (e.g. 0.26.0, the GPU kit's) instead of the installed vLLM's version",
+    )
     parser.set_defaults(func=run)
 
 
@@ -45,7 +53,9 @@ def with_resolved_executables(plan: RunPlan) -> tuple[RunPlan, list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    profile, plan = plan_from_args(args)
+    if args.vllm_version is not None:
+        release(args.vllm_version)  # a UsageError for a version with no release numbers
+    profile, plan = plan_from_args(args, args.vllm_version)
     if problems := unprovable(profile, plan):
         more = f" ({len(problems) - 1} more case(s) alike: afd-e2e preflight lists them)" if len(problems) > 1 else ""
         raise UsageError(problems[0].problem + more, problems[0].fix)

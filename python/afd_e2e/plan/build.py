@@ -50,7 +50,7 @@ def _slots(case: CaseSpec) -> list[_Slot]:
 
 
 def _case_processes(
-    profile: Profile, case: CaseSpec, devices: tuple[int, ...], model_path: str, block: int
+    profile: Profile, case: CaseSpec, devices: tuple[int, ...], model_path: str, block: int, vllm_version: str | None
 ) -> tuple[tuple[ProcessPlan, ...], dict[str, str]]:
     """The case's processes in launch order, and the rendezvous addresses they need (placeholder -> meta-data key)."""
     processes = []
@@ -111,6 +111,7 @@ def _case_processes(
             listen_host=listen(slot),
             connector_host=connector_host,
             span=span,
+            vllm_version=vllm_version,
         )
         interface = (placement.interface if placement else profile.engine.interface) if case.multi_agent else None
         env = child_env(profile, case, slot.role_name, role_devices, interface)
@@ -167,12 +168,16 @@ def build_plan(
     case_ids: Sequence[str] = (),
     port_base: int | None = None,
     forced_routing_control: bool = False,
+    vllm_version: str | None = None,
 ) -> RunPlan:
     """Plan the selected cases (all by default), in profile order, each with its own port block; with
     ``forced_routing_control``, also an afd_balanced control of each AFD performance candidate (see routing_control).
 
     A case's port block follows from its place in the profile, not in the selection: ``--case X`` listens where X
-    does in the whole run, and a follower (``join --follow X/...``, which plans X alone) agrees with its leader."""
+    does in the whole run, and a follower (``join --follow X/...``, which plans X alone) agrees with its leader.
+
+    ``vllm_version`` is the vLLM the argv is for (the run passes the installed one, ``afd-e2e plan`` says which it
+    assumed): the flags that exist only from some version follow it (``plan/vllm_versions.py``); None leaves them out."""
     devices = tuple(devices) or profile.default_devices
     if len(devices) != profile.device_count:
         raise UsageError(
@@ -191,7 +196,7 @@ def build_plan(
     places |= {case.id: len(profile.cases) + index for index, (case, _) in enumerate(controls)}
     for case in [*selected, *(case for case, _ in controls)]:
         block = base + places[case.id] * stride
-        processes, rendezvous = _case_processes(profile, case, devices, model_path, block)
+        processes, rendezvous = _case_processes(profile, case, devices, model_path, block, vllm_version)
         highest = max(p for proc in processes for p in proc.ports)
         if highest > 65535:
             raise UsageError(
@@ -240,4 +245,5 @@ def build_plan(
         cases=tuple(cases),
         comparisons=comparisons,
         series=plan_series(profile, cases, comparisons),
+        vllm_version=vllm_version,
     )

@@ -167,6 +167,7 @@ class RunPlan:
     cases: tuple[CasePlan, ...]
     comparisons: tuple[ComparisonPlan, ...]
     series: tuple[SeriesPlan, ...] = ()  # the ranged comparisons' series (plan/series.py)
+    vllm_version: str | None = None  # the vLLM its argv is for (plan/vllm_versions.py); None: not known
 
     @property
     def model_loads(self) -> int:

@@ -47,6 +47,9 @@ def render_text(plan: RunPlan) -> str:
     lines = [
         f"# profile {plan.profile} ({plan.platform}){'  SMOKE profile: accuracy not meaningful' if plan.smoke_only else ''}",
         f"# model {plan.model_path}",
+        f"# for vLLM {plan.vllm_version}: the flags that depend on its version follow it (plan/vllm_versions.py)"
+        if plan.vllm_version
+        else "# vLLM version not known: flags that exist only from some vLLM version (--shutdown-timeout) left out",
         *(["# OUT: the run's results folder (afd-e2e run --out)"] if _uses_out_dir(plan) else []),
         f"# devices {','.join(map(str, plan.devices)) or '(cpu)'}; {len(plan.cases)} cases, {plan.model_loads} model loads",
     ]

@@ -4,7 +4,9 @@ Follows the upstream AFD runner: every role gets DP/TP sizes and expert parallel
 ``--additional-config`` with the connector, rendezvous host/port and rank counts (DP x TP of each role), the fields
 its traits need and the case's ``connector_extra_config`` (``profile/connectors.py``); Attention
 serves the API on the case's port, FFN on the next one. Case options then add the CUDA-graph and DBO flags as the
-plugin's runner writes them, and the case's edits (its parent's first) remove and add flags and variables per role.
+plugin's runner writes them, ``--shutdown-timeout`` (half of ``budgets.teardown_s``) where the vLLM the plan is for has it
+(``plan/vllm_versions.py``: without it vLLM's own shutdown waits on its processes unbounded), and the case's edits
+(its parent's first) remove and add flags and variables per role.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from afd_e2e.plan.vllm_versions import SHUTDOWN_TIMEOUT, has_flag
 from afd_e2e.profile import CaseSpec, GraphSpec, Profile, ProfilerSpec, RoleSpec
 from afd_e2e.profile.model import MODEL_RUNNER_ENV
 
@@ -189,10 +192,12 @@ def serve_argv(
     listen_host: str | None = None,
     connector_host: str | None = None,
     span: DpSpan | None = None,
+    vllm_version: str | None = None,
 ) -> list[str]:
     """Full argv for one role of a case (one agent's share of it with ``span``). The API listens on
     ``listen_host`` and the AFD connector's rendezvous is at ``connector_host`` (both ``engine.host`` unless the
-    case's roles run on several agents: plan/addresses.py)."""
+    case's roles run on several agents: plan/addresses.py). ``vllm_version`` is the vLLM that will run it; None (not
+    known) leaves out every flag that exists only from some version."""
     engine = profile.engine
     role = case.roles()[role_name]
     served = profile.model.served_name if role_name != "ffn" else f"{profile.model.served_name}-ffn"
@@ -219,6 +224,8 @@ def serve_argv(
         ]
     if case.profiler is not None and case.kind == "native":
         args = remove_flag(args, PROFILER_FLAG) + native_profiler_args(case)
+    if vllm_version is not None and has_flag(vllm_version, SHUTDOWN_TIMEOUT):
+        args = [*remove_flag(args, SHUTDOWN_TIMEOUT), f"{SHUTDOWN_TIMEOUT}={shutdown_timeout_s(profile)}"]
     for edit in case.edits:
         if edit.applies_to(role_name):
             for flag in edit.remove_args:
@@ -267,3 +274,10 @@ def removed_env(profile: Profile, case: CaseSpec, role_name: str) -> tuple[str, 
             for name in edit.env_set:
                 removed.pop(name, None)
     return tuple(removed)
+
+
+def shutdown_timeout_s(profile: Profile) -> int:
+    """How long vLLM may drain its requests on SIGTERM: half the teardown budget, in whole seconds (vLLM's type),
+    at least 1. vLLM drains for that long and then waits on its own processes to stop; the runner SIGKILLs at
+    ``teardown_s``, and a SIGKILL is a hygiene failure, so the other half is left for vLLM's own shutdown."""
+    return max(1, int(profile.budgets.teardown_s / 2))

@@ -17,6 +17,7 @@ from typing import Any
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import RunPlan
 from afd_e2e.plan.routing_control import STRATEGY_ENV, strategy_refusal
+from afd_e2e.plan.vllm_versions import breaches
 from afd_e2e.preflight.checks import PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import Profile
 from afd_e2e.profile.model import MODEL_RUNNER_ENV
@@ -25,6 +26,7 @@ from afd_e2e.system.executables import resolve_executable
 
 VLLM, AFD_PLUGIN, ROUTING, NVML = "vllm", "afd plugin", "routing strategy", "nvidia-ml-py"
 MODEL_RUNNER = "model runner"
+VERSION_RULES = "vllm version rules"
 PLUGIN_GROUP, PLUGIN_NAME = "vllm.general_plugins", "afd"
 
 
@@ -98,8 +100,14 @@ def read_installed(executable: str, *, routing_env: Mapping[str, str] | None = N
     )
 
 
+def installed_vllm_version(executable: str) -> str | None:
+    """The version of the vLLM ``executable`` resolves to (its interpreter asked: a fraction of a second), which
+    the plan's argv is built for; None where it cannot be told (the vllm check says why)."""
+    return read_installed(executable).vllm
+
+
 def check_software(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> list[PreflightCheck]:
-    checks = [_vllm(profile, installed), _plugin(profile, plan, installed)]
+    checks = [_vllm(profile, installed), _plugin(profile, plan, installed), _version_rules(plan, installed)]
     if any(case.control for case in plan.cases):
         checks.append(_routing(installed))
     if v2 := [case.id for case in plan.cases if any(p.env_set.get(MODEL_RUNNER_ENV) == "1" for p in case.processes)]:
@@ -123,6 +131,29 @@ def _model_runner_v2(cases: list[str], installed: InstalledSoftware) -> Prefligh
             "set model_runner: v1 (engine.model_runner or the case's), or run on an agent whose vLLM has Triton",
         )
     return passed(MODEL_RUNNER, f"{asking}; Triton {installed.triton} in {installed.vllm_python}", wanted)
+
+
+def _version_rules(plan: RunPlan, installed: InstalledSoftware) -> PreflightCheck:
+    """Every process's argv against the rules of the installed vLLM's version (``plan/vllm_versions.py``): a flag
+    it lacks fails its argument parser, a DBO threshold it refuses fails its config after the model is loaded; both
+    are refused here, before any launch, naming the first (case and role), the rule and the fix."""
+    wanted = "argv the installed vLLM accepts (plan/vllm_versions.py)"
+    if installed.vllm is None:
+        return skipped(VERSION_RULES, "the installed vLLM's version could not be read (see the vllm check)")
+    found = [
+        (case.id, process.name, breach)
+        for case in plan.cases
+        for process in case.processes
+        for breach in breaches(process.argv, installed.vllm)
+    ]
+    if found:
+        case_id, name, breach = found[0]
+        more = f" ({len(found) - 1} more alike)" if len(found) > 1 else ""
+        return failed(
+            VERSION_RULES, f"case {case_id} {name}: {breach.found} breaks {breach.rule}{more}", wanted, breach.fix
+        )
+    count = sum(len(case.processes) for case in plan.cases)
+    return passed(VERSION_RULES, f"{count} process(es) fit vLLM {installed.vllm}", wanted)
 
 
 def _vllm(profile: Profile, installed: InstalledSoftware) -> PreflightCheck:

@@ -2,7 +2,7 @@
 reason it cannot.
 
 In order: ``--devices`` and ``--port-base`` as given; the opt-in gates (closed gates are not an error: the run is
-not asked for here); then the plan, built once; the checkpoint; the out folder; the forced-routing control (dropped,
+not asked for here); then the plan, built once for the installed vLLM's version (``plan/vllm_versions.py``); the checkpoint; the out folder; the forced-routing control (dropped,
 with a note, where the vLLM to be launched lacks its strategy); each planned phase's inputs; the plan's ports and
 executables; idle GPUs. Preflight is taken between the phase inputs and the ports: an agent that does not fit is
 recorded as the run's verdict, not refused. ``afd-e2e run`` admits before anything is launched; ``execute_run``
@@ -29,7 +29,7 @@ from afd_e2e.plan.model import CasePlan
 from afd_e2e.plan.routing_control import strategy_refusal
 from afd_e2e.preflight.checkpoint import check_checkpoint
 from afd_e2e.preflight.checks import FAIL, PreflightCheck
-from afd_e2e.preflight.software import control_env, read_installed
+from afd_e2e.preflight.software import control_env, installed_vllm_version, read_installed
 from afd_e2e.profile import Profile
 from afd_e2e.results.model import PreflightRecord
 from afd_e2e.results.status import Status
@@ -176,6 +176,7 @@ def _admit(
             case_ids=request.case_ids,
             port_base=request.port_base,
             forced_routing_control=request.forced_routing_control,
+            vllm_version=installed_vllm_version(profile.engine.executable),
         )
     except UsageError as exc:
         return Admission(refusals=(exc,))
