@@ -33,7 +33,7 @@ def _judged(ax, row: Call, color: str) -> None:
         return
     low, high = edges(row.baseline, 2)
     ax.axhspan(low, high, color=color, alpha=0.12, linewidth=0, gid=f"band {row.case_id}")
-    ax.axhline(row.baseline.median, color=color, linewidth=0.8, alpha=0.7, gid=f"median {row.case_id}")
+    ax.axhline(row.baseline.centre, color=color, linewidth=0.8, alpha=0.7, gid=f"median {row.case_id}")
     for edge in edges(row.baseline, 3):
         ax.axhline(edge, color=color, linewidth=0.8, alpha=0.7, linestyle=":", gid=f"limit3 {row.case_id}")
 

@@ -38,7 +38,7 @@ def test_each_case_s_band_and_limits_are_the_analysis_edges_of_its_call_s_baseli
         (band,) = by_id[f"band {row.case_id}"]
         assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx(edges(row.baseline, 2))
         (median,) = by_id[f"median {row.case_id}"]
-        assert list(median.get_ydata()) == pytest.approx([row.baseline.median] * 2)
+        assert list(median.get_ydata()) == pytest.approx([row.baseline.centre] * 2)
         limits = sorted(line.get_ydata()[0] for line in by_id[f"limit3 {row.case_id}"])
         assert limits == pytest.approx(list(edges(row.baseline, 3)))
 
