@@ -138,7 +138,7 @@ def _run_cases(
             _run_cases(ctx, inner, series, held, state)
         for planned in ctx.plan.series:
             later = max(planned.baseline, planned.candidate, key=[c.id for c in ctx.plan.cases].index)
-            if planned.alternation == BLOCKS and later == case.id and state.kept is None and not ctx.flag.is_set():
+            if planned.alternation == BLOCKS and later == case.id and state.kept is None:  # a cancel is recorded
                 run_blocks(ctx, planned)
 
 
