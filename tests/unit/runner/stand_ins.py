@@ -17,9 +17,11 @@ IGNORES_SIGTERM = (
     "print('ignoring SIGTERM', flush=True); time.sleep(600)"
 )
 # A parent whose descendants escape its process group: one starts its own session, one is orphaned (re-parented).
+# The session is made in the fork, before exec (start_new_session): once the parent prints, the child has left the
+# group, however slowly it starts (an os.setsid() in the child's own code ran after the print on a loaded machine).
 ESCAPING_TREE = r"""
 import subprocess, sys, time
-escaped = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"])
+escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 middle = subprocess.run(
     [sys.executable, "-c", "import subprocess as s, sys; "
      "print(s.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], stdout=s.DEVNULL).pid)"],
