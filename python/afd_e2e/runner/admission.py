@@ -2,8 +2,9 @@
 reason it cannot.
 
 In order: ``--devices`` and ``--port-base`` as given; the opt-in gates (closed gates are not an error: the run is
-not asked for here); then the plan, built once for the installed vLLM's version (``plan/vllm_versions.py``); the checkpoint; the out folder; the forced-routing control (dropped,
-with a note, where the vLLM to be launched lacks its strategy); each planned phase's inputs; the plan's ports and
+not asked for here); then the plan; the checkpoint; the out folder; each planned phase's inputs; only then is the
+installed vLLM asked anything: the plan is built again for its version (``plan/vllm_versions.py``) and the
+forced-routing control dropped, with a note, where it lacks its strategy; the plan's ports and
 executables; idle GPUs. Preflight is taken between the phase inputs and the ports: an agent that does not fit is
 recorded as the run's verdict, not refused. ``afd-e2e run`` admits before anything is launched; ``execute_run``
 admits a plan it is handed (tests) with the same checks from the phase inputs on.
@@ -168,16 +169,17 @@ def _admit(
     if decision.status == CLOSED:
         return Admission(closed=decision.reasons)
     assert decision.model_path is not None
+    planned = partial(
+        build_plan,
+        profile,
+        model_path=decision.model_path,
+        devices=decision.devices,
+        case_ids=request.case_ids,
+        port_base=request.port_base,
+        forced_routing_control=request.forced_routing_control,
+    )
     try:
-        plan = build_plan(
-            profile,
-            model_path=decision.model_path,
-            devices=decision.devices,
-            case_ids=request.case_ids,
-            port_base=request.port_base,
-            forced_routing_control=request.forced_routing_control,
-            vllm_version=installed_vllm_version(profile.engine.executable),
-        )
+        plan = planned()  # for no vLLM yet: the bad input is refused before the installed one is asked anything
     except UsageError as exc:
         return Admission(refusals=(exc,))
     refusals += _placed_on_other_agents(plan, env)
@@ -185,10 +187,11 @@ def _admit(
     failed = [c for c in checkpoint if c.status == FAIL]
     refusals += [UsageError(f"{c.name}: {c.measured}", c.fix) for c in failed[:1]]  # the family's first failure
     refusals += _refused(lambda: check_out_dir(request.out))
-    plan, skipped = without_unrunnable_control(profile, plan) if not refusals else (plan, None)
-    if refusals:  # the phases' inputs are named too; nothing past them is worth probing
-        refusals += _input_refusals(profile, plan, request.gsm8k_dir)
+    refusals += _input_refusals(profile, plan, request.gsm8k_dir)  # the phases' inputs are named too
+    if refusals:  # nothing past them is worth probing
         return Admission(plan, decision.model_path, refusals=tuple(refusals))
+    plan = planned(vllm_version=installed_vllm_version(profile.engine.executable))  # its argv for the vLLM launched
+    plan, skipped = without_unrunnable_control(profile, plan)
     model_path = decision.model_path
     admitted = admit_plan(
         profile,
