@@ -37,7 +37,7 @@ def _pair_problem(cases: Mapping[str, CasePlan], cmp: ComparisonPlan) -> str | N
     return None
 
 
-def hold_problem(cases: Sequence[CasePlan], held: Mapping[str, str]) -> str | None:
+def _hold_problem(cases: Sequence[CasePlan], held: Mapping[str, str]) -> str | None:
     """Why these held series (candidate -> baseline) cannot all be held: a case that runs while a baseline is held
     (its candidates and the cases between) sharing one of its devices (two servers cannot share a GPU's memory),
     or two holds that cross (each baseline is torn down after its last candidate, so holds must nest)."""
@@ -122,7 +122,7 @@ def plan_series(
         if problem is not None:
             found.append(replace(plain, reason=problem))
             continue
-        hold = hold_problem(cases, {**held, cmp.candidate: cmp.baseline})
+        hold = _hold_problem(cases, {**held, cmp.candidate: cmp.baseline})
         if order.index(cmp.baseline) > order.index(cmp.candidate):
             hold = f"the baseline {cmp.baseline} is planned after the candidate {cmp.candidate}, so it cannot be held"
         if shared := sorted(set(by_id[cmp.baseline].devices) & set(by_id[cmp.candidate].devices)):

@@ -170,6 +170,17 @@ def _repetition(
     return rep
 
 
+def _repetitions(
+    ctx: RunContext, target: bench.Target, client, stop: threading.Event, indices: list[int], into: list[Repetition]
+) -> None:
+    """The formal repetitions ``indices`` into ``into`` as each ends (a block abandoned midway keeps those run), up
+    to the first that did not pass: the series ends there."""
+    for index in indices:
+        into.append(_repetition(ctx, target, client, stop, index))
+        if into[-1].status is not Status.PASSED:
+            return
+
+
 class _Budget:
     """The performance budget a series runs under: the candidate's performance phase already spent part of it,
     and another pair of steps (the slowest seen so far, each) must fit in the rest."""
@@ -246,11 +257,8 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         }
 
         def step(case_id: str, indices: list[int]):
-            reps = []
-            for index in indices:
-                reps.append(_repetition(ctx, targets[case_id], clients[case_id], stop, index))
-                if reps[-1].status is not Status.PASSED:
-                    break
+            reps: list[Repetition] = []
+            _repetitions(ctx, targets[case_id], clients[case_id], stop, indices, reps)
             return reps, None
 
         found = sequential.alternate(
@@ -352,10 +360,7 @@ def run_blocks(ctx: RunContext, planned: SeriesPlan) -> None:
                     rep = _repetition(ctx, target, client, stopped, warmup, kind=f"block{number}-warmup")
                     if rep.status is not Status.PASSED:
                         raise CaseFailure(f"warm-up {warmup} of block {number}: {rep.failure}")
-                for index in indices:
-                    reps.append(_repetition(ctx, target, client, stopped, index))
-                    if reps[-1].status is not Status.PASSED:
-                        return
+                _repetitions(ctx, target, client, stopped, indices, reps)
 
         ctx.progress(f"series {planned.baseline} vs {planned.candidate}: block {number} of {case_id}")
         block = run_block(ctx, cases[case_id], f"{planned.comparison}-block-{number}", work)

@@ -15,26 +15,9 @@ from collections.abc import Mapping, Sequence
 from afd_e2e.profile import MetricGate
 from afd_e2e.results.model import BlockEffect, CasePerformance, SequentialRecord
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.stats import mean, regularized_incomplete_beta
+from afd_e2e.workloads.stats import f_test_p, mean
 
 BEYOND_NOISE_P = 0.01  # per side and metric: a handful of tests a series, so a false "drifted" stays rare
-
-
-def f_test_p(groups: Sequence[Sequence[float]]) -> float | None:
-    """The p-value of a one-way analysis of variance (do the groups' means differ beyond the spread within
-    them?), None where there is no spread within to judge by (every group a single value)."""
-    groups = [list(g) for g in groups if g]
-    total = sum(len(g) for g in groups)
-    if len(groups) < 2 or total <= len(groups):
-        return None
-    grand = mean([v for g in groups for v in g])
-    between = sum(len(g) * (mean(g) - grand) ** 2 for g in groups)
-    within = sum((v - mean(g)) ** 2 for g in groups for v in g)
-    d1, d2 = len(groups) - 1, total - len(groups)
-    if within == 0:
-        return 0.0 if between > 0 else 1.0
-    f = (between / d1) / (within / d2)
-    return 1.0 - regularized_incomplete_beta(d1 / 2, d2 / 2, d1 * f / (d1 * f + d2))
 
 
 def effects(

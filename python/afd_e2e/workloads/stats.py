@@ -99,6 +99,23 @@ def student_t_quantile(p: float, df: float) -> float:
     return (low + high) / 2.0
 
 
+def f_test_p(groups: Sequence[Sequence[float]]) -> float | None:
+    """The p-value of a one-way analysis of variance (do the groups' means differ beyond the spread within
+    them?), None where there is no spread within to judge by (every group a single value)."""
+    groups = [list(g) for g in groups if g]
+    total = sum(len(g) for g in groups)
+    if len(groups) < 2 or total <= len(groups):
+        return None
+    grand = mean([v for g in groups for v in g])
+    between = sum(len(g) * (mean(g) - grand) ** 2 for g in groups)
+    within = sum((v - mean(g)) ** 2 for g in groups for v in g)
+    d1, d2 = len(groups) - 1, total - len(groups)
+    if within == 0:
+        return 0.0 if between > 0 else 1.0
+    f = (between / d1) / (within / d2)
+    return 1.0 - regularized_incomplete_beta(d1 / 2, d2 / 2, d1 * f / (d1 * f + d2))
+
+
 @dataclass(frozen=True)
 class Summary:
     """One side's repetitions as mean, sample std and count: what a published table gives (the seed's ``mean ± std``,

@@ -13,22 +13,22 @@ from afd_e2e.profile.model import MetricGate
 from afd_e2e.results.model import BlockRecord, CasePerformance, Repetition, SequentialRecord
 from afd_e2e.results.status import Status
 from afd_e2e.workloads import blocks
-from afd_e2e.workloads.stats import student_t_cdf
+from afd_e2e.workloads.stats import f_test_p, student_t_cdf
 
 TPOT = MetricGate(next(m for m in BENCH_METRICS if m.key == "mean_tpot_ms"), "fail", 5.0)
 
 
 def test_two_groups_give_the_pooled_t_tests_p_value():
     """[1,2,3] vs [4,5,6]: F = 13.5 on (1, 4) degrees of freedom, t = sqrt(F); p = 0.0213."""
-    p = blocks.f_test_p([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    p = f_test_p([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     assert p == pytest.approx(2 * (1 - student_t_cdf(math.sqrt(13.5), 4)), rel=1e-9)
     assert p == pytest.approx(0.0213, abs=5e-4)
 
 
 def test_no_spread_within_blocks_is_judged_by_the_means_alone_and_single_values_by_nothing():
-    assert blocks.f_test_p([[1.0, 1.0], [2.0, 2.0]]) == 0.0
-    assert blocks.f_test_p([[1.0, 1.0], [1.0, 1.0]]) == 1.0
-    assert blocks.f_test_p([[1.0], [2.0]]) is None
+    assert f_test_p([[1.0, 1.0], [2.0, 2.0]]) == 0.0
+    assert f_test_p([[1.0, 1.0], [1.0, 1.0]]) == 1.0
+    assert f_test_p([[1.0], [2.0]]) is None
 
 
 def _section(values):
