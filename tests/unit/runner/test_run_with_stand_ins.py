@@ -8,7 +8,9 @@ import dataclasses
 import io
 import json
 import re
+import shutil
 import threading
+from pathlib import Path
 
 import psutil
 import pytest
@@ -340,8 +342,11 @@ def test_a_stall_fails_the_case_and_keep_on_stall_leaves_its_processes_up(tmp_pa
         assert [m.name for m in kept] == ["server"]
         printed = progress.stream.getvalue()
         assert f"pid {kept[0].process.pid}" in printed and f"py-spy dump --pid {kept[0].process.pid}" in printed
+        scratch = Path(json.loads((tmp_path / "run-record.json").read_text())["scratch_root"])
+        assert (scratch / "hangs").is_dir()  # kept for the kept processes, which use it; `afd-e2e cleanup` removes it
     finally:
         terminate(lambda: find_marked(run_id_of(tmp_path)), 1.0)
+        shutil.rmtree(json.loads((tmp_path / "run-record.json").read_text())["scratch_root"], ignore_errors=True)
 
 
 def test_without_keep_on_stall_a_stalled_case_is_torn_down_and_the_next_one_runs(tmp_path, no_wind_down):
