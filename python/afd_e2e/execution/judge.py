@@ -14,6 +14,8 @@ requires proof (``execution.require_proof``); an unproven role alone is a warnin
 
 The model runner is judged beside the mode: a role whose log shows another runner than its environment asked is
 contradicted (the runner decides what a comparison compares); a log that names none leaves the mode's verdict.
+So is DBO, where the role asked for it and schedules batches (``execution/dbo.py``): the role's verdict is the worse
+of its mode's and its micro-batches'.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from afd_e2e.execution.asked import COMPILED, EAGER, asked_of
+from afd_e2e.execution.dbo import JUDGED_ROLES, judge_microbatches, read_microbatches
 from afd_e2e.execution.provable import SCHEDULE_FIX
 from afd_e2e.execution.startup import read_startup
 from afd_e2e.execution.trace import read_traces, trace_files
@@ -37,6 +40,7 @@ from afd_e2e.results.execution import (
 from afd_e2e.results.status import Proof, Status
 
 PROFILER_HINT = "run the profiler phase: its trace shows the graph launches per decode step"
+WORST = {Proof.PROVEN: 0, Proof.UNPROVEN: 1, Proof.CONTRADICTED: 2}  # a role's verdict: the worst of its parts
 
 
 def _counts(name: str, counts: StepCounts) -> str:
@@ -166,7 +170,14 @@ def judge_process(case: CasePlan, process: ProcessPlan, platform: str, out_dir: 
         reason += f"; no log line names the connector {asked.connector}"
     if startup is not None and (runner := judge_runner(asked, startup)) is not None:
         proof, reason, would = Proof.CONTRADICTED, f"{runner}; {reason}", None
-    return RoleExecution(process.role, process.name, asked, proof, reason, would, startup, runtime)
+    microbatches = None
+    if asked.dbo and process.role in JUDGED_ROLES and startup is not None:
+        microbatches = read_microbatches((out_dir / log).read_text(encoding="utf-8", errors="replace"))
+        dbo_proof, dbo_reason, dbo_would = judge_microbatches(microbatches)
+        reason = f"{asked.mode} {proof}: {reason}; {dbo_reason}"  # each part's own verdict, the role's the worse
+        if WORST[dbo_proof] > WORST[proof]:
+            proof, would = dbo_proof, dbo_would
+    return RoleExecution(process.role, process.name, asked, proof, reason, would, startup, runtime, microbatches)
 
 
 def judge_case(

@@ -46,6 +46,10 @@ GRAPH_FLAGS = (
     "--compilation-config",
 )
 DBO_FLAGS = ("--enable-dbo", "--dbo-decode-token-threshold", "--dbo-prefill-token-threshold")
+# A DBO case's roles that schedule batches (a native server, Attention) log each step's micro-batches at DEBUG: the
+# evidence that DBO split them (execution/dbo.py). The FFN role logs none, and no other case pays for the lines.
+DBO_LOG_ENV = {"VLLM_LOGGING_LEVEL": "DEBUG"}
+DBO_LOGGED_ROLES = ("server", "attention")
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,8 @@ def child_env(
     if case.profiler is not None and role_name in PROFILER_PREFIX:
         env.update(profiler_env(role_name, case.profiler))
     env.update(flight_recorder_env(case))
+    if case.dbo is not None and role_name in DBO_LOGGED_ROLES:
+        env.update(DBO_LOG_ENV)
     for edit in case.edits:
         if edit.applies_to(role_name):
             for name in edit.env_remove:

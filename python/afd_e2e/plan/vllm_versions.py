@@ -16,6 +16,13 @@ Each rule names the source it was read from (repository vllm-project/vllm):
   kit's; issue 42 names 0.30 as the first release that refuses: not confirmed against 0.30's own tag here). On vLLM
   0.26, the GPU kit, the AFD plugin's runner uses a decode threshold of 1.
 
+- The all2all backend of micro-batching: with ``--enable-dbo`` (``ParallelConfig.use_ubatching``), ``VllmConfig``
+  (``vllm/config/vllm.py``, ``__post_init__``) asserts "Microbatching currently only supports the
+  deepep_low_latency, deepep_high_throughput, and nixl_ep all2all backends", whether or not experts are parallel
+  (read in 0.26.0, the GPU kit's, and 0.32.0; the 12-06 H100 run: a native DP1 DBO case failed at start-up on it, 47
+  s after launch). The AFD plugin lifts the check for its roles (``afd_plugin/compat/patches/config_validation.py``),
+  so an argv carrying its ``--additional-config`` AFD block is exempt.
+
 A version is compared by its release numbers only: ``0.32.0+cpu`` is 0.32.0 and a pre-release or development build
 (``0.30.0rc1``, ``0.28.1rc1.dev500+g51da0ca66``) counts as its release, which is the closer guess for a build cut
 from the branch that carries the rule.
@@ -23,6 +30,7 @@ from the branch that carries the rule.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +73,39 @@ _DBO_SOURCE = "vllm/config/parallel.py ParallelConfig: at least the number of mi
 MINIMUMS = (
     Minimum("--dbo-decode-token-threshold", 2, ENABLE_DBO, (0, 30, 0), _DBO_SOURCE),
     Minimum("--dbo-prefill-token-threshold", 2, ENABLE_DBO, (0, 30, 0), _DBO_SOURCE),
+)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """From release ``since`` on, wherever ``when`` is in argv, ``flag`` (``default`` where absent) must be one of
+    ``allowed``; an argv carrying the AFD plugin's config is exempt where ``plugin_exempt`` (the plugin patches it)."""
+
+    flag: str
+    allowed: tuple[str, ...]
+    default: str
+    when: str
+    since: Release
+    source: str
+    plugin_exempt: bool
+
+    @property
+    def rule(self) -> str:
+        return (
+            f"{self.flag} one of {', '.join(self.allowed)} with {self.when} (vLLM >= {show(self.since)}, {self.source})"
+        )
+
+
+ONE_OF = (
+    OneOf(
+        "--all2all-backend",
+        ("deepep_low_latency", "deepep_high_throughput", "nixl_ep"),
+        "allgather_reducescatter",
+        ENABLE_DBO,
+        (0, 26, 0),
+        "vllm/config/vllm.py VllmConfig: micro-batching's all2all backends",
+        plugin_exempt=True,
+    ),
 )
 
 
@@ -138,4 +179,29 @@ def breaches(argv: Sequence[str], version: str) -> list[Breach]:
                     f"older than {show(rule.since)}",
                 )
             )
+    for rule in ONE_OF:
+        if numbers < rule.since or flag_value(argv, rule.when) is None or (rule.plugin_exempt and _afd_role(argv)):
+            continue
+        value = flag_value(argv, rule.flag) or rule.default
+        if value not in rule.allowed:
+            found.append(
+                Breach(
+                    rule.rule,
+                    f"{rule.flag}={value}{' (the default)' if flag_value(argv, rule.flag) is None else ''} under "
+                    f"vLLM {version}",
+                    f"add {rule.flag}={rule.allowed[0]} to the case's add_args (with that backend's kernels installed; "
+                    f"without expert parallelism it is never used), or run the case as AFD, whose plugin lifts the check",
+                )
+            )
     return found
+
+
+def _afd_role(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` carries the AFD plugin's config (``--additional-config`` with its ``afd`` block)."""
+    config = flag_value(argv, "--additional-config")
+    if not config:
+        return False
+    try:
+        return "afd" in json.loads(config)
+    except (ValueError, TypeError):
+        return False

@@ -81,6 +81,18 @@ class RuntimeEvidence:
 
 
 @dataclass
+class MicroBatches:
+    """A DBO role's steps after start-up (``started``: its log has the API server's ready line), per rank as its log
+    prefix names it (``EngineCore_DP0``): split into micro-batches or not (``execution/dbo.py``)."""
+
+    started: bool
+    split: dict[str, int] = field(default_factory=dict)  # every rank that logged a step, 0 where none split
+    unsplit: dict[str, int] = field(default_factory=dict)
+    split_line: str | None = None  # the first split step's line, exact (cut at MAX_LINE_CHARS)
+    unsplit_line: str | None = None
+
+
+@dataclass
 class RoleExecution:
     role: str  # native, attention, ffn
     process: str
@@ -90,6 +102,7 @@ class RoleExecution:
     would_prove: str | None = None  # for unproven: what evidence would decide it
     startup: StartupEvidence | None = None
     runtime: RuntimeEvidence | None = None
+    microbatches: MicroBatches | None = None  # a role that asked for DBO and schedules batches (native, attention)
 
 
 @dataclass

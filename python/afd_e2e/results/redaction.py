@@ -6,9 +6,13 @@ import re
 from collections.abc import Mapping
 
 REDACTED = "[redacted]"
-# Names of variables whose values are credentials: tokens, secrets, passwords, keys, credentials, auth headers.
+# Names of variables whose values are credentials: tokens, secrets, passwords, keys, credentials, auth headers. A
+# token is a name's last word (HF_TOKEN, --hf-token, BUILDKITE_AGENT_ACCESS_TOKEN), not a word inside it: vLLM's
+# --max-num-batched-tokens, --dbo-decode-token-threshold and --tokenizer say what a run did and hide nothing (the
+# 12-06 H100 run's results read "--dbo-decode-token-threshold=[redacted]").
 SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|COOKIE|SIGNATURE", re.IGNORECASE
+    r"(?:^|_)TOKEN$|SECRET|PASSW(OR)?D|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|COOKIE|SIGNATURE",
+    re.IGNORECASE,
 )
 
 
@@ -27,7 +31,7 @@ def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
             hide_next = False
             continue
         option, eq, _ = arg.partition("=")
-        secret = option.startswith("-") and SECRET_NAME.search(option.replace("-", "_")) is not None
+        secret = option.startswith("-") and SECRET_NAME.search(option.lstrip("-").replace("-", "_")) is not None
         if secret and eq:
             redacted.append(f"{option}={REDACTED}")
         else:

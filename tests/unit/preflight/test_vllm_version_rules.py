@@ -18,6 +18,16 @@ from afd_e2e.preflight.software import VERSION_RULES, InstalledSoftware, check_s
 from afd_e2e.profile import load_profile
 
 DBO_ARGV = ["vllm", "serve", "/m", "--enable-dbo", "--dbo-decode-token-threshold=1", "--dbo-prefill-token-threshold=64"]
+# an Attention role's argv: the AFD plugin's config lifts vLLM's all2all check on micro-batching (its own patch)
+AFD_CONFIG = ["--additional-config", '{"afd":{"role":"attention","connector":"P2pNcclAFDConnector"}}']
+NATIVE_DBO = [
+    "vllm",
+    "serve",
+    "/m",
+    "--enable-dbo",
+    "--dbo-decode-token-threshold=2",
+    "--dbo-prefill-token-threshold=8",
+]
 
 
 def installed(vllm: str | None) -> InstalledSoftware:
@@ -66,19 +76,38 @@ def test_flag_values_are_read_as_argparse_reads_them():
 
 
 def test_a_dbo_decode_threshold_below_2_breaks_the_rule_from_vllm_0_30_only():
-    assert breaches(DBO_ARGV, "0.26.0+cu130") == []
-    assert breaches(DBO_ARGV, "0.29.9") == []
-    [breach] = breaches(DBO_ARGV, "0.30.0")
+    afd = DBO_ARGV + AFD_CONFIG
+    assert breaches(afd, "0.26.0+cu130") == []
+    assert breaches(afd, "0.29.9") == []
+    [breach] = breaches(afd, "0.30.0")
     assert breach.found == "--dbo-decode-token-threshold=1 under vLLM 0.30.0"
     assert breach.rule.startswith("--dbo-decode-token-threshold >= 2 with --enable-dbo (vLLM >= 0.30.0")
     assert breach.fix.startswith(
         "raise --dbo-decode-token-threshold to 2 or more (the case's dbo.decode_token_threshold or add_args)"
     )
-    spaced = ["--enable-dbo", "--dbo-prefill-token-threshold", "1", "--dbo-decode-token-threshold", "2"]
+    spaced = ["--enable-dbo", "--dbo-prefill-token-threshold", "1", "--dbo-decode-token-threshold", "2", *AFD_CONFIG]
     assert [b.found for b in breaches(spaced, "0.32.0+cpu")] == [
         "--dbo-prefill-token-threshold=1 under vLLM 0.32.0+cpu"
     ]
     assert breaches(DBO_ARGV[:3] + DBO_ARGV[4:], "0.32.0") == []  # no --enable-dbo: vLLM does not split
+
+
+def test_native_dbo_needs_a_micro_batching_all2all_backend_and_an_afd_role_does_not():
+    """The 12-06 H100 run: native DP1 with --enable-dbo died at start-up on vLLM 0.26's assertion, 47 s after launch."""
+    [breach] = breaches(NATIVE_DBO, "0.26.0+cu130")
+    assert breach.found == "--all2all-backend=allgather_reducescatter (the default) under vLLM 0.26.0+cu130"
+    assert breach.rule.startswith(
+        "--all2all-backend one of deepep_low_latency, deepep_high_throughput, nixl_ep with --enable-dbo (vLLM >= 0.26.0"
+    )
+    assert breach.fix.startswith("add --all2all-backend=deepep_low_latency to the case's add_args")
+    assert [b.found for b in breaches([*NATIVE_DBO, "--all2all-backend", "naive"], "0.32.0")] == [
+        "--all2all-backend=naive under vLLM 0.32.0"
+    ]
+    assert breaches([*NATIVE_DBO, "--all2all-backend=deepep_low_latency"], "0.26.0") == []
+    assert breaches(NATIVE_DBO + AFD_CONFIG, "0.26.0") == []  # the plugin patches the check for its roles
+    assert breaches(NATIVE_DBO[:3], "0.26.0") == []  # no DBO: no micro-batching
+    not_afd = ["--additional-config", '{"kv_transfer": 1}']
+    assert len(breaches(NATIVE_DBO + not_afd, "0.26.0")) == 1
 
 
 def test_a_flag_older_vllm_lacks_breaks_the_rule():

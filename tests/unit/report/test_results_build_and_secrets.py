@@ -84,6 +84,19 @@ def test_secret_values_are_redacted_by_name_and_the_rest_kept():
     ]
 
 
+def test_a_flag_or_variable_that_counts_tokens_is_kept():
+    """Issue 42: the 12-06 H100 run recorded its DBO thresholds as redacted; a token is a name's last word."""
+    argv = ["--dbo-decode-token-threshold=2", "--max-num-batched-tokens", "8192", "--tokenizer", "/t", "--token", "x"]
+    assert redact_argv(argv) == [*argv[:5], "--token", REDACTED]
+    env = {"VLLM_MAX_TOKENS_PER_BATCH": "8", "BUILDKITE_AGENT_ACCESS_TOKEN": "a", "GH_TOKEN": "g", "TOKEN": "t"}
+    assert redact_env(env) == {
+        "BUILDKITE_AGENT_ACCESS_TOKEN": REDACTED,
+        "GH_TOKEN": REDACTED,
+        "TOKEN": REDACTED,
+        "VLLM_MAX_TOKENS_PER_BATCH": "8",
+    }
+
+
 def test_a_real_run_records_each_server_exactly_with_nothing_secret():
     results = typed(load_fixture("tiny-cpu"))
     server = results.cases["cpu-tp1"].processes[0]
