@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from afd_e2e.plan.model import BLOCKS
 from afd_e2e.profile import catalogue
 from afd_e2e.report import formatting
 from afd_e2e.report import sections as report_sections
@@ -31,9 +32,11 @@ from afd_e2e.results.model import (
     PreflightRecord,
     Repetition,
     RunResults,
+    SequentialRecord,
 )
 from afd_e2e.results.parity_text import describe, parity_summary
 from afd_e2e.results.status import Status, Verdict
+from afd_e2e.workloads.blocks import drift_lines
 from afd_e2e.workloads.performance import fails as fails_its_gate
 from afd_e2e.workloads.performance import undetectable_line
 
@@ -295,15 +298,23 @@ def performance_comparison_testcases(
 ) -> None:
     if not performance.metrics:  # nothing to compare: the gate's own status says why
         suite.add("performance", performance.status, message=performance.failure)
+    blocks = _blocks_line(performance.sequential)
     for metric in performance.metrics:
         summary = _metric_line(comparison, metric, control=performance.control)
-        seen = _can_see(metric)
-        suite.add(
-            f"performance {metric.key}",
-            _metric_status(metric, performance),
-            message=summary,
-            stdout=f"{summary}\n{seen}" if seen else summary,
-        )
+        stdout = "\n".join(line for line in (summary, _can_see(metric), blocks) if line)
+        suite.add(f"performance {metric.key}", _metric_status(metric, performance), message=summary, stdout=stdout)
+
+
+def _blocks_line(series: SequentialRecord | None) -> str:
+    """A blocks series in one line: its blocks, the launches they added, and any side that drifted between its
+    blocks (the repetitions came from fresh launches: a reader of the testcase must know)."""
+    if series is None or series.alternation != BLOCKS or not series.blocks:
+        return ""
+    drifted = drift_lines(series)
+    effect = "; ".join(drifted) if drifted else "each side's blocks agree within their repetitions' noise"
+    return (
+        f"alternating blocks of {series.step}: {len(series.blocks)} blocks, {series.launches} added launches; {effect}"
+    )
 
 
 def _can_see(metric: MetricComparison) -> str:

@@ -1,10 +1,12 @@
 """Unit tier: a real blocks series on a GPU (``tests/fixtures/results/tiny-gpu-blocks-1gpu``, kept from
 ``tests/gpu/test_blocks_gpu.py`` on a 1x H100 device machine): its record reads back typed, and the annotation
-rendered from it names the alternation, every block with its launch and hygiene, and the block effect."""
+rendered from it names the alternation, every block with its launch and hygiene, and the block effect, and so do the
+JUnit testcases of its metrics."""
 
 from __future__ import annotations
 
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from afd_e2e.report import render_all
@@ -43,3 +45,16 @@ def test_the_annotation_lists_the_blocks_and_the_block_effect(tmp_path: Path):
         "passed\\), twin 2 \\(reps 3\\-4, ready in 35 s, hygiene passed\\)"
     ) in annotation
     assert "- Block effect: each side's blocks agree within their repetitions' noise" in annotation
+
+
+def test_the_junit_testcase_of_each_metric_says_its_repetitions_came_from_blocks(tmp_path: Path):
+    shutil.copy(FIXTURE / "results.json", tmp_path / "results.json")
+    render_all(tmp_path)
+    testcases = [c for path in sorted((tmp_path / "junit").glob("*.xml")) for c in ET.parse(path).iter("testcase")]
+    performance = [c for c in testcases if c.get("name", "").startswith("performance mean_")]
+    assert performance
+    for case in performance:
+        assert (
+            "alternating blocks of 2: 4 blocks, 2 added launches; each side's blocks agree within their repetitions' "
+            "noise" in case.findtext("system-out")
+        )
