@@ -24,7 +24,7 @@ files as indexed; read the installed plugin's own code where it differs):
   any other connector, and both async connectors' docstrings require it; 6fa5b0d), and
   ``compute_gate_on_attention: true`` for ``GpuAsyncAFDConnector`` (its docstring's supported deployment; 6fa5b0d).
 - Topology (A Attention ranks, F FFN ranks, each DP x TP): P2P needs A >= F since afd-plugin PR #309 (merged
-  2026-09: Attention rank a maps to FFN rank a*F//A); before it, ``validate_p2p_topology``
+  after the 2026-08-08 snapshot, from issue #308: Attention rank a maps to FFN rank a*F//A); before it, ``validate_p2p_topology``
   (``afd_plugin/distributed/topology.py``, 2e4378f) also needed A a multiple of F, the rule a profile gets with
   ``software.afd_plugin_rules: before-pr-309``. CAMP2P needs A >= F (``camp2p.py``'s rank mapping, 2e4378f). The
   asynchronous connectors need only A, F >= 1 (``build_async_topology``: ``async_cam.py`` 2e4378f,
@@ -36,7 +36,7 @@ files as indexed; read the installed plugin's own code where it differs):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from afd_e2e.profile.reader import Reader
@@ -67,7 +67,7 @@ class TopologyRule:
         return (attention >= ffn or not self.at_least_ffn) and (attention % ffn == 0 or not self.multiple_of_ffn)
 
     def cited(self, source: str) -> TopologyRule:
-        return TopologyRule(self.name, self.text, self.at_least_ffn, self.multiple_of_ffn, source)
+        return replace(self, source=source)
 
     def fix(self, attention: int, ffn: int) -> str:
         if self.at_least_ffn and attention < ffn:
