@@ -16,6 +16,7 @@ from afd_e2e.preflight.driver import check_driver
 from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
+from afd_e2e.preflight.plugin_config import Ask, ask_installed_plugin, check_plugin_config
 from afd_e2e.preflight.ports import check_ports, plan_ports
 from afd_e2e.preflight.proof import check_proof
 from afd_e2e.preflight.software import InstalledSoftware, check_software, control_env, read_installed
@@ -58,6 +59,7 @@ def run_preflight(
     read_hardware: Callable[[], MachineReadings] = read_machine,
     installed: InstalledSoftware | None = None,
     stack_dumps: Callable[[], list[PreflightCheck]] = check_stack_dumps,
+    ask_plugin: Ask = ask_installed_plugin,
 ) -> PreflightReport:
     inventory, why_none = read_inventory(profile, read_hardware)
     installed = installed or read_installed(profile.engine.executable, routing_env=control_env(plan))
@@ -66,6 +68,7 @@ def run_preflight(
         *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
         *check_checkpoint(profile.model.checkpoint, model_path, profile.gates.model_env, plan),
         *check_software(profile, plan, installed),
+        check_plugin_config(profile, plan, installed, ask_plugin),
         *check_proof(profile, plan),
         *stack_dumps(),
     ]

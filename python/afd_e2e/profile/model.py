@@ -12,7 +12,7 @@ from typing import Any
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import catalogue
-from afd_e2e.profile.connectors import ConnectorTraits
+from afd_e2e.profile.connectors import CURRENT_RULES, ConnectorTraits
 
 SCHEMA_VERSION = 1
 ROLE_NAMES = ("server", "attention", "ffn")
@@ -61,6 +61,9 @@ class HardwareSpec:
 class SoftwareSpec:
     vllm_version: str | None
     afd_plugin: bool
+    # Whose rules the profile reader applies where the plugin changed them (``profile/connectors.py``):
+    # "current", or "before-pr-309" for a plugin whose P2P connector still needs A a multiple of F.
+    afd_plugin_rules: str = CURRENT_RULES
 
 
 @dataclass(frozen=True)

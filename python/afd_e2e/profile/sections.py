@@ -225,16 +225,18 @@ def _variant_order(c: Reader) -> list[str]:
     return order
 
 
-def _read_cases(c: Reader, declared: Mapping[str, ConnectorTraits]) -> tuple[CaseSpec, ...]:
+def _read_cases(c: Reader, declared: Mapping[str, ConnectorTraits], plugin_rules: str) -> tuple[CaseSpec, ...]:
     """Every case, variants folded onto their parents, in the order the profile lists them; ``declared``: the
-    profile's own connector traits (``connectors:``)."""
+    profile's own connector traits (``connectors:``); ``plugin_rules``: the plugin whose topology rules apply
+    (``software.afd_plugin_rules``)."""
     for case_id in c.data:
         _check_case_id(c, str(case_id))
     resolved: dict[str, CaseSpec] = {}
     for case_id in _variant_order(c):
         r = c.child(str(case_id))
         parent_id = r.get("extends", str, None)
-        resolved[case_id] = _read_case(r, str(case_id), resolved[parent_id] if parent_id else None, declared)
+        parent = resolved[parent_id] if parent_id else None
+        resolved[case_id] = _read_case(r, str(case_id), parent, declared, plugin_rules)
     c.done()
     return tuple(resolved[case_id] for case_id in c.data)
 
@@ -248,7 +250,9 @@ def _check_case_id(c: Reader, case_id: str) -> None:
         c.fail(c.key(case_id), f"case id {case_id!r} is not lower-kebab-case", f"rename it to {suggested}")
 
 
-def _read_case(r: Reader, case_id: str, parent: CaseSpec | None, declared: Mapping[str, ConnectorTraits]) -> CaseSpec:
+def _read_case(
+    r: Reader, case_id: str, parent: CaseSpec | None, declared: Mapping[str, ConnectorTraits], plugin_rules: str
+) -> CaseSpec:
     if parent is None:
         kind = r.get("kind", str)
         if kind not in ("native", "afd"):
@@ -280,13 +284,7 @@ def _read_case(r: Reader, case_id: str, parent: CaseSpec | None, declared: Mappi
         extra_config = r.get("connector_extra_config", dict, extra_config)
         connectors.check_extra_config(r, connector, traits, extra_config)
         assert attention and ffn
-        x, y = attention.ranks, ffn.ranks
-        if x < y or x % y:
-            r.fail(
-                r.key("attention.dp"),
-                f"impossible AFD topology {x}A{y}F: the connector needs X >= Y and X % Y == 0",
-                "make the Attention ranks (dp * tp) a multiple of the FFN ranks",
-            )
+        connectors.check_topology(r, case_id, connector, traits, plugin_rules, attention.ranks, ffn.ranks)
     edits = list(parent.edits) if parent else []
     if (own := _read_edit(r, None)) is not None:
         edits.append(own)
@@ -576,7 +574,17 @@ def parse_profile(data: Any, source: str) -> Profile:
     h.done()
 
     s = r.child("software", {})
-    software = SoftwareSpec(vllm_version=s.get("vllm_version", str, None), afd_plugin=s.get("afd_plugin", bool, False))
+    software = SoftwareSpec(
+        vllm_version=s.get("vllm_version", str, None),
+        afd_plugin=s.get("afd_plugin", bool, False),
+        afd_plugin_rules=s.get("afd_plugin_rules", str, connectors.CURRENT_RULES),
+    )
+    if software.afd_plugin_rules not in connectors.PLUGIN_RULES:
+        s.fail(
+            s.key("afd_plugin_rules"),
+            f"unknown AFD plugin rules {software.afd_plugin_rules!r}",
+            f"use one of: {', '.join(connectors.PLUGIN_RULES)}",
+        )
     s.done()
 
     g = r.child("gates")
@@ -629,7 +637,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     e.done()
 
     declared = connectors.read_declared(r.child("connectors", {}))
-    cases = _read_cases(r.child("cases"), declared)
+    cases = _read_cases(r.child("cases"), declared, software.afd_plugin_rules)
     if not cases:
         r.fail("cases", "no cases", "declare at least one case")
 

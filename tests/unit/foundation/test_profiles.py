@@ -105,7 +105,7 @@ def _error(mutate) -> str:
         (lambda d: d["engine"].update(port_bsae=1), "engine.port_bsae: unknown key"),
         (lambda d: d["hardware"].update(gpus="eight"), "hardware.gpus: must be an integer"),
         (lambda d: d["workloads"]["gsm8k"].update(questions=True), "workloads.gsm8k.questions: must be an integer"),
-        (lambda d: d["cases"]["afd-eager-4a4f"]["ffn"].update(dp=3), "impossible AFD topology 4A3F"),
+        (lambda d: d["cases"]["afd-eager-4a4f"]["ffn"].update(dp=5), "layout 4A5F breaks P2pNcclAFDConnector's"),
         (lambda d: d["cases"]["baseline-eager"]["topology"].update(dp=3), "group 'attention' has 4 devices"),
         (lambda d: d["cases"]["baseline-eager"]["topology"].update(devices="gpus"), "unknown device group 'gpus'"),
         (lambda d: d["comparisons"]["performance"].update(baseline="nope"), "unknown case 'nope'"),
