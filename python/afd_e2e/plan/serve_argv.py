@@ -46,6 +46,15 @@ GRAPH_FLAGS = (
     "--compilation-config",
 )
 DBO_FLAGS = ("--enable-dbo", "--dbo-decode-token-threshold", "--dbo-prefill-token-threshold")
+# What the AFD plugin's own MRV2 cases pass besides VLLM_USE_V2_MODEL_RUNNER=1 (its tests/e2e/runner.py,
+# build_vllm_command: ../shared/reference/afd-plugin-now.md), the plugin's requirement for AFD on ModelRunnerV2:
+# each flag and the opposite an engine's serve_args may hold. A native server on V2 needs none (the 12-05 and 12-06
+# GPU runs: native V2 started and was proven without them).
+MRV2_AFD_FLAGS = (
+    ("--no-enable-prefix-caching", "--enable-prefix-caching"),
+    ("--no-enable-chunked-prefill", "--enable-chunked-prefill"),
+    ("--no-async-scheduling", "--async-scheduling"),
+)
 # A DBO case's roles that schedule batches (a native server, Attention) log each step's micro-batches at DEBUG: the
 # evidence that DBO split them (execution/dbo.py). The FFN role logs none, and no other case pays for the lines.
 DBO_LOG_ENV = {"VLLM_LOGGING_LEVEL": "DEBUG"}
@@ -228,6 +237,9 @@ def serve_argv(
         ]
     if case.profiler is not None and case.kind == "native":
         args = remove_flag(args, PROFILER_FLAG) + native_profiler_args(case)
+    if case.kind == "afd" and profile.model_runner(case) == "v2":
+        for flag, opposite in MRV2_AFD_FLAGS:
+            args = [*remove_flag(remove_flag(args, flag), opposite), flag]
     if vllm_version is not None and has_flag(vllm_version, SHUTDOWN_TIMEOUT):
         args = [*remove_flag(args, SHUTDOWN_TIMEOUT), f"{SHUTDOWN_TIMEOUT}={shutdown_timeout_s(profile)}"]
     for edit in case.edits:

@@ -71,6 +71,20 @@ def test_a_layout_with_a_at_least_f_plans_ffn_first_with_its_rank_counts(capsys,
         assert (config["host"], config["port"]) == (configs[0]["host"], configs[0]["port"])  # one rendezvous
 
 
+def test_a_2a2f_case_on_model_runner_v2_gets_the_variable_and_the_plugins_mrv2_flags(capsys, tmp_path):
+    """Issue 42: the plan of a 2A2F MRV2 case and a 3A2F (V1) case; each command is paste-able as printed."""
+    doc = five_gpus(**{"afd-3a2f": A3F2, "afd-2a2f-v2": {"extends": "afd-2a2f", "model_runner": "v2"}})
+    flags = ("--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--no-async-scheduling")
+    v2 = plan_text(capsys, tmp_path, doc, "afd-2a2f-v2")
+    commands = [line for line in v2.replace(" \\\n", " ").splitlines() if "--additional-config" in line]
+    assert len(commands) == 2 and v2.index("# 1. ffn") < v2.index("# 2. attention")
+    for line in commands:  # env ... VAR=value setsid vllm serve ... &: as a shell reads it
+        argv = shlex.split(line.strip().removesuffix(" &"))
+        assert "VLLM_USE_V2_MODEL_RUNNER=1" in argv and all(argv.count(flag) == 1 for flag in flags), argv
+    v1 = plan_text(capsys, tmp_path, doc, "afd-3a2f")
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in v1 and not any(flag in v1 for flag in flags)
+
+
 def _error(doc: dict) -> str:
     with pytest.raises(UsageError) as info:
         parse_profile(doc, "bad.yaml")
