@@ -55,14 +55,14 @@ def inside_buildkite(env: Mapping[str, str]) -> bool:
     return env.get(BUILDKITE) == "true"
 
 
-def agent(env: Mapping[str, str]) -> str | None:
+def buildkite_agent(env: Mapping[str, str]) -> str | None:
     """BUILDKITE_AGENT_NAME; None outside Buildkite."""
     return env.get("BUILDKITE_AGENT_NAME") or None
 
 
 def agent_name(env: Mapping[str, str]) -> str:
     """BUILDKITE_AGENT_NAME, else the host's name (a run by hand)."""
-    return agent(env) or socket.gethostname()
+    return buildkite_agent(env) or socket.gethostname()
 
 
 def build_id(env: Mapping[str, str]) -> str | None:
@@ -93,7 +93,7 @@ def organization_slug(env: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class Pipeline:
+class BuildPipeline:
     """The organization, pipeline and branch of the build, each set (what a trend lists earlier builds of)."""
 
     organization: str
@@ -101,13 +101,13 @@ class Pipeline:
     branch: str
 
 
-def this_pipeline(env: Mapping[str, str], fix: str) -> Pipeline:
+def current_pipeline(env: Mapping[str, str], fix: str) -> BuildPipeline:
     """The build's pipeline; a UsageError naming the first variable that is not set, with ``fix``."""
     values = [env.get(name, "") for name in (ORGANIZATION_SLUG, PIPELINE_SLUG, BRANCH)]
     for name, value in zip((ORGANIZATION_SLUG, PIPELINE_SLUG, BRANCH), values, strict=True):
         if not value:
             raise UsageError(f"{name} is not set", fix)
-    return Pipeline(*values)
+    return BuildPipeline(*values)
 
 
 def test_engine_run_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -136,7 +136,7 @@ def describe_build(environ: Mapping[str, str]) -> BuildInfo | None:
         commit=environ.get("BUILDKITE_COMMIT") or None,
         source=environ.get("BUILDKITE_SOURCE") or None,
         pull_request=pull_request(environ),
-        agent_name=agent(environ),
+        agent_name=buildkite_agent(environ),
         agent_tags={
             name[len(AGENT_TAG_PREFIX) :].lower(): value
             for name, value in sorted(environ.items())

@@ -61,7 +61,7 @@ def summary_line(paths: ReportPaths, env: Mapping[str, str]) -> str:
     (Buildkite's build page anchors each annotation as ``#annotation-<context>``)."""
     context = annotation_context(paths.profile, env)
     step = job_step(env) or "local"
-    agent = buildkite_env.agent(env) or "an agent"
+    agent = buildkite_env.buildkite_agent(env) or "an agent"
     link = f'<a href="{html.escape(buildkite_env.build_url(env) or "")}#annotation-{context}">annotation</a>'
     return (
         f"- {icon(paths.verdict)} **{markdown_text(paths.verdict)}**: afd-e2e {markdown_text(paths.profile)}, "

@@ -72,7 +72,7 @@ def history_source(
     token = _env(
         environ, token_env, "give the job a Buildkite API access token with read_builds and read_artifacts scopes"
     )
-    pipeline = buildkite_env.this_pipeline(environ, "run inside a Buildkite job, or use --history DIR")
+    pipeline = buildkite_env.current_pipeline(environ, "run inside a Buildkite job, or use --history DIR")
     return BuildkiteHistory(
         BuildkiteRest(token, base_url=options.api_url, what="the builds API", scopes="read_builds and read_artifacts"),
         organization=pipeline.organization,
