@@ -35,8 +35,8 @@ JOB_ID = "BUILDKITE_JOB_ID"
 ORGANIZATION_SLUG = "BUILDKITE_ORGANIZATION_SLUG"
 PIPELINE_SLUG = "BUILDKITE_PIPELINE_SLUG"
 BRANCH = "BUILDKITE_BRANCH"
-# The variables a token is read from unless the user names another (the token itself is never in the job's env by
-# Buildkite's doing: the agent's hooks or secrets put it there).
+# The variables a token is read from unless the user names another (--token-env); the agent's hooks or secrets set
+# them, Buildkite does not.
 API_TOKEN = "BUILDKITE_API_TOKEN"  # the trend's builds API token (read_builds, read_artifacts)
 AGENTS_API_TOKEN = "BUILDKITE_AGENTS_API_TOKEN"  # the pipeline generator's agents API token (read_agents)
 # run_env[...] fields Test Engine wants, from the job's Buildkite variables.
