@@ -13,23 +13,15 @@ from pathlib import Path
 
 import requests
 
+from afd_e2e.buildkite.env import test_engine_run_env
+
 TEST_ENGINE_URL = "https://analytics-api.buildkite.com/v1/uploads"
 BUDGET_S = 30.0
-# run_env[...] fields Test Engine wants, from the job's Buildkite variables.
-_RUN_ENV = {
-    "key": "BUILDKITE_BUILD_ID",
-    "url": "BUILDKITE_BUILD_URL",
-    "branch": "BUILDKITE_BRANCH",
-    "commit_sha": "BUILDKITE_COMMIT",
-    "number": "BUILDKITE_BUILD_NUMBER",
-    "job_id": "BUILDKITE_JOB_ID",
-    "message": "BUILDKITE_MESSAGE",
-}
 
 
 def run_env_fields(env: Mapping[str, str]) -> dict[str, str]:
     fields = {"format": "junit", "run_env[CI]": "buildkite"}
-    fields.update({f"run_env[{field}]": env[name] for field, name in _RUN_ENV.items() if env.get(name)})
+    fields.update(test_engine_run_env(env))
     return fields
 
 

@@ -15,6 +15,7 @@ import re
 import sys
 from pathlib import Path
 
+from afd_e2e.buildkite.env import BUILDKITE
 from afd_e2e.commands.common import refuse_a_file
 from afd_e2e.errors import UsageError
 from afd_e2e.phases import rendering
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--publish",
         action="store_true",
-        help="inside Buildkite (BUILDKITE=true): annotate the build and upload the artifacts",
+        help=f"inside Buildkite ({BUILDKITE}=true): annotate the build and upload the artifacts",
     )
     parser.add_argument(
         "--test-engine-token-env",

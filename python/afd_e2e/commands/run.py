@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from afd_e2e.buildkite.env import BUILDKITE, job_id
 from afd_e2e.commands.common import add_profile_args
 from afd_e2e.errors import EXIT_FAILED, EXIT_GATES_CLOSED, EXIT_PASSED, UsageError
 from afd_e2e.phases import rendering
@@ -51,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-CI_MARKERS = ("CI", "BUILDKITE")
+CI_MARKERS = ("CI", BUILDKITE)
 
 
 def refuse_keep_in_ci(keep_on_stall: bool, env: os._Environ[str] | dict[str, str]) -> None:
@@ -76,8 +77,10 @@ def leader_side(profile: Profile, plan: RunPlan, progress: Callable[[str], None]
 
     if not any(case.remote_processes for case in plan.cases):
         return None
+    leader_job = job_id(os.environ)
+    assert leader_job is not None, "admission refuses a case placed on other agents outside a Buildkite job"
     return Leader(
-        os.environ["BUILDKITE_JOB_ID"],
+        leader_job,
         os.environ,
         interface=profile.engine.interface,
         model_path=plan.model_path,

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from afd_e2e.buildkite.env import API_TOKEN
 from afd_e2e.errors import UsageError
 from afd_e2e.phases import rendering
 
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--token-env",
         metavar="NAME",
-        help="variable holding the Buildkite API token (default $AFD_E2E_TREND_TOKEN_ENV or BUILDKITE_API_TOKEN)",
+        help=f"variable holding the Buildkite API token (default $AFD_E2E_TREND_TOKEN_ENV or {API_TOKEN})",
     )
     parser.add_argument("--api-url", default=None, help=argparse.SUPPRESS)  # tests and benchmarks: a local server
     parser.add_argument("--cache-dir", type=Path, metavar="DIR", help="where fetched results are kept by build id")
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.token_env and not _ENV_NAME.fullmatch(args.token_env):
         raise UsageError(
             "--token-env is not an environment variable name (its value is not shown)",
-            "pass the variable's NAME (e.g. BUILDKITE_API_TOKEN), never the token itself",
+            f"pass the variable's NAME (e.g. {API_TOKEN}), never the token itself",
         )
     configured = options_from_env(os.environ)
     if args.history is None and not args.buildkite and configured is None:

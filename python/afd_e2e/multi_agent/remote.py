@@ -41,7 +41,7 @@ class RemoteRole:
         is read every sixth of it, as often as it beats. ``clock``: what the reads and that silence are measured on
         (tests drive it)."""
         self.process, self.agent, self.board = process, agent, board
-        self.health = HealthProbe(health_url)
+        self.health = HealthProbe(health_url, clock)
         self.ready_at = ready_at  # when the leader saw the follower ready (monotonic)
         self.clock = clock
         self._state_read_at = 0.0

@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
+from afd_e2e.buildkite.env import AGENTS_API_TOKEN, ORGANIZATION_SLUG, organization_slug
 from afd_e2e.buildkite.rest import API_URL, BuildkiteRest, BuildkiteRestError
 from afd_e2e.pipeline.agents import UNKNOWN, Agent, AgentAvailability, AgentsLookup, availability
 
-TOKEN_ENV = "BUILDKITE_AGENTS_API_TOKEN"
-ORGANIZATION_ENV = "BUILDKITE_ORGANIZATION_SLUG"
+TOKEN_ENV = AGENTS_API_TOKEN
 TIMEOUT_S = 10.0
 MAX_PAGES = 50  # 5000 agents: a bound against a Link loop
 
@@ -37,7 +37,7 @@ def list_agents(organization: str, token: str, *, base_url: str = API_URL, timeo
     except BuildkiteRestError as exc:
         if exc.status == 404:
             raise AgentsApiError(
-                f"organization {organization!r} not found (HTTP 404); fix: check {ORGANIZATION_ENV}"
+                f"organization {organization!r} not found (HTTP 404); fix: check {ORGANIZATION_SLUG}"
             ) from None
         raise AgentsApiError(str(exc)) from None
 
@@ -59,7 +59,7 @@ def agents_lookup(
 ) -> AgentsLookup:
     """A lookup for ``decide``: lists the agents once (on first use), then matches each profile's tags."""
     token = environ.get(token_env, "")
-    organization = environ.get(ORGANIZATION_ENV, "")
+    organization = organization_slug(environ)
 
     @functools.cache
     def listed() -> tuple[Agent, ...] | AgentsApiError:
@@ -70,7 +70,7 @@ def agents_lookup(
                     f"{token_env} is not set; fix: give it a Buildkite API access token with the read_agents scope"
                 )
             if not organization:
-                raise AgentsApiError(f"{ORGANIZATION_ENV} is not set (Buildkite sets it inside a build)")
+                raise AgentsApiError(f"{ORGANIZATION_SLUG} is not set (Buildkite sets it inside a build)")
             return tuple(list_agents(organization, token, base_url=base_url, timeout_s=timeout_s))
         except AgentsApiError as exc:
             return exc

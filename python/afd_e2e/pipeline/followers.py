@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from afd_e2e.buildkite.env import BUILD_ID, JOB_ID, build_id, job_id
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.decide import gate_variables
 from afd_e2e.pipeline.steps import STEP_MARGIN, STEP_OVERHEAD_MINUTES, CommandStep, Pipeline, step_slug
@@ -88,13 +89,14 @@ class LeaderJob:
     @classmethod
     def from_env(cls, environ: Mapping[str, str], profile: str) -> LeaderJob:
         """The running leader job (Buildkite's variables, and the plugin reference its generated step carries)."""
-        missing = [n for n in ("BUILDKITE_BUILD_ID", "BUILDKITE_JOB_ID", PLUGIN_ENV) if not environ.get(n)]
-        if missing:
+        build, job, plugin = build_id(environ), job_id(environ), environ.get(PLUGIN_ENV)
+        missing = [name for name, value in ((BUILD_ID, build), (JOB_ID, job), (PLUGIN_ENV, plugin)) if not value]
+        if not (build and job and plugin):
             raise UsageError(
                 f"a multi-agent case's leader needs {', '.join(missing)}",
                 "run it in the leader step afd-e2e pipeline generates (it sets AFD_E2E_PLUGIN)",
             )
-        return cls(environ["BUILDKITE_BUILD_ID"], environ["BUILDKITE_JOB_ID"], environ[PLUGIN_ENV], profile)
+        return cls(build, job, plugin, profile)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from afd_e2e import __version__
+from afd_e2e.buildkite.env import job_id, step_key
 from afd_e2e.plan.model import BLOCKS, CasePlan
 from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting
@@ -67,7 +68,7 @@ class _Section:
 
 def job_step(env: Mapping[str, str]) -> str | None:
     """The Buildkite step a job runs, by its key (a retry keeps it), else by the job id; None outside Buildkite."""
-    return env.get("BUILDKITE_STEP_KEY") or env.get("BUILDKITE_JOB_ID") or None
+    return step_key(env) or job_id(env)
 
 
 def annotation_context(profile: str | None, env: Mapping[str, str]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -81,14 +82,24 @@ def plot_comparison(comparison_id: str, comparison: Comparison, *, smoke_only: b
 
 def write_plots(results: RunResults, plots_dir: Path) -> dict[str, Path]:
     """Write one PNG per comparison with metrics, replacing those of an earlier render; comparison id -> path."""
-    plots_dir.mkdir(parents=True, exist_ok=True)
-    for stale in plots_dir.glob("*.png"):
+    figures = (
+        (comparison_id, plot_comparison(comparison_id, comparison, smoke_only=results.smoke_only))
+        for comparison_id, comparison in results.comparisons.items()
+    )
+    return write_pngs(figures, plots_dir)
+
+
+def write_pngs(figures: Iterable[tuple[str, Figure | None]], folder: Path) -> dict[str, Path]:
+    """Each figure as ``folder/<id>.png`` (``plot_file_name``), after removing the folder's PNGs of an earlier
+    render; a None figure (nothing to show) writes nothing. id -> path. The one PNG writer: the report's plots and
+    the trend's (``trend/plot.py``, a layer above) both go through it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.png"):
         stale.unlink()
     written = {}
-    for comparison_id, comparison in results.comparisons.items():
-        figure = plot_comparison(comparison_id, comparison, smoke_only=results.smoke_only)
+    for figure_id, figure in figures:
         if figure is not None:
-            path = plots_dir / plot_file_name(comparison_id)
+            path = folder / plot_file_name(figure_id)
             figure.savefig(path, format="png", dpi=DPI)
-            written[comparison_id] = path
+            written[figure_id] = path
     return written

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from afd_e2e.buildkite import env as buildkite_env
 from afd_e2e.buildkite.test_engine_upload import BUDGET_S, TEST_ENGINE_URL, upload_junit
 from afd_e2e.report.annotation import annotation_context, job_step
 from afd_e2e.report.artifacts import matching_globs
@@ -23,10 +24,6 @@ from afd_e2e.report.status import icon
 AGENT = "buildkite-agent"
 AGENT_TIMEOUT_S = 600.0
 SUMMARY_CONTEXT = "afd-e2e-summary"
-
-
-def in_buildkite(env: Mapping[str, str]) -> bool:
-    return env.get("BUILDKITE") == "true"
 
 
 def describe(paths: ReportPaths, env: Mapping[str, str]) -> list[str]:
@@ -64,8 +61,8 @@ def summary_line(paths: ReportPaths, env: Mapping[str, str]) -> str:
     (Buildkite's build page anchors each annotation as ``#annotation-<context>``)."""
     context = annotation_context(paths.profile, env)
     step = job_step(env) or "local"
-    agent = env.get("BUILDKITE_AGENT_NAME", "an agent")
-    link = f'<a href="{html.escape(env.get("BUILDKITE_BUILD_URL", ""))}#annotation-{context}">annotation</a>'
+    agent = buildkite_env.buildkite_agent(env) or "an agent"
+    link = f'<a href="{html.escape(buildkite_env.build_url(env) or "")}#annotation-{context}">annotation</a>'
     return (
         f"- {icon(paths.verdict)} **{markdown_text(paths.verdict)}**: afd-e2e {markdown_text(paths.profile)}, "
         f"step <code>{markdown_text(step)}</code> on {markdown_text(agent)}: {link}\n"
@@ -81,8 +78,8 @@ def publish(
     test_engine_budget_s: float = BUDGET_S,
 ) -> list[str]:
     """Annotate, upload artifacts and (when configured) JUnit to Test Engine; return the warnings."""
-    if not in_buildkite(env):
-        return ["not inside a Buildkite job (BUILDKITE is not 'true'): nothing published"]
+    if not buildkite_env.inside_buildkite(env):
+        return [f"not inside a Buildkite job ({buildkite_env.BUILDKITE} is not 'true'): nothing published"]
     body = paths.annotation.read_text(encoding="utf-8")
     annotate = ["annotate", "--style", paths.annotation_style, "--context", annotation_context(paths.profile, env)]
     warnings = [_agent("annotate", annotate, cwd=paths.out_dir, body=body)]

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from afd_e2e.buildkite.env import JOB_ID, job_id
 from afd_e2e.errors import UsageError
 from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
@@ -119,12 +120,12 @@ def _placed_on_other_agents(plan: RunPlan, env: Mapping[str, str]) -> list[Usage
     """Cases with a role placed on another agent meet their followers through this build's meta-data: they run
     only inside a Buildkite job (the leader's job id is the prefix of every key they share)."""
     placed = [c.id for c in plan.cases if c.remote_processes]
-    if not placed or env.get("BUILDKITE_JOB_ID"):
+    if not placed or job_id(env):
         return []
     return [
         UsageError(
             f"case {', '.join(placed)} places roles on other agents (placement): it meets them through build "
-            "meta-data, and BUILDKITE_JOB_ID is not set (not inside a Buildkite job)",
+            f"meta-data, and {JOB_ID} is not set (not inside a Buildkite job)",
             "run it from the plugin's leader step, or run the profile's single-agent cases with --case",
         )
     ]

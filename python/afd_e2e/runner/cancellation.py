@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
@@ -58,10 +59,18 @@ def cancel_on_signals(flag: CancelFlag) -> Iterator[CancelFlag]:
             signal.signal(sig, old)
 
 
-def call_watched(work: Callable[[], T], checks: Sequence[Callable[[], None]], stop: threading.Event) -> T:
+def call_watched(
+    work: Callable[[], T],
+    checks: Sequence[Callable[[], None]],
+    stop: threading.Event,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] | None = None,
+) -> T:
     """Run ``work`` in a daemon thread and return its result or re-raise its error; every WATCH_INTERVAL_S run
     ``checks``, each of which raises to abandon the work: then ``stop`` is set, the work gets STOP_JOIN_S to wind
-    down, and the check's exception propagates."""
+    down, and the check's exception propagates. The wind-down is read on the run's ``clock`` and waited with its
+    ``sleep`` (tests drive both); without a ``sleep`` it is a join of the worker, in real time."""
     outcome: dict[str, object] = {}
 
     def target() -> None:
@@ -79,8 +88,18 @@ def call_watched(work: Callable[[], T], checks: Sequence[Callable[[], None]], st
             worker.join(WATCH_INTERVAL_S)
     except BaseException:
         stop.set()
-        worker.join(STOP_JOIN_S)
+        _wind_down(worker, clock, sleep)
         raise
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]
+
+
+def _wind_down(worker: threading.Thread, clock: Callable[[], float], sleep: Callable[[float], object] | None) -> None:
+    """Give abandoned work STOP_JOIN_S to end, returning as soon as it has."""
+    if sleep is None:
+        worker.join(STOP_JOIN_S)
+        return
+    deadline = clock() + STOP_JOIN_S
+    while worker.is_alive() and (left := deadline - clock()) > 0:
+        sleep(min(WATCH_INTERVAL_S, left))

@@ -117,8 +117,10 @@ class RunContext:
     gsm8k_dir: Path | None
     keep_on_stall: bool = False  # leave a stalled case's processes up (debugging; refused in CI)
     side: AgentSide | None = None  # this agent's part in the cases placed on several agents
-    # What a case's start-up and phase budgets, telemetry samples (stall_s) and timings are read on, and how the
-    # sampler waits between samples (None: on its stop event): tests drive both, so a slow machine spends no budget.
+    # What a case's start-up and phase budgets, telemetry samples (stall_s), timings, a refused /health
+    # (watch.REFUSED_FOR_S) and abandoned work's wind-down (cancellation.STOP_JOIN_S) are read on, and how the sampler
+    # waits between samples, the watch for a dead role's traceback (watch.LOG_SETTLE_S) and the wind-down (None: on
+    # their stop events, or a join): tests drive both, so a slow machine spends no budget.
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], object] | None = None
 
@@ -244,7 +246,7 @@ def run_block(
                 raise CaseFailure(exc.stall.message, servers.api_log_tail(), Trigger.STALL) from exc
 
         try:
-            call_watched(lambda: work(servers, stop), [ctx.flag.check, alive], stop)
+            call_watched(lambda: work(servers, stop), [ctx.flag.check, alive], stop, clock=ctx.clock, sleep=ctx.sleep)
         finally:
             if (port := urlsplit(servers.case.base_url).port) is not None:
                 shut_own_connections(port)  # an abandoned repetition's requests: the SIGTERM would wait on them
@@ -501,7 +503,8 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
     work = partial(dispatch.phase_run(phase).run, _phase_context(ctx, case, writes, stop, take, servers.diagnose))
     stopped_as, why = None, ""
     try:
-        outcome = call_watched(work, [ctx.flag.check, death_checked, progress_checked, within_budget], stop)
+        checks = [ctx.flag.check, death_checked, progress_checked, within_budget]
+        outcome = call_watched(work, checks, stop, clock=ctx.clock, sleep=ctx.sleep)
         if outcome.status.is_failure and servers.watch is not None:
             servers.watch.dead.wait(DEATH_SETTLE_S)  # a request refused by a dying server: name the role instead
             servers.check()

@@ -83,8 +83,8 @@ def execute_run(
     With ``keep_on_stall`` a stalled case's processes are left up and the run ends after that case. ``side`` is
     this agent's part in the cases placed on several agents (the leader's, or a follower's). ``env``: the
     environment the case processes start from (default the agent's; ``afd-e2e bisect`` prepends a commit's package).
-    ``clock`` and ``sleep``: what the cases' budgets, telemetry and timings are read on, and how the telemetry waits
-    between samples (``RunContext``; tests drive both).
+    ``clock`` and ``sleep``: what the cases' budgets, telemetry, timings and the engine watch are read on, and how
+    the telemetry, the watch and abandoned work wait (``RunContext``; tests drive both).
     """
     admission = (
         plan

@@ -292,7 +292,7 @@ def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults
         s.mark("performance")
     started = time.monotonic()
     try:
-        call_watched(work, [ctx.flag.check, candidate_alive, baseline_alive], stop)
+        call_watched(work, [ctx.flag.check, candidate_alive, baseline_alive], stop, clock=ctx.clock, sleep=ctx.sleep)
     except BaselineLost as exc:
         with ctx.store.lock:
             for w in writes.values():

@@ -182,7 +182,9 @@ class CaseServers:
             self.servers.append(server)
             self.on_launch(server, env)
         health = {p.name: f"http://{self.host}:{p.api_port}/health" for p in local.processes}
-        self.watch = EngineWatch([(s, health[s.name]) for s in self.servers], remote=self.remote).start()
+        self.watch = EngineWatch(
+            [(s, health[s.name]) for s in self.servers], remote=self.remote, clock=self.clock, sleep=self.sleep
+        ).start()
         if self.telemetry is not None and any(p.serves_api for p in local.processes):
             self.sampler = Sampler(
                 local, self.servers, self.telemetry, clock=self.clock, started=self.launched_at, sleep=self.sleep

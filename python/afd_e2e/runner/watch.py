@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -131,10 +131,12 @@ class WatchedRole(Protocol):
 
 class HealthProbe:
     """A role's ``/health``, local or over the network: after a first 200, any other answer, or connections refused
-    for REFUSED_FOR_S, is a sign of death."""
+    for REFUSED_FOR_S on ``clock`` (the run's: a test moves it, so a loaded machine's slow polls decide nothing),
+    is a sign of death."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.url = url
+        self.clock = clock
         self.healthy = False
         self.refused_since: float | None = None
 
@@ -143,8 +145,8 @@ class HealthProbe:
         if status == 200:
             self.healthy, self.refused_since = True, None
         elif self.healthy and status == REFUSED:
-            now = time.monotonic()
-            self.refused_since = self.refused_since or now
+            now = self.clock()
+            self.refused_since = now if self.refused_since is None else self.refused_since
             if now - self.refused_since >= REFUSED_FOR_S:
                 return "/health stopped accepting connections"
         elif self.healthy and status is not None:
@@ -153,10 +155,17 @@ class HealthProbe:
 
 
 class _Role:
-    def __init__(self, server: ServerProcess, health_url: str) -> None:
+    def __init__(
+        self,
+        server: ServerProcess,
+        health_url: str,
+        clock: Callable[[], float],
+        sleep: Callable[[float], object] | None,
+    ) -> None:
         self.server = server
-        self.health = HealthProbe(health_url)
+        self.health = HealthProbe(health_url, clock)
         self.log = LogScanner(server.log_path)
+        self._sleep = sleep
 
     def sign_of_death(self) -> tuple[str, int | None] | None:
         code = self.server.exit_code()
@@ -168,9 +177,10 @@ class _Role:
         return (sign, None) if sign else None
 
     def death(self, sign: str, exit_code: int | None, seen_at: float, settle: threading.Event) -> RoleDeath:
-        """The death seen, with the root cause from the role's log (given time to reach it)."""
+        """The death seen, with the root cause from the role's log (given LOG_SETTLE_S to reach it: with the watch's
+        ``sleep``, else on ``settle``, the watch's stop event, which ends it early)."""
         if exit_code is None:
-            settle.wait(LOG_SETTLE_S)
+            (settle.wait if self._sleep is None else self._sleep)(LOG_SETTLE_S)
         cause = root_cause(read_log_end(self.server.log_path))
         server = self.server
         return RoleDeath(server.name, sign, exit_code, cause, seen_at - server.launched_at, seen_at)
@@ -185,8 +195,13 @@ class EngineWatch:
         *,
         remote: Sequence[WatchedRole] = (),
         interval_s: float = WATCH_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
-        self._roles: list[WatchedRole] = [*(_Role(server, url) for server, url in roles), *remote]
+        """``clock``: what a local role's refused ``/health`` is timed on (REFUSED_FOR_S); ``sleep``: how the watch
+        lets a dead role's traceback reach its log (LOG_SETTLE_S; None: on its stop event). The run's, which tests
+        drive. The polls themselves (``interval_s``) stay in real time: they only say how often to look."""
+        self._roles: list[WatchedRole] = [*(_Role(server, url, clock, sleep) for server, url in roles), *remote]
         self._interval_s = interval_s
         self._stop = threading.Event()
         self.dead = threading.Event()

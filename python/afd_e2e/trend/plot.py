@@ -17,7 +17,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from afd_e2e.report.plots import BASELINE_COLOR, CANDIDATE_COLOR, DPI, plot_file_name
+from afd_e2e.report.plots import BASELINE_COLOR, CANDIDATE_COLOR, DPI, write_pngs
 from afd_e2e.trend.analysis import IMPROVEMENT, REGRESSION, Call, edges
 from afd_e2e.trend.compute import ComparisonSeries, TrendReport
 from afd_e2e.trend.record import METRICS, metric
@@ -128,14 +128,4 @@ def plot_trend(report: TrendReport, comparison: ComparisonSeries) -> Figure | No
 
 def write_trend_plots(report: TrendReport, trend_dir: Path) -> dict[str, Path]:
     """comparison id -> PNG path, replacing earlier trend plots."""
-    trend_dir.mkdir(parents=True, exist_ok=True)
-    for stale in trend_dir.glob("*.png"):
-        stale.unlink()
-    written = {}
-    for comparison in report.comparisons:
-        figure = plot_trend(report, comparison)
-        if figure is not None:
-            path = trend_dir / plot_file_name(comparison.id)
-            figure.savefig(path, format="png", dpi=DPI)
-            written[comparison.id] = path
-    return written
+    return write_pngs(((comparison.id, plot_trend(report, comparison)) for comparison in report.comparisons), trend_dir)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from afd_e2e.buildkite import env as buildkite_env
 from afd_e2e.buildkite.rest import API_URL, BuildkiteRest, BuildkiteRestError
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import TrendSpec, load_profile
@@ -25,7 +26,7 @@ from afd_e2e.trend.record import BuildRef
 
 SOURCE_ENV = "AFD_E2E_TREND"
 TOKEN_ENV_ENV = "AFD_E2E_TREND_TOKEN_ENV"
-DEFAULT_TOKEN_ENV = "BUILDKITE_API_TOKEN"
+DEFAULT_TOKEN_ENV = buildkite_env.API_TOKEN
 CACHE_ENV = "AFD_E2E_TREND_CACHE"
 BUILDKITE = "buildkite"
 
@@ -71,18 +72,16 @@ def history_source(
     token = _env(
         environ, token_env, "give the job a Buildkite API access token with read_builds and read_artifacts scopes"
     )
-    inside = "run inside a Buildkite job, or use --history DIR"
+    pipeline = buildkite_env.current_pipeline(environ, "run inside a Buildkite job, or use --history DIR")
     return BuildkiteHistory(
         BuildkiteRest(token, base_url=options.api_url, what="the builds API", scopes="read_builds and read_artifacts"),
-        organization=_env(environ, "BUILDKITE_ORGANIZATION_SLUG", inside),
-        pipeline=_env(environ, "BUILDKITE_PIPELINE_SLUG", inside),
-        branch=_env(environ, "BUILDKITE_BRANCH", inside),
+        organization=pipeline.organization,
+        pipeline=pipeline.pipeline,
+        branch=pipeline.branch,
         profile=results.profile,
         this_build=tonight.number,
-        step_key=environ.get("BUILDKITE_STEP_KEY") or None,
-        cache_dir=_cache_dir(options, environ)
-        / environ.get("BUILDKITE_ORGANIZATION_SLUG", "")
-        / environ.get("BUILDKITE_PIPELINE_SLUG", ""),
+        step_key=buildkite_env.step_key(environ),
+        cache_dir=_cache_dir(options, environ) / pipeline.organization / pipeline.pipeline,
         workers=options.workers,
     )
 
@@ -104,11 +103,9 @@ def _spec(options: TrendOptions, results: RunResults) -> TrendSpec:
 
 def _tonight(results: RunResults, environ: Mapping[str, str]) -> BuildRef:
     ref = build_ref(results, BuildRef("tonight"))
-    number = environ.get("BUILDKITE_BUILD_NUMBER", "")
-    if ref.number is None and number.isdigit():
-        return BuildRef(
-            f"#{number}", int(number), environ.get("BUILDKITE_BUILD_URL") or None, ref.commit, ref.created_at
-        )
+    number = buildkite_env.build_number(environ)
+    if ref.number is None and number is not None:
+        return BuildRef(f"#{number}", number, buildkite_env.build_url(environ), ref.commit, ref.created_at)
     return ref
 
 

@@ -1,4 +1,4 @@
-"""Plots: one valid PNG per comparison with metrics, of a sensible size, robust to odd labels and missing data."""
+"""Unit tier: plots: one valid PNG per comparison with metrics, of a sensible size, robust to odd labels and missing data."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import struct
 from pathlib import Path
 
 import matplotlib.image
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from afd_e2e.report.plots import plot_comparison, write_plots
+from afd_e2e.report.plots import DPI, plot_comparison, write_plots, write_pngs
 from results_docs import typed
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -63,3 +65,18 @@ def test_a_long_label_is_wrapped_whole_never_cut(tiny_results: dict) -> None:
     texts = [text.get_text() for text in figure.findobj(Text)]
     assert not [text for text in texts if "characters cut" in text]
     assert any(" ".join(label.split()) == " ".join(text.split()) for text in texts)  # a tick label, whole
+
+
+def test_the_one_png_writer_skips_figures_with_nothing_to_show_and_names_files_by_id(tmp_path: Path) -> None:
+    """``write_pngs`` is what the report's plots and the trend's both write with: a None figure writes no file, an
+    id becomes a safe file name, and PNGs of an earlier render go."""
+    (tmp_path / "stale.png").write_bytes(PNG_SIGNATURE)
+    figure = Figure(figsize=(8, 4), dpi=DPI)
+    FigureCanvasAgg(figure)
+    figure.subplots().plot([0, 1], [1, 0])
+
+    written = write_pngs([("a/b", figure), ("empty", None)], tmp_path)
+
+    assert written == {"a/b": tmp_path / "a_b.png"}
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["a_b.png"]
+    assert _png_size(written["a/b"]) == (800, 400)

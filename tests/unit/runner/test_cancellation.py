@@ -9,8 +9,15 @@ import threading
 
 import pytest
 
-from afd_e2e.runner.cancellation import CancelFlag, Cancelled, call_watched, cancel_on_signals
-from unit.timing import wait_until
+from afd_e2e.runner.cancellation import (
+    STOP_JOIN_S,
+    WATCH_INTERVAL_S,
+    CancelFlag,
+    Cancelled,
+    call_watched,
+    cancel_on_signals,
+)
+from unit.timing import GUARD_S, FakeClock, wait_until
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -67,3 +74,41 @@ def test_the_first_reason_is_kept():
     flag.cancel("cancelled by SIGINT")
 
     assert flag.reason == "cancelled by SIGTERM"
+
+
+def test_abandoned_work_that_will_not_stop_gets_its_wind_down_on_the_runs_clock():
+    """The work ignores its stop event: the wind-down (STOP_JOIN_S) is waited out on the run's clock, in its steps,
+    and the check's exception propagates; no real second passes however slow the machine."""
+    flag = CancelFlag()
+    release = threading.Event()
+    clock = FakeClock()
+
+    def work():
+        flag.cancel("cancelled by SIGTERM")
+        release.wait(GUARD_S)
+
+    try:
+        with pytest.raises(Cancelled):
+            call_watched(work, [flag.check], threading.Event(), clock=clock, sleep=clock.sleep)
+    finally:
+        release.set()
+    assert clock.elapsed == pytest.approx(STOP_JOIN_S)
+    assert max(clock.sleeps) <= WATCH_INTERVAL_S
+
+
+def test_abandoned_work_that_stops_ends_the_wind_down_early():
+    """The clock moves only once the work's thread has ended on its stop event (``settle``): the wind-down then ends
+    at its next look, not when STOP_JOIN_S is out."""
+    flag = CancelFlag()
+    stop = threading.Event()
+    worker: list[threading.Thread] = []
+    clock = FakeClock(settle=lambda: wait_until(lambda: not worker[0].is_alive(), what="the work's end"))
+
+    def work():
+        worker.append(threading.current_thread())
+        flag.cancel("cancelled by SIGTERM")
+        stop.wait(GUARD_S)
+
+    with pytest.raises(Cancelled):
+        call_watched(work, [flag.check], stop, clock=clock, sleep=clock.sleep)
+    assert clock.elapsed <= WATCH_INTERVAL_S  # one look at most (none when the work had ended before it)

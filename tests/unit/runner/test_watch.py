@@ -1,15 +1,27 @@
-"""The engine watch on stand-in roles: a dead engine behind a live API process (503 on /health), a process that
+"""Unit tier: the engine watch on stand-in roles: a dead engine behind a live API process (503 on /health), a process that
 exits 0, a fatal log line; the root-cause line quoted from the role's log, never vLLM's generic wrapper."""
 
 from __future__ import annotations
 
+import dataclasses
+import http.server
+import threading
 from pathlib import Path
 
 import pytest
 from stand_ins import UNIT_PORT_BASE, on_release, wait_for_log
 
-from afd_e2e.runner.watch import EngineDied, EngineWatch, LogScanner, fatal_marker, root_cause
-from unit.timing import GUARD_S, wait_until
+from afd_e2e.runner.watch import (
+    LOG_SETTLE_S,
+    REFUSED_FOR_S,
+    EngineDied,
+    EngineWatch,
+    HealthProbe,
+    LogScanner,
+    fatal_marker,
+    root_cause,
+)
+from unit.timing import GUARD_S, FakeClock, wait_until
 
 PORT = UNIT_PORT_BASE + 50
 HEALTH = f"http://127.0.0.1:{PORT}/health"
@@ -190,3 +202,61 @@ def test_the_log_scanner_reads_only_new_lines_and_waits_for_a_line_to_end(tmp_pa
     with log.open("a") as handle:
         handle.write(" memory\x1b[0m\n")
     assert scanner.fatal() == "CUDA out of memory"
+
+
+def test_refused_connections_are_a_death_once_refused_for_their_time_on_the_clock():
+    """REFUSED_FOR_S is read on the watch's clock: the test moves it, so no real second is waited or raced."""
+
+    class Healthy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Healthy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    clock = FakeClock()
+    probe = HealthProbe(f"http://127.0.0.1:{server.server_address[1]}/health", clock)
+    assert probe.sign_of_death() is None and probe.healthy
+    server.shutdown()
+    server.server_close()  # the port now refuses connections
+
+    assert probe.sign_of_death() is None  # refused since now
+    clock.advance(REFUSED_FOR_S - 0.1)
+    assert probe.sign_of_death() is None
+    clock.advance(0.1)
+    assert probe.sign_of_death() == "/health stopped accepting connections"
+
+
+@dataclasses.dataclass
+class LoggingRole:
+    """What the watch reads of a local role, without a process: alive, writing ``log_path``."""
+
+    name: str
+    log_path: Path
+    launched_at: float = 0.0
+
+    def exit_code(self) -> int | None:
+        return None
+
+
+def test_a_death_seen_in_the_log_waits_for_its_traceback_with_the_watchs_sleep(tmp_path):
+    """LOG_SETTLE_S is waited with the watch's ``sleep``: the traceback written meanwhile (by the clock's
+    ``settle``, before the clock moves) is the cause quoted, and the wait is the clock's, not a real 0.3 s."""
+    log = tmp_path / "attention.log"
+    log.write_text("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n")
+
+    def traceback_arrives() -> None:
+        with log.open("a") as handle:
+            handle.write("(EngineCore_DP0 pid=7) ERROR 11-30 15:32:12 [core.py:1] KeyError: 'experts'\n")
+
+    clock = FakeClock(settle=traceback_arrives)
+    roles = [(LoggingRole("attention", log), "http://127.0.0.1:9/health")]
+    watch = EngineWatch(roles, clock=clock, sleep=clock.sleep).start()  # type: ignore[arg-type]
+
+    death = wait_for_death(watch)
+
+    assert (death.sign, death.cause) == ("log: EngineDeadError", "KeyError: 'experts'")
+    assert clock.sleeps == [LOG_SETTLE_S]
