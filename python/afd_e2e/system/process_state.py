@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -33,6 +34,9 @@ class ProcessState:
     leader: bool  # the server process the harness launched (the role's API process)
     # CPU time of the children it has waited for: the compilers (g++, nvcc) an engine blocks on while it compiles
     children_cpu_s: float = 0.0
+    # how long its main thread has been runnable but waiting for a CPU (the kernel's schedstat run delay; 0 where the
+    # kernel keeps none): a process starved by a busy machine, not one that has nothing to do
+    run_delay_s: float = 0.0
 
     @property
     def stopped(self) -> bool:
@@ -64,11 +68,23 @@ def read_state(process: psutil.Process, role: str, *, leader: bool = False) -> P
                 ppid=process.ppid(),
                 leader=leader,
                 children_cpu_s=round(times.children_user + times.children_system, 3),
+                run_delay_s=run_delay_s(process.pid),
             )
     except psutil.ZombieProcess:
         return ProcessState(process.pid, role, _name(process), psutil.STATUS_ZOMBIE, 0.0, 0, _ppid(process), leader)
     except psutil.Error:
         return None
+
+
+def run_delay_s(pid: int, proc: Path = Path("/proc")) -> float:
+    """Seconds the process's main thread has waited on a run queue (``/proc/<pid>/schedstat``: CPU time, run delay
+    and timeslices, in ns); 0.0 where the file is missing or unreadable (a kernel without schedstat, a process
+    gone)."""
+    try:
+        fields = (proc / str(pid) / "schedstat").read_text(encoding="ascii").split()
+        return round(int(fields[1]) / 1e9, 3)
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _name(process: psutil.Process) -> str:

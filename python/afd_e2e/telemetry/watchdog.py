@@ -7,6 +7,12 @@
   (``compiling``; on a loaded agent the compiler may get a few % of a core, and runnable and gaining CPU it still
   compiles).
 - **Start-up stall**: every role alive, and none of them has logged a line, used CPU or compiled for ``stall_s``.
+- Neither while the machine starves the case (``starved``): a process of the case that spent at least half of a
+  sample interval runnable but waiting for a CPU (its run delay) was kept from working by the machine, not by the
+  engine. The 12-06 CI run, its embedded default at nice 10 on 2 cores with a load of ~10, read "1 requests in
+  flight, no token for 10 s; EngineCore is sleeping": the API server had the request and no CPU to pass it on. A
+  starved interval restarts the quiet time, so a stall is ``stall_s`` of silence the machine did not cause; a
+  process spinning on a starved machine is excused too, and left to the phase's budget (whose diagnosis names it).
 
 Either way the explanation names the role and the process whose OS state explains it: a stopped process first,
 then a zombie, one in disk wait, one spinning a core, else the engine process that sat idle (in AFD the FFN role,
@@ -28,6 +34,7 @@ ENGINE_NAMES = ("EngineCore", "Worker")  # vLLM's own processes (setproctitle); 
 CADENCE_SLACK_S = 0.05
 IDLE_CPU_FRACTION = 0.05  # a role using less than 5% of one core over the window "used no CPU"
 BUSY_CPU_FRACTION = 0.9  # a process using 90% of a core while nothing moves is spinning
+STARVED_FRACTION = 0.5  # a process runnable but without a CPU for half an interval was starved by the machine
 JUDGED_STATUSES = (("stopped", "is stopped"), ("tracing-stop", "is stopped by a tracer"), ("zombie", "is a zombie"))
 NEVER_PROGRESSING = frozenset(status for status, _ in JUDGED_STATUSES)
 
@@ -117,6 +124,14 @@ def compiling(before: Sample, after: Sample) -> bool:
     return False
 
 
+def starved(before: Sample, after: Sample) -> bool:
+    """Whether the machine kept a process of the case from running for at least ``STARVED_FRACTION`` of the time
+    between two samples (its run delay grew by that much): nothing moving then says nothing about the engine."""
+    window = max(after.t - before.t, 1e-6)
+    earlier = {p.pid: p.run_delay_s for p in before.processes}
+    return any(p.run_delay_s - earlier[p.pid] >= STARVED_FRACTION * window for p in after.processes if p.pid in earlier)
+
+
 def _describe(process: ProcessState, words: str) -> str:
     return f"{process.role} {process.name} pid {process.pid} {words}"
 
@@ -158,7 +173,8 @@ class Watchdog:
         metrics = sample.metrics.get(self.api_role)
         tokens = metrics.tokens if metrics else None
         moved = tokens is not None and self._tokens is not None and tokens != self._tokens
-        moved = moved or (self._previous is not None and compiling(self._previous, sample))
+        busy = self._previous is not None and (compiling(self._previous, sample) or starved(self._previous, sample))
+        moved = moved or busy
         if tokens is not None:
             self._tokens = tokens
         if sample.in_flight <= 0 or moved:
@@ -193,6 +209,8 @@ class Watchdog:
             return None  # a role is gone: the death watch names it
         if any(sample.log_lines.get(r, 0) != first.log_lines.get(r, 0) for r in self.roles) or compiling(first, sample):
             return None
+        if any(starved(a, b) for a, b in zip(self._history, list(self._history)[1:], strict=False)):
+            return None  # the machine, not the engine, held it back in some interval of the window
         before = first.cpu_by_pid()
         for role in self.roles:
             used = sum(p.cpu_s - before.get(p.pid, p.cpu_s) for p in sample.processes if p.role == role)

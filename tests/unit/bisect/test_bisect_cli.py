@@ -23,6 +23,10 @@ from bisect_plugin.make_history import BROKEN_AT, SLOW_AT, SUBJECTS, make_histor
 from repo_paths import FIXTURES
 
 PROFILE = str(FIXTURES / "profiles" / "bisect-cpu.yaml")
+# A dry run goes through admission, which refuses busy ports: the profile's own 23200 is where the engine tier's
+# bisect module serves, beside this tier in CI (a loaded run failed two tests here on it). This module's ports are
+# in the unit tier's block (tests/unit/runner/stand_ins.py: UNIT_PORT_BASE 19400, +70).
+PORT_BASE = 19470
 LAST = len(SUBJECTS) - 1  # the history's newest commit (main); main~LAST is its first
 
 
@@ -47,7 +51,7 @@ def gates_open(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 def _bisect(repo: Path, out: Path, *extra: str, metric: str = "mean_tpot_ms") -> int:
     argv = ["bisect", "--profile", PROFILE, "--case", "cpu-tp1", "--metric", metric, "--repo", str(repo)]
-    return main([*argv, "--out", str(out), *extra])
+    return main([*argv, "--out", str(out), "--port-base", str(PORT_BASE), *extra])
 
 
 def test_a_dry_run_prints_the_commits_and_the_plan(history, gates_open, tmp_path: Path, capsys) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import re
 import socket
 import sys
@@ -15,7 +17,7 @@ from afd_e2e.errors import UsageError
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.readiness import StartupTimeout
 from afd_e2e.runner.server import CaseServers, Stalled
-from afd_e2e.system.process_state import ProcessState
+from afd_e2e.system.process_state import ProcessState, run_delay_s
 from afd_e2e.telemetry.engine_metrics import EngineMetrics, parse_metrics
 from afd_e2e.telemetry.in_flight import LOCAL, client_connections, count_to_port, server_connections
 from afd_e2e.telemetry.sampler import TelemetrySettings, read_telemetry, requests_in_flight
@@ -204,6 +206,58 @@ def test_start_up_where_no_role_logs_or_uses_cpu_for_stall_s_is_a_start_up_stall
     logging = watchdog()
     growing = [sample(t, None, 0, phase="startup", logs={"attention": 100 + t, "ffn": 100}) for t in range(0, 60)]
     assert all(logging.observe(s) is None for s in growing)
+
+
+def starving(state: ProcessState, t: float, per_s: float) -> ProcessState:
+    """``state`` at ``t`` s, its run delay grown by ``per_s`` seconds a second since t=0."""
+    return dataclasses.replace(state, run_delay_s=round(per_s * t, 3))
+
+
+def test_a_case_the_machine_starves_is_no_stall_until_it_has_had_stall_s_of_silence_with_the_cpu():
+    """The 12-06 CI run: an embedded default at nice 10 beside a load of ~10 read "1 requests in flight, no token for
+    10 s; EngineCore is sleeping" while its API server, holding the request, waited for a CPU. Runnable without a CPU
+    for half of each interval or more, the case is starved: the quiet time restarts; once the machine frees it, a
+    stall is named stall_s after the last starved interval."""
+    dog = watchdog()
+    starved_until = 3 * STALL_S
+    found = []
+    for t in range(0, int(starved_until) + 40):
+        api = starving(API, min(t, starved_until), 0.8)  # runnable, 80% of each second without a CPU
+        found.append(dog.observe(sample(t, 512.0, in_flight=1, processes=[api, ENGINE, FFN, FFN_ENGINE])))
+    stall = next(f for f in found if f is not None)
+    assert stall.at_s == starved_until + STALL_S
+    assert stall.message.startswith("engine stalled during performance: 1 requests in flight, no token for 30 s")
+
+
+def test_a_process_that_waits_for_the_cpu_briefly_as_it_wakes_is_not_starved_and_the_stall_is_named():
+    """A sleeping engine's poll loop waits a little for a CPU each time it wakes on a busy machine (here 0.2 s a
+    second): not starved, so silence for stall_s is a stall as before."""
+    dog = watchdog()
+    found = []
+    for t in range(0, 40):
+        processes = [starving(API, t, 0.2), starving(ENGINE, t, 0.2), FFN, FFN_ENGINE]
+        found.append(dog.observe(sample(t, 512.0, in_flight=1, processes=processes)))
+    assert next(f for f in found if f is not None).at_s == STALL_S
+
+
+def test_a_start_up_the_machine_starves_is_no_start_up_stall():
+    dog = watchdog()
+    found = [
+        dog.observe(sample(t, None, 0, phase="startup", processes=[API, starving(ENGINE, min(t, 20), 0.9), FFN]))
+        for t in range(0, 51)
+    ]
+    assert all(f is None for f in found[:50])  # starved up to t=20: a window of 30 s after it ends at t=50
+    assert found[50] is not None and found[50].kind == "startup"
+
+
+def test_the_run_delay_is_read_from_the_kernels_schedstat(tmp_path):
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "schedstat").write_text("123456789 2500000000 42\n")
+    assert run_delay_s(7, proc=tmp_path) == 2.5
+    assert run_delay_s(8, proc=tmp_path) == 0.0  # gone, or a kernel without schedstat
+    (tmp_path / "7" / "schedstat").write_text("garbage\n")
+    assert run_delay_s(7, proc=tmp_path) == 0.0
+    assert run_delay_s(os.getpid()) >= 0.0  # this kernel's own file reads
 
 
 def test_in_flight_is_the_engines_gauge_while_tokens_move_and_counted_connections_when_they_stand_still():
