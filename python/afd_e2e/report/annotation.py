@@ -41,6 +41,7 @@ from afd_e2e.results.model import (
     SequentialRecord,
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
+from afd_e2e.workloads.bench import saturation_line
 from afd_e2e.workloads.blocks import drift_lines
 from afd_e2e.workloads.performance import fails as fails_its_gate
 from afd_e2e.workloads.performance import undetectable_line
@@ -81,13 +82,14 @@ def annotation_context(profile: str | None, env: Mapping[str, str]) -> str:
 
 
 def performance_warnings(results: RunResults) -> list[str]:
-    """Every comparison measure's warnings (a worse metric or capacity under ``on_worse: warn``, a sweep cut short):
-    they turn a passed run's style to warning."""
+    """Every comparison measure's warnings (a worse metric or capacity under ``on_worse: warn``, a sweep cut short,
+    a side measured in saturation): they turn a passed run's style to warning."""
     return [
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
         for section in results_sections.measure_sections().values()
-        for warning in getattr(comparison.section(section), "warnings", None) or []
+        for field in ("warnings", "saturated")
+        for warning in getattr(comparison.section(section), field, None) or []
     ]
 
 
@@ -391,6 +393,8 @@ def _repetitions_line(label: str, performance: CasePerformance | None) -> str:
     line = f"- {label}: {passed}/{len(reps)} repetitions passed after {warmups}; {requests}; {failed} failed requests"
     if performance.failure:
         line += f"; {markdown_text(performance.failure, 200)}"
+    if saturated := saturation_line(reps):
+        line += f"; ⚠️ {markdown_text(saturated, 400)}"
     return line
 
 
@@ -559,6 +563,8 @@ def _performance(
         lines += [""] if lines[-1] else []
     for warning in performance.warnings:
         lines += [f"⚠️ Performance warning: {markdown_text(warning)} (<code>on_worse: warn</code>)", ""]
+    for side in performance.saturated:
+        lines += [f"⚠️ Compared in saturation: {markdown_text(side, 500)}", ""]
     failure = markdown_text(performance.failure or "", 300)
     if not metrics:
         lines += [f"No metrics: {_status_cell(performance.status, failure)}", ""]

@@ -219,6 +219,13 @@ def _figure(value: float | None, digits: str = ".0f") -> str:
     return "—" if value is None else format(value, digits)
 
 
+def _saturated(level: CapacityLevel) -> str:
+    """A level whose repetitions fell well below the asked rate (``workloads.bench.load_of``): which kind. Expected
+    beyond capacity in a ``request_rate`` sweep, and said so the achieved rate is not read as the asked one."""
+    kinds = sorted({str(rep.load.saturated) for rep in level.repetitions if rep.load and rep.load.saturated})
+    return f" (saturated: {', '.join(kinds)})" if kinds else ""
+
+
 def _level_rows(section: CaseCapacity) -> list[str]:
     rows = [
         "| Load | Status | Req/s | Out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | ITL p50 / p99 (ms) "
@@ -232,7 +239,8 @@ def _level_rows(section: CaseCapacity) -> list[str]:
         rows.append(
             f"| {format_level(lv.level)} | {icon(lv.status)} {lv.status}"
             + (f": {markdown_text(note, 120)}" if note else "")
-            + f" | {_figure(m.get('request_throughput'), '.2f')} | {_figure(m.get('output_throughput'), '.1f')} "
+            + f" | {_figure(m.get('request_throughput'), '.2f')}{_saturated(lv)} "
+            f"| {_figure(m.get('output_throughput'), '.1f')} "
             f"| {_figure(m.get('median_ttft_ms'))} / {_figure(m.get('p99_ttft_ms'))} "
             f"| {_figure(m.get('median_tpot_ms'), '.1f')} / {_figure(m.get('p99_tpot_ms'), '.1f')} "
             f"| {_figure(m.get('median_itl_ms'), '.1f')} / {_figure(m.get('p99_itl_ms'), '.1f')} "
@@ -327,7 +335,8 @@ def case_testcase(section: CaseCapacity) -> CapacityTestcase:
     text = est.text if est else "no estimate"
     levels = "\n".join(
         f"{format_level(lv.level)} {section.unit}: {lv.status}, attainment "
-        f"{_figure(lv.attainment, '.0%')}" + (f" ({lv.failure or lv.note})" if lv.failure or lv.note else "")
+        f"{_figure(lv.attainment, '.0%')}{_saturated(lv)}"
+        + (f" ({lv.failure or lv.note})" if lv.failure or lv.note else "")
         for lv in section.levels
     )
     status = section.status

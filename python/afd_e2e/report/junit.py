@@ -36,6 +36,7 @@ from afd_e2e.results.model import (
 )
 from afd_e2e.results.parity_text import describe, parity_summary
 from afd_e2e.results.status import Status, Verdict
+from afd_e2e.workloads.bench import load_text
 from afd_e2e.workloads.blocks import drift_lines
 from afd_e2e.workloads.performance import fails as fails_its_gate
 from afd_e2e.workloads.performance import undetectable_line
@@ -275,9 +276,12 @@ def hygiene_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
 
 
 def _repetition_line(rep: Repetition) -> str:
+    """A repetition in one line: its outcome and counts, then its load (achieved against asked rate, the peak
+    concurrency, SATURATED where it was) when results record one."""
     return (
         f"repetition {rep.index}: {rep.status}, {rep.completed}/{rep.num_prompts} "
         f"completed, {rep.failed} failed, {formatting.duration(rep.duration_s)}"
+        + (f"; {load_text(rep.load)}" if rep.load else "")
         + (f" ({rep.failure})" if rep.failure else "")
     )
 
@@ -301,8 +305,10 @@ def performance_comparison_testcases(
     blocks = _blocks_line(performance.sequential)
     for metric in performance.metrics:
         summary = _metric_line(comparison, metric, control=performance.control)
-        stdout = "\n".join(line for line in (summary, _can_see(metric), blocks) if line)
-        suite.add(f"performance {metric.key}", _metric_status(metric, performance), message=summary, stdout=stdout)
+        saturated = [f"compared in saturation: {side}" for side in performance.saturated]
+        stdout = "\n".join(line for line in (summary, _can_see(metric), blocks, *saturated) if line)
+        message = f"{summary}; compared in saturation" if saturated else summary
+        suite.add(f"performance {metric.key}", _metric_status(metric, performance), message=message, stdout=stdout)
 
 
 def _blocks_line(series: SequentialRecord | None) -> str:
@@ -327,8 +333,9 @@ def _can_see(metric: MetricComparison) -> str:
 
 def _metric_status(metric: MetricComparison, performance: PerformanceComparison) -> Status:
     """A metric's testcase fails where it fails its gate (``workloads.performance.fails``: worse with
-    ``on_worse: fail``, or not parity with ``require: parity``); worse with ``warn`` passes with a warning; a
-    control run's metrics are shown, never judged. (A failed side fails its case's testcase.)"""
+    ``on_worse: fail``, or not parity with ``require: parity``); worse with ``warn``, or either side measured in
+    saturation, passes with a warning; a control run's metrics are shown, never judged. (A failed side fails its
+    case's testcase.)"""
     if performance.status is Status.SKIPPED:
         return Status.SKIPPED
     if performance.control:
@@ -336,7 +343,7 @@ def _metric_status(metric: MetricComparison, performance: PerformanceComparison)
     if fails_its_gate(metric):
         return Status.FAILED
     warned = metric.verdict is Verdict.WORSE and metric.gated and metric.on_worse == "warn"
-    return Status.WARNED if warned else Status.PASSED
+    return Status.WARNED if warned or performance.saturated else Status.PASSED
 
 
 def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: bool) -> str:

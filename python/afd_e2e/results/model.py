@@ -19,7 +19,7 @@ from afd_e2e.plan.model import REPETITIONS, RunPlan, planned_looks
 from afd_e2e.results import sections
 from afd_e2e.results.codec import EXTRAS
 from afd_e2e.results.execution import ModelRunners
-from afd_e2e.results.status import ParityVerdict, Status, Verdict
+from afd_e2e.results.status import ParityVerdict, Saturation, Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
 LOG_TAIL_CHARS = 64 * 1024  # a case's log_tail is at most this long; the whole logs are in logs/<case>/
@@ -211,6 +211,23 @@ class ParityOutput:
 
 
 @dataclass
+class Load:
+    """What a repetition asked of the server and what it got, with the saturation rule's figures (the rule is
+    ``workloads.bench.load_of``'s): saturated when ``achieved_rate`` < ``floor_rate`` = 0.9 x ``expected_rate``, the
+    rate an unsaturated server shows for the asked one (``num_prompts / (num_prompts / requested_rate + drain_s)``:
+    vLLM sends the last request at exactly ``num_prompts / requested_rate``, then waits ``drain_s`` for it)."""
+
+    achieved_rate: float  # req/s: vllm bench serve's request_throughput
+    requested_rate: float | None = None  # req/s; None: "inf" (every request at once: no rate to fall short of)
+    max_concurrency: int | None = None  # the client's cap; None: none
+    peak_concurrency: int | None = None  # vllm bench serve's max_concurrent_requests (per 1-s bucket); None: absent
+    drain_s: float | None = None  # the last request's drain: p99 end-to-end latency
+    expected_rate: float | None = None
+    floor_rate: float | None = None
+    saturated: Saturation | None = None
+
+
+@dataclass
 class Repetition:
     """One ``vllm bench serve`` run: judged from its result JSON (``path``), output in ``log``."""
 
@@ -225,6 +242,7 @@ class Repetition:
     duration_s: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)  # the exact ``vllm bench serve`` command (secrets redacted)
+    load: Load | None = None  # None: results written before saturation was named, or no readable result JSON
 
 
 @dataclass
@@ -616,7 +634,8 @@ class MetricComparison:
 @dataclass
 class PerformanceComparison:
     """``failure`` also names every worse metric with ``on_worse: fail``; ``warnings`` every worse ``warn`` one
-    (a passed comparison with warnings renders as a warning)."""
+    (a passed comparison with warnings renders as a warning); ``saturated`` every side measured in saturation
+    (rendered as a warning too: its latencies are not those of the asked rate)."""
 
     status: Status
     failure: str | None = None
@@ -624,6 +643,8 @@ class PerformanceComparison:
     metrics: list[MetricComparison] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     sequential: SequentialRecord | None = None  # the candidate's ranged series, its looks and order
+    # each side whose judged repetitions were saturated (``Repetition.load``), in a line: a warning, never a failure
+    saturated: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -80,3 +80,15 @@ class Proof(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class Saturation(str, Enum):
+    """Why a bench repetition reached well below the request rate it asked (``workloads.bench.load_of``):
+    ``concurrency-bound`` (the client's ``max_concurrency`` was reached: the cap, not the arrivals, set the pace) or
+    ``server-bound`` (no cap was reached: the server could not keep up). A warning word, never a failure."""
+
+    CONCURRENCY_BOUND = "concurrency-bound"
+    SERVER_BOUND = "server-bound"
+
+    def __str__(self) -> str:
+        return self.value

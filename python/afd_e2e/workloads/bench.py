@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from afd_e2e.profile import BenchSpec
-from afd_e2e.results.model import CasePerformance, Repetition
+from afd_e2e.results.model import CasePerformance, Load, Repetition
 from afd_e2e.results.redaction import redact_argv, redact_env
-from afd_e2e.results.status import Status
+from afd_e2e.results.status import Saturation, Status
 from afd_e2e.system.engine_probe import ProbeFailed, interpreter_of
 
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
@@ -113,6 +113,80 @@ def _judge(name: str, data: Any, num_prompts: int, required: Sequence[str]) -> s
     return None
 
 
+# A repetition is saturated when it reached less than this share of the rate an unsaturated server would show
+# (``load_of``).
+SATURATION_SHARE = 0.9
+
+
+def load_of(data: Mapping[str, Any]) -> Load | None:
+    """The asked and achieved request rates, the client's cap and the peak concurrency of one result JSON, and
+    whether the repetition was saturated; None where it has no achieved rate (no ``request_throughput``).
+
+    The rule: saturated when the achieved rate is below 90% of ``expected_rate``, the rate an unsaturated server
+    shows for the asked one. vLLM draws the Poisson (or gamma, with ``burstiness``) gaps and then rescales them so
+    that the last request is sent at exactly ``num_prompts / request_rate`` (``target_total_delay_s`` in
+    ``vllm/benchmarks/serve.py``): the achieved rate carries no 1/sqrt(N) sampling error of the arrivals, only the
+    drain of the last request, which ``duration`` includes. ``expected_rate`` takes that drain out (its p99
+    end-to-end latency, so a slow last request is not mistaken for saturation); the 10% left covers the client's
+    own lag in sending, far below what saturation costs (the seed's 1024 requests at 5 req/s with at most 32
+    concurrent reached 2.40 req/s: 48%). An asked rate of "inf" sends every request at once: nothing falls short
+    of it, so such a repetition is never saturated (its cap and peak are still recorded), nor is one that completed
+    no request (it failed). A saturated repetition is ``concurrency-bound`` where the peak concurrency reached the
+    client's ``max_concurrency``, else ``server-bound``; vLLM counts the peak per one-second bucket (a request
+    counts in every second it touched), so it can exceed the cap, and a peak below the cap shows the cap never
+    bound."""
+    achieved = data.get("request_throughput")
+    if not _is_number(achieved):
+        return None
+    cap, peak = data.get("max_concurrency"), data.get("max_concurrent_requests")
+    load = Load(
+        achieved_rate=float(achieved),
+        max_concurrency=cap if _is_count(cap) and cap > 0 else None,
+        peak_concurrency=peak if _is_count(peak) else None,
+    )
+    requested, prompts, completed = data.get("request_rate"), data.get("num_prompts"), data.get("completed")
+    load.requested_rate = float(requested) if _is_number(requested) and requested > 0 else None  # None: "inf"
+    if load.requested_rate is None or not _is_count(prompts) or not _is_count(completed) or completed < 1:
+        return load  # no asked rate, or nothing came back: a failed repetition, not a slow one
+    drain = next((data[k] / 1000 for k in ("p99_e2el_ms", "mean_e2el_ms") if _is_number(data.get(k))), 0.0)
+    load.drain_s = drain
+    load.expected_rate = prompts / (prompts / load.requested_rate + drain)
+    load.floor_rate = SATURATION_SHARE * load.expected_rate
+    if load.achieved_rate < load.floor_rate:
+        bound = load.max_concurrency is not None and (load.peak_concurrency or 0) >= load.max_concurrency
+        load.saturated = Saturation.CONCURRENCY_BOUND if bound else Saturation.SERVER_BOUND
+    return load
+
+
+def load_text(load: Load) -> str:
+    """One repetition's load in words: achieved against asked (with the saturation floor), the peak concurrency
+    against the cap, and the saturation word where the rule found one."""
+    asked = f"{load.requested_rate:g} req/s asked" if load.requested_rate is not None else "inf req/s asked"
+    floor = f", floor {load.floor_rate:.2f}" if load.floor_rate is not None else ""
+    cap = f" of max_concurrency {load.max_concurrency}" if load.max_concurrency is not None else " (no cap)"
+    peak = f"peak concurrency {load.peak_concurrency}{cap}" if load.peak_concurrency is not None else ""
+    said = f"achieved {load.achieved_rate:.2f} of {asked}{floor}" + (f", {peak}" if peak else "")
+    return f"SATURATED ({load.saturated}): {said}" if load.saturated else said
+
+
+def saturation_line(reps: Sequence[Repetition]) -> str:
+    """Which of ``reps`` were saturated, of which kind, achieved against asked and the floor; '' when none was (or
+    the results predate the ``load`` record)."""
+    hit = [(rep, rep.load) for rep in reps if rep.load is not None and rep.load.saturated is not None]
+    if not hit:
+        return ""
+    kinds = ", ".join(sorted({str(load.saturated) for _, load in hit}))
+    which = ", ".join(str(rep.index) for rep, _ in hit)
+    achieved = ", ".join(f"{load.achieved_rate:.2f}" for _, load in hit)
+    asked = ", ".join(sorted({f"{load.requested_rate:g}" for _, load in hit}))
+    floors = ", ".join(sorted({f"{load.floor_rate:.2f}" for _, load in hit}))
+    return (
+        f"saturated ({kinds}) in {len(hit)} of {len(reps)} repetitions ({which}): achieved {achieved} req/s of "
+        f"{asked} asked, below the floor {floors} (90% of what an unsaturated server shows): latencies measured "
+        "in saturation, not at the asked rate"
+    )
+
+
 def read_result(path: Path, num_prompts: int, required: Sequence[str]) -> Repetition:
     """Judge one result JSON strictly: every ``required`` metric present and a finite non-negative number, counts
     consistent; otherwise a failed repetition with a one-line reason (index and paths left for the caller)."""
@@ -130,6 +204,7 @@ def read_result(path: Path, num_prompts: int, required: Sequence[str]) -> Repeti
         rep.failed = data["failed"] if _is_count(data.get("failed")) else None
         rep.duration_s = data["duration"] if _is_number(data.get("duration")) else None
         rep.metrics = {k: data[k] for k in (*THROUGHPUT_KEYS, *LATENCY_KEYS) if _is_number(data.get(k))}
+        rep.load = load_of(data)
     rep.failure = _judge(path.name, data, num_prompts, required)
     if rep.failure is None:
         rep.status = Status.PASSED

@@ -29,6 +29,7 @@ from afd_e2e.results.model import (
 )
 from afd_e2e.results.status import Proof, Status, Verdict
 from afd_e2e.workloads import stats
+from afd_e2e.workloads.bench import saturation_line
 
 
 def passed_values(section: CasePerformance, key: str, indices: Collection[int] | None = None) -> list[float]:
@@ -263,9 +264,10 @@ def compare_performance(
     """The ``performance`` block of a comparison. Metrics use passed repetitions only; a side with failed
     repetitions fails the comparison (its figures are still shown); a side without any is ``skipped``. A metric
     judged ``worse`` with ``on_worse: fail``, or not ``parity`` with ``require: parity``, fails it; a worse ``warn``
-    one lands in ``warnings``. Where the pair ran a sequential series (its record on the candidate's section) the
-    comparison judges the repetitions of its last look at that look's share of the error rates, so the final
-    verdict is the last look's; otherwise the one look gets the whole error rates."""
+    one lands in ``warnings``; a side whose judged repetitions were saturated, in ``saturated``. Where the pair ran
+    a sequential series (its record on the candidate's section) the comparison judges the repetitions of its last
+    look at that look's share of the error rates, so the final verdict is the last look's; otherwise the one look
+    gets the whole error rates."""
     problems = [p for p in (_side_problem(baseline_id, baseline), _side_problem(candidate_id, candidate)) if p]
     result = PerformanceComparison(status=Status.PASSED, control=control)
     if not baseline or not candidate:
@@ -289,6 +291,13 @@ def compare_performance(
         gated_throughput=gated_throughput,
         judged=series,
     )
+    base_idx, cand_idx = _indices(series)
+    for case_id, section, indices in ((baseline_id, baseline, base_idx), (candidate_id, candidate, cand_idx)):
+        judged = [
+            r for r in section.repetitions if r.status is Status.PASSED and (indices is None or r.index in indices)
+        ]
+        if line := saturation_line(judged):
+            result.saturated.append(f"{case_id}: {line}")
     if not control:
         for metric in result.metrics:
             lines = failing_lines(metric)
