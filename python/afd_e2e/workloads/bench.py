@@ -182,8 +182,8 @@ def saturation_line(reps: Sequence[Repetition]) -> str:
     floors = ", ".join(sorted({f"{load.floor_rate:.2f}" for _, load in hit}))
     return (
         f"saturated ({kinds}) in {len(hit)} of {len(reps)} repetitions ({which}): achieved {achieved} req/s of "
-        f"{asked} asked, below the floor {floors} (90% of what an unsaturated server shows): latencies measured "
-        "in saturation, not at the asked rate"
+        f"{asked} asked, below the floor {floors} ({SATURATION_SHARE:.0%} of what an unsaturated server shows): "
+        "latencies measured in saturation, not at the asked rate"
     )
 
 
