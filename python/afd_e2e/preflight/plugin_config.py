@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.plan import RunPlan
+from afd_e2e.plan.vllm_versions import flag_value
 from afd_e2e.preflight.checks import PreflightCheck, failed, passed, skipped
 from afd_e2e.preflight.software import InstalledSoftware
 from afd_e2e.profile import Profile
@@ -57,12 +58,7 @@ Ask = Callable[[str, Sequence[ConfigQuery]], PluginAnswer]
 def _additional_config(argv: Sequence[str]) -> tuple[Mapping[str, Any] | None, str | None]:
     """The last ``--additional-config`` of ``argv`` (as vLLM's parser keeps the last), parsed; an AFD process
     without one is asked as ``{}``, which the plugin refuses in its own words."""
-    text = None
-    for i, arg in enumerate(argv):
-        if arg == CONFIG_FLAG and i + 1 < len(argv):
-            text = argv[i + 1]
-        elif arg.startswith(CONFIG_FLAG + "="):
-            text = arg.partition("=")[2]
+    text = flag_value(argv, CONFIG_FLAG)
     if text is None:
         return {}, None
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.gpu.readings import MachineReadings, load_readings
+from afd_e2e.preflight.software import InstalledSoftware
 from repo_paths import FIXTURES, SHARED
 
 H200X2 = SHARED / "fixtures" / "gpu" / "h200x2"
@@ -65,3 +66,19 @@ def write_checkpoint(
         (folder / "tokenizer.json").write_text("{}", encoding="utf-8")
         (folder / "tokenizer_config.json").write_text("{}", encoding="utf-8")
     return folder
+
+
+def installed_software(**changes: Any) -> InstalledSoftware:
+    """What preflight's software probe reads on a GPU agent with vLLM 0.26 and the AFD plugin, with ``changes``."""
+    base: dict[str, Any] = {
+        "afd_e2e_python": "/opt/afd-e2e/bin/python",
+        "vllm_executable": "/opt/venv/bin/vllm",
+        "vllm_python": "/opt/venv/bin/python",
+        "vllm": "0.26.0+cu130",
+        "torch": "2.11.0+cu130",
+        "afd_plugin": "afd_plugin:register",
+        "routing_strategies": None,
+        "problem": None,
+        "nvidia_ml_py": "13.580.82",
+    }
+    return InstalledSoftware(**{**base, **changes})

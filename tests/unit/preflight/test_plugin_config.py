@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from preflight_fixtures import TEST_PROFILE, h200x2_readings
+from preflight_fixtures import TEST_PROFILE, h200x2_readings, installed_software
 
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
@@ -37,19 +37,7 @@ P2P_REFUSAL = "ValueError: P2pNcclAFDConnector currently requires num_attention_
 
 
 def software(**kw) -> InstalledSoftware:
-    base = {
-        "afd_e2e_python": "/opt/afd-e2e/bin/python",
-        "vllm_executable": "/opt/venv/bin/vllm",
-        "vllm_python": "/opt/venv/bin/python",
-        "vllm": "0.26.0+cu130",
-        "torch": "2.11.0+cu130",
-        "afd_plugin": "afd_plugin:register",
-        "afd_plugin_version": "0.3.1",
-        "routing_strategies": None,
-        "problem": None,
-        "nvidia_ml_py": "13.580.82",
-    }
-    return InstalledSoftware(**{**base, **kw})
+    return installed_software(**{"afd_plugin_version": "0.3.1", **kw})
 
 
 class Plugin:

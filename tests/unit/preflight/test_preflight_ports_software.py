@@ -7,11 +7,12 @@ import socket
 from dataclasses import replace
 
 from preflight_fixtures import TEST_PROFILE
+from preflight_fixtures import installed_software as software
 
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
 from afd_e2e.preflight.ports import check_ports, plan_ports, port_ranges
-from afd_e2e.preflight.software import InstalledSoftware, check_software
+from afd_e2e.preflight.software import check_software
 from afd_e2e.profile import load_profile
 from afd_e2e.system.ports import busy_ports
 
@@ -36,21 +37,6 @@ def test_a_held_port_fails_naming_its_holder_and_free_ports_pass():
     assert "--port-base" in check.fix
     [check] = check_ports(plan, "127.0.0.1", busy_ports(plan_ports(plan), "127.0.0.1"))
     assert check.status == PASS and check.measured == "5 ports free"
-
-
-def software(**kw):
-    base = {
-        "afd_e2e_python": "/opt/afd-e2e/bin/python",
-        "vllm_executable": "/opt/venv/bin/vllm",
-        "vllm_python": "/opt/venv/bin/python",
-        "vllm": "0.26.0+cu130",
-        "torch": "2.11.0+cu130",
-        "afd_plugin": "afd_plugin:register",
-        "routing_strategies": None,
-        "problem": None,
-        "nvidia_ml_py": "13.580.82",
-    }
-    return InstalledSoftware(**{**base, **kw})
 
 
 def names(checks):
