@@ -1,6 +1,11 @@
 """The search driven end to end: ask the state machine for the next commit, probe it (install once, run the case,
-add runs while the verdict is inconclusive, up to ``max_runs``), feed its word back, write ``bisect.json`` and the
+add runs while it is undecided, up to ``max_runs``), feed its word back, write ``bisect.json`` and the
 ``git bisect`` log after every probe, and conclude.
+
+An undecided commit whose judgement names an endpoint (its spread weighs as much as the commit's own,
+``bisect/verdicts.py``) gets a run of that endpoint before its own next run: the endpoints are shared by every
+commit, so their added runs serve the rest of the search too; each endpoint has ``max_runs`` runs at most, and each
+added run is recorded on the endpoint's probe with the commit and the reason it was added for.
 
 Installing and launching are injected (``install``, ``launch``), so the unit tests drive the whole search with
 stand-ins and the command wires the real ones (``install.install_at``, the runner's ``execute_run``). Every probe
@@ -21,7 +26,7 @@ from pathlib import Path
 from afd_e2e.bisect.install import Installed, NotInstalled
 from afd_e2e.bisect.probe import cached_runs, next_run_folder, probe_environment, runs_dir, sample_of
 from afd_e2e.bisect.search import Found, ProbeAt, Range, Stop, next_step
-from afd_e2e.bisect.verdicts import Judged, MetricSpec, Sample, judge_commit
+from afd_e2e.bisect.verdicts import Ends, Judged, MetricSpec, Role, Sample, judge_commit
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import Profile
 from afd_e2e.results.bisect import (
@@ -66,6 +71,26 @@ class _Search:
     record: BisectRecord
     words: dict[int, BisectWord] = field(default_factory=dict)
     samples: dict[int, list[Sample]] = field(default_factory=dict)
+    installed: dict[int, Installed] = field(default_factory=dict)
+
+    def ends(self) -> Ends:
+        return Ends(self.samples.get(0, []), self.samples.get(len(self.record.commits) - 1, []))
+
+    def role(self, index: int) -> Role:
+        return "good" if index == 0 else "bad" if index == len(self.record.commits) - 1 else "between"
+
+
+@dataclass(frozen=True)
+class _Edges:
+    """What a probe does outside the search's own state: install, launch, the cancel flag, the environment, the
+    progress line and the clock."""
+
+    install: Install
+    launch: Launch
+    flag: CancelFlag
+    environ: Mapping[str, str]
+    say: Callable[[str], None]
+    clock: Callable[[], float]
 
 
 def start_record(settings: BisectSettings, commits: list[CommitRef]) -> BisectRecord:
@@ -125,70 +150,110 @@ def _save(settings: BisectSettings, record: BisectRecord) -> None:
     (settings.out / LOG_FILE).write_text(log_text(record), encoding="utf-8")
 
 
-def _probe(
-    settings: BisectSettings,
-    search: _Search,
-    index: int,
-    *,
-    install: Install,
-    launch: Launch,
-    flag: CancelFlag,
-    environ: Mapping[str, str],
-    say: Callable[[str], None],
-    clock: Callable[[], float],
-) -> Probe | None:
-    """Probe one commit to a word (None: cancelled meanwhile)."""
+def _run_once(
+    settings: BisectSettings, search: _Search, index: int, edges: _Edges, why: str, *, added: str = ""
+) -> tuple[Sample, ProbeRun] | NotInstalled | None:
+    """The commit's next run (the ``len(samples) + 1``-th): from the sample cache when it holds one, else installed
+    (once per commit) and launched; None when cancelled meanwhile, NotInstalled when the commit does not install.
+    ``why``: the progress line's; ``added``: recorded on an endpoint's run added for another commit."""
     commit = search.record.commits[index]
-    started = clock()
+    number = len(search.samples.get(index, [])) + 1
     folder = runs_dir(settings.cache, settings.profile.name, settings.case_id, commit.sha)
     cached = cached_runs(folder) if folder.is_dir() else []
+    if number <= len(cached):
+        run = cached[number - 1]
+        results, run_folder, seconds, fresh = run.results, run.folder, run.seconds, False
+    else:
+        if index not in search.installed:
+            got = edges.install(commit.sha)
+            if got is None or isinstance(got, NotInstalled):
+                return got
+            search.installed[index] = got
+            edges.say(f"{commit.sha[:12]}: {got.name} {got.version} installed at that commit in {got.path}")
+        run_folder = next_run_folder(folder)
+        edges.say(f"{commit.sha[:12]}: run {number} ({why})")
+        run_start = edges.clock()
+        environment = probe_environment(edges.environ, search.installed[index].path)
+        results = edges.launch(commit.sha, environment, run_folder)
+        seconds, fresh = edges.clock() - run_start, True
+        search.record.launches += 1
+        if edges.flag.is_set() or results.status.unfinished:
+            shutil.rmtree(run_folder, ignore_errors=True)
+            return None
+    sample = sample_of(results, run_folder, settings.case_id, settings.spec)
+    search.samples.setdefault(index, []).append(sample)
+    run = ProbeRun(
+        number,
+        results.status,
+        round(seconds, 1),
+        list(sample.values) if settings.spec.bench else [],
+        str(run_folder / "results.json"),
+        sample.failure,
+        cached=not fresh,
+        added=added,
+    )
+    return sample, run
+
+
+def _add_end_runs(settings: BisectSettings, search: _Search, index: int, judged: Judged, edges: _Edges) -> bool:
+    """Runs of the endpoints an undecided judgement of commit ``index`` names (``judged.add_ends``), one each, while
+    the endpoint has runs left (``max_runs``): its spread weighs as much as the commit's own, and it is shared by
+    every commit. Appended to the endpoint's own probe; False when cancelled meanwhile."""
+    commit = search.record.commits[index]
+    for end in judged.add_ends:
+        end_index = 0 if end == "good" else len(search.record.commits) - 1
+        probe = next((p for p in search.record.probes if p.index == end_index), None)
+        if end_index == index or probe is None or len(search.samples.get(end_index, [])) >= settings.max_runs:
+            continue
+        why = f"for {commit.sha[:12]}: the {end} revision's spread weighs as much as the commit's ({judged.reason})"
+        started = edges.clock()
+        got = _run_once(settings, search, end_index, edges, why, added=why)
+        if got is None:
+            return False
+        if isinstance(got, NotInstalled):  # it installed before; a vanished package folder is the same skip
+            continue
+        probe.runs.append(got[1])
+        probe.values = [v for sample in search.samples[end_index] for v in sample.values]
+        if end_index == 0:
+            probe.reason = f"the good revision: {len(probe.values)} repetitions are the reference"
+        probe.seconds = round(probe.seconds + edges.clock() - started, 1)
+    return True
+
+
+def _probe(settings: BisectSettings, search: _Search, index: int, edges: _Edges) -> Probe | None:
+    """Probe one commit to a word (None: cancelled meanwhile)."""
+    commit = search.record.commits[index]
+    started = edges.clock()
     probe = Probe(commit.sha, commit.subject, index, BisectWord.SKIPPED, "", 0.0)
-    samples: list[Sample] = []
+    search.samples[index] = []
     judged = Judged(None, "not run")
-    installed: Installed | None = None
     for number in range(1, settings.max_runs + 1):
-        if number <= len(cached):
-            run = cached[number - 1]
-            results, run_folder, seconds, fresh = run.results, run.folder, run.seconds, False
-        else:
-            if installed is None:
-                got = install(commit.sha)
-                if got is None:
-                    return None
-                if isinstance(got, NotInstalled):
-                    probe.install_s = got.seconds
-                    probe.reason = f"skipped: {got.reason}"
-                    break
-                installed, probe.install_s = got, got.seconds
-                say(f"{commit.sha[:12]}: {got.name} {got.version} installed at that commit in {got.path}")
-            run_folder = next_run_folder(folder)
-            say(f"{commit.sha[:12]}: run {number} ({commit.subject})")
-            run_start = clock()
-            results = launch(commit.sha, probe_environment(environ, installed.path), run_folder)
-            seconds, fresh = clock() - run_start, True
-            search.record.launches += 1
-            if flag.is_set() or results.status.unfinished:
-                shutil.rmtree(run_folder, ignore_errors=True)
-                return None
-        sample = sample_of(results, run_folder, settings.case_id, settings.spec)
-        samples.append(sample)
-        reference = search.samples.get(0, [])
+        why = commit.subject if number == 1 else f"undecided: {judged.reason}"
+        got = _run_once(settings, search, index, edges, why)
+        if got is None:
+            return None
+        if isinstance(got, NotInstalled):
+            probe.install_s = got.seconds
+            probe.reason = f"skipped: {got.reason}"
+            break
+        if index in search.installed:
+            probe.install_s = search.installed[index].seconds
+        run = got[1]
         judged = judge_commit(
-            settings.spec, settings.profile, reference, samples, is_reference=index == 0, looks=settings.max_runs
+            settings.spec,
+            settings.profile,
+            search.ends(),
+            search.samples[index],
+            role=search.role(index),
+            looks=settings.max_runs,
         )
-        probe.runs.append(
-            ProbeRun(
-                number,
-                results.status,
-                round(seconds, 1),
-                _run_values(settings.spec, sample, judged),
-                str(run_folder / "results.json"),
-                sample.failure,
-                cached=not fresh,
-            )
-        )
+        if not settings.spec.bench:
+            run.values = judged.values[-1:]
+        probe.runs.append(run)
         if judged.word is not None:
             break
+        if number < settings.max_runs and not _add_end_runs(settings, search, index, judged, edges):
+            return None
     else:
         judged = Judged(
             BisectWord.SKIPPED, f"undecided after {settings.max_runs} runs: {judged.reason}", **_figures(judged)
@@ -201,17 +266,10 @@ def _probe(
         judged.ci95_pct,
         judged.ci90_pct,
     )
+    probe.position, probe.position_ci90 = judged.position, judged.position_ci90
     probe.values = list(judged.values)
-    probe.seconds = round(clock() - started, 1)
-    search.samples[index] = samples
+    probe.seconds = round(edges.clock() - started, 1)
     return probe
-
-
-def _run_values(spec: MetricSpec, sample: Sample, judged: Judged) -> list[float]:
-    """This run's own values: its bench repetitions, or the correctness figure judged after it."""
-    if spec.bench:
-        return list(sample.values)
-    return judged.values[-1:]
 
 
 def _figures(judged: Judged) -> dict:
@@ -221,6 +279,8 @@ def _figures(judged: Judged) -> dict:
         "ci95_pct": judged.ci95_pct,
         "ci90_pct": judged.ci90_pct,
         "values": judged.values,
+        "position": judged.position,
+        "position_ci90": judged.position_ci90,
     }
 
 
@@ -240,22 +300,12 @@ def run_bisect(
     settings.out.mkdir(parents=True, exist_ok=True)
     search = _Search(record)
     began, before = clock(), record.seconds
-    environ = dict(os.environ if environ is None else environ)
+    edges = _Edges(install, launch, flag, dict(os.environ if environ is None else environ), say, clock)
     while True:
         step = next_step(len(commits), search.words)
         if not isinstance(step, ProbeAt):
             break
-        probe = _probe(
-            settings,
-            search,
-            step.index,
-            install=install,
-            launch=launch,
-            flag=flag,
-            environ=environ,
-            say=say,
-            clock=clock,
-        )
+        probe = _probe(settings, search, step.index, edges)
         if probe is None:
             record.status = Status.CANCELLED
             kept = len(record.probes)
@@ -287,4 +337,8 @@ def _conclude(record: BisectRecord, step: Found | Range | Stop | ProbeAt) -> Non
             "(skipped commits between the last good and the first bad one hide which)"
         )
     elif isinstance(step, Stop):
-        record.status, record.conclusion = Status.FAILED, step.reason
+        skipped_end = next(
+            (p for p in record.probes if p.index in (0, len(commits) - 1) and p.word is BisectWord.SKIPPED), None
+        )
+        detail = f": {skipped_end.reason}" if skipped_end else ""
+        record.status, record.conclusion = Status.FAILED, step.reason + detail

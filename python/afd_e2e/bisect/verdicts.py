@@ -1,19 +1,24 @@
-"""Good or bad for one probed commit, from its runs' samples against the good revision's (pure).
+"""Good or bad for one probed commit, from its runs' samples and the endpoints' (pure).
 
-A bench metric (``mean_tpot_ms``, ...) is judged with the performance comparison's own verdict
-(``workloads.stats.judge``: Welch's interval for ``worse``/``better``, TOST equivalence inside the profile's margin
-for ``parity``), the good revision's passed repetitions as the baseline, both error rates split over the planned
-runs per commit (``looks``), since each added run is another look at the same pair: ``worse`` is bad, ``parity``
-or ``better`` good, ``inconclusive`` asks for another run. A correctness metric is pass/fail: ``gsm8k`` the case's
-strict-match gate, ``parity`` every parity prompt identical or close to the good revision's output (the
-comparison's rule, ``workloads.parity.compare_outputs``).
+A bench metric (``mean_tpot_ms``, ...) is judged by the regression the bisect hunts. The bad revision is judged
+first, against the good one, with the performance comparison's own verdict (``workloads.stats.judge``: ``worse`` is
+the regression reproduced, ``parity`` or ``better`` means there is none to hunt). Every commit between them is
+placed between the endpoints (``bisect/position.py``): bad when it is closer to the bad revision than to the good
+one with confidence, good in the mirror case, undecided (run again) otherwise; the profile's equivalence margin plays
+no part, since a commit need not equal the good revision to lack the regression. Both rules split their error
+rates over the planned runs per commit (``looks``): each added run is another look at the same commit. An undecided
+judgement names the endpoints whose spread weighs as much as the commit's own (``add_ends``), so the search adds
+their runs too. A correctness metric is pass/fail: ``gsm8k`` the case's strict-match gate, ``parity`` every parity
+prompt identical or close to the good revision's output (the comparison's rule, ``workloads.parity.compare_outputs``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
+from afd_e2e.bisect.position import BAD_END, GOOD_END, locate
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import Profile
 from afd_e2e.profile.model import BENCH_METRICS, DEFAULT_MARGIN_PCT, MetricGate
@@ -25,6 +30,7 @@ from afd_e2e.workloads.parity import compare_outputs
 GSM8K = "gsm8k"
 PARITY = "parity"
 CORRECTNESS_METRICS = (GSM8K, PARITY)
+Role = Literal["good", "bad", "between"]  # the good revision, the bad one, a commit between them
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,17 @@ class Judged:
     ci90_pct: list[float] | None = None
     values: list[float] = field(default_factory=list)  # what the plot and table show: bench values, GSM8K
     # correct answers per run, parity prompts matching the good revision's outputs
+    position: float | None = None  # a bench metric's commit between the endpoints: 0 good, 1 bad
+    position_ci90: list[float] | None = None
+    add_ends: tuple[str, ...] = ()  # undecided: the endpoints whose added runs would narrow it ("good", "bad")
+
+
+@dataclass(frozen=True)
+class Ends:
+    """The endpoints' samples so far: the good revision's (the reference) and the bad one's."""
+
+    good: Sequence[Sample] = ()
+    bad: Sequence[Sample] = ()
 
 
 @dataclass(frozen=True)
@@ -100,14 +117,16 @@ def _pooled(samples: Sequence[Sample]) -> list[float]:
     return [v for s in samples for v in s.values]
 
 
-def _bench(spec: MetricSpec, reference: Sequence[Sample], samples: Sequence[Sample], looks: int) -> Judged:
+def _against_good(spec: MetricSpec, reference: Sequence[Sample], samples: Sequence[Sample], looks: int) -> Judged:
+    """The bad revision: does the regression reproduce (``worse`` against the good revision)?"""
     assert spec.gate is not None
     base, cand = _pooled(reference), _pooled(samples)
     if len(cand) < 2:
         return Judged(None, f"{len(cand)} passed repetitions of {spec.key}: fewer than two, run again", values=cand)
+    good, bad = stats.Summary.of(base), stats.Summary.of(cand)
     judged = stats.judge(
-        stats.Summary.of(base),
-        stats.Summary.of(cand),
+        good,
+        bad,
         threshold_pct=spec.threshold_pct,
         margin_pct=spec.gate.margin_pct,
         higher_is_better=spec.gate.metric.higher_is_better,
@@ -115,20 +134,43 @@ def _bench(spec: MetricSpec, reference: Sequence[Sample], samples: Sequence[Samp
     )
     word = {Verdict.WORSE: BisectWord.BAD, Verdict.INCONCLUSIVE: None}.get(judged.verdict, BisectWord.GOOD)
     reason = judged.reason or f"{spec.key} {judged.verdict}: {judged.delta_pct:+.1f}% against the good revision"
-    return Judged(word, reason, judged.verdict, judged.delta_pct, judged.ci95_pct, judged.ci90_pct, cand)
+    # the good revision's spread weighs as much as the bad one's: more runs of the bad one alone will not narrow it
+    spread = good.std > 0.0 and good.std**2 / good.n >= bad.std**2 / bad.n
+    add = (GOOD_END,) if word is None and spread else ()
+    return Judged(word, reason, judged.verdict, judged.delta_pct, judged.ci95_pct, judged.ci90_pct, cand, add_ends=add)
+
+
+def _between(spec: MetricSpec, ends: Ends, samples: Sequence[Sample], looks: int) -> Judged:
+    """A commit between the endpoints: placed on the regression they show (``bisect/position.py``)."""
+    good, bad, cand = _pooled(ends.good), _pooled(ends.bad), _pooled(samples)
+    if len(cand) < 2:
+        return Judged(None, f"{len(cand)} passed repetitions of {spec.key}: fewer than two, run again", values=cand)
+    placed = locate(good, bad, cand, looks=looks)
+    if placed is None:
+        return Judged(None, "the endpoints' values do not place it (fewer than two, or equal means)", values=cand)
+    delta_pct = (stats.mean(cand) - stats.mean(good)) / stats.mean(good) * 100.0 if stats.mean(good) else None
+    return Judged(
+        placed.word,
+        placed.reason,
+        delta_pct=delta_pct,
+        values=cand,
+        position=placed.position,
+        position_ci90=list(placed.interval),
+        add_ends=placed.ends_to_add(),
+    )
 
 
 def judge_commit(
     spec: MetricSpec,
     profile: Profile,
-    reference: Sequence[Sample],
+    ends: Ends,
     samples: Sequence[Sample],
     *,
-    is_reference: bool,
+    role: Role,
     looks: int,
 ) -> Judged:
-    """The word for a commit from all its samples; ``reference``: the good revision's (ignored when it is the
-    good revision itself, whose bench values and parity outputs are the reference: good by definition)."""
+    """The word for a commit from all its samples and the endpoints' (``ends``; the good revision itself is the
+    reference, good by definition, once it has measured something)."""
     if not samples:
         return Judged(None, "not run yet")
     last = samples[-1]
@@ -144,10 +186,10 @@ def judge_commit(
     if spec.key == PARITY:
         if not last.outputs:
             return _unmeasured(last, "parity outputs")
-        if is_reference:
+        if role == GOOD_END:
             shown = [float(len(last.outputs))]
             return Judged(BisectWord.GOOD, "the good revision: its outputs are the reference", values=shown)
-        ref = next((s.outputs for s in reference if s.outputs), None)
+        ref = next((s.outputs for s in ends.good if s.outputs), None)
         assert profile.parity is not None and ref is not None
         compared = compare_outputs(profile.parity, "good", ref, "probe", last.outputs)
         shown = [float(compared.identical + compared.close)]
@@ -158,12 +200,14 @@ def judge_commit(
         return Judged(None, f"parity not compared: {compared.failure}", values=shown)
     if not _pooled(samples):
         return _unmeasured(last, spec.key)
-    if is_reference:
+    if role == GOOD_END:
         values = _pooled(samples)
         if len(values) < 2:
             return Judged(None, "the good revision has fewer than two passed repetitions: run again")
         return Judged(BisectWord.GOOD, f"the good revision: {len(values)} repetitions are the reference", values=values)
-    return _bench(spec, reference, samples, looks)
+    if role == BAD_END:
+        return _against_good(spec, ends.good, samples, looks)
+    return _between(spec, ends, samples, looks)
 
 
 def _unmeasured(sample: Sample, what: str) -> Judged:

@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-runs",
         type=int,
         default=DEFAULT_MAX_RUNS,
-        help=f"runs per commit while its verdict is inconclusive (default {DEFAULT_MAX_RUNS})",
+        help=f"runs per commit (and per endpoint) while it is undecided (default {DEFAULT_MAX_RUNS})",
     )
     parser.add_argument(
         "--dry-run",

@@ -1,5 +1,6 @@
-"""What a bisect shows: ``bisect.png`` (the metric per probed commit, in commit order) and the annotation section
-``bisect.md`` (the conclusion, the probe table, the log to replay).
+"""What a bisect shows: ``bisect.png`` (the metric per probed commit, in commit order, and below it, for a bench
+metric, each commit's position between the endpoints with its interval) and the annotation section ``bisect.md``
+(the conclusion, the probe table, the log to replay).
 
 Drawn on matplotlib's Agg canvas like the other plots; everything from git (subjects) is escaped.
 """
@@ -9,13 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, one_line
 from afd_e2e.report.status import icon
-from afd_e2e.results.bisect import BisectRecord
+from afd_e2e.results.bisect import BisectRecord, Probe
 from afd_e2e.results.status import BisectWord, Status
 
 PLOT_FILE = "bisect.png"
@@ -30,9 +32,15 @@ def plot_bisect(record: BisectRecord) -> Figure | None:
     probes = sorted(record.probes, key=lambda p: p.index)
     if not probes:
         return None
-    figure = Figure(figsize=(max(6.0, 0.7 * len(record.commits) + 2), 4.2), dpi=DPI, layout="constrained")
+    placed = [p for p in probes if p.position is not None and p.position_ci90]
+    height = 6.4 if placed else 4.2
+    figure = Figure(figsize=(max(6.0, 0.7 * len(record.commits) + 2), height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
-    ax = figure.subplots()
+    if placed:
+        ax, below = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+        _draw_positions(below, record, probes)
+    else:
+        ax = figure.subplots()
     for probe in probes:
         color = COLORS[probe.word]
         if probe.values:
@@ -44,7 +52,8 @@ def plot_bisect(record: BisectRecord) -> Figure | None:
     if record.first_bad:
         where = next(c for c, ref in enumerate(record.commits) if ref.sha == record.first_bad)
         ax.axvline(where - 0.5, color=COLORS[BisectWord.BAD], alpha=0.4, linewidth=2)
-    ax.set_xticks(range(len(record.commits)), [c.sha[:7] for c in record.commits], rotation=45, fontsize=8)
+    axis = below if placed else ax
+    axis.set_xticks(range(len(record.commits)), [c.sha[:7] for c in record.commits], rotation=45, fontsize=8)
     ax.set_xlim(-0.6, len(record.commits) - 0.4)
     ax.set_ylabel(CORRECTNESS_UNITS.get(record.metric, record.metric), fontsize=8)
     ax.grid(axis="y", alpha=0.3)
@@ -55,6 +64,34 @@ def plot_bisect(record: BisectRecord) -> Figure | None:
         fontsize=9,
     )
     return figure
+
+
+def _draw_positions(ax: Axes, record: BisectRecord, probes: list[Probe]) -> None:
+    """Each commit's position between the endpoints (0 good, 1 bad) with its 90% interval; the endpoints at 0 and
+    1, the middle the rule decides at dashed."""
+    last = len(record.commits) - 1
+    for probe in probes:
+        color = COLORS[probe.word]
+        if probe.position is not None and probe.position_ci90:
+            low, high = probe.position_ci90
+            ax.errorbar(
+                probe.index,
+                probe.position,
+                yerr=[[probe.position - low], [high - probe.position]],
+                fmt="o",
+                color=color,
+                capsize=3,
+                markersize=5,
+                zorder=3,
+            )
+        elif probe.index in (0, last) and probe.word is not BisectWord.SKIPPED:
+            ax.scatter([probe.index], [0.0 if probe.index == 0 else 1.0], color=color, marker="s", s=30, zorder=3)
+    ax.axhline(0.5, color="#444444", linestyle="--", linewidth=1, alpha=0.7)
+    for level in (0.0, 1.0):
+        ax.axhline(level, color="#888888", linewidth=0.8, alpha=0.5)
+    ax.set_ylabel("position (0 good, 1 bad)", fontsize=8)
+    ax.set_title("each commit between the endpoints, 90% interval: bad above the dashed middle", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
 
 
 def write_bisect_plot(record: BisectRecord, out_dir: Path) -> Path | None:
@@ -73,6 +110,14 @@ def _values(values: list[float]) -> str:
     return f"{mean:.4g} (n={len(values)})"
 
 
+def _judged(probe: Probe) -> str:
+    """A commit between the endpoints: its position and interval; the bad revision: its verdict against good."""
+    if probe.position is not None and probe.position_ci90:
+        low, high = probe.position_ci90
+        return f"position {probe.position:.2f} [{low:.2f}, {high:.2f}]"
+    return str(probe.verdict or "–")
+
+
 def render_bisect_section(record: BisectRecord) -> str:
     """The annotation section: headline, probe table in the order probed, range or first bad commit, the log."""
     status = {Status.PASSED: "first bad commit found", Status.CANCELLED: "cancelled"}.get(record.status, "no answer")
@@ -85,15 +130,16 @@ def render_bisect_section(record: BisectRecord) -> str:
         f"{len(record.commits)} first-parent commits, {len(record.probes)} probed, {record.launches} runs "
         f"launched, {formatting.duration(record.seconds)} in all.",
         "",
-        "| # | commit | subject | word | verdict | value | runs | seconds | why |",
+        "| # | commit | subject | word | judged | value | runs | seconds | why |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for number, probe in enumerate(record.probes, 1):
-        cached = sum(run.cached for run in probe.runs)
-        runs = f"{len(probe.runs)}" + (f" ({cached} cached)" if cached else "")
+        cached, added = sum(run.cached for run in probe.runs), sum(bool(run.added) for run in probe.runs)
+        notes = [f"{cached} cached"] * bool(cached) + [f"{added} added for other commits"] * bool(added)
+        runs = f"{len(probe.runs)}" + (f" ({', '.join(notes)})" if notes else "")
         lines.append(
             f"| {number} | `{probe.commit[:12]}` | {markdown_text(probe.subject, 80)} | **{probe.word}** | "
-            f"{probe.verdict or '–'} | {_values(probe.values)} | {runs} | {probe.seconds:.0f} | "
+            f"{_judged(probe)} | {_values(probe.values)} | {runs} | {probe.seconds:.0f} | "
             f"{markdown_text(probe.reason, 200)} |"
         )
     if record.range is not None:

@@ -44,12 +44,14 @@ class ProbeRun:
     results: str = ""  # the run's results.json
     failure: str | None = None
     cached: bool = False  # taken from the sample cache: measured by an earlier search, nothing launched
+    added: str = ""  # an endpoint's run added while another commit was undecided: for which, and why
 
 
 @dataclass
 class Probe:
-    """One commit judged: its word, why, the values of all its runs, the performance verdict (bench metrics) with
-    its delta and intervals against the good revision's sample, and the wall time spent on it."""
+    """One commit judged: its word, why, the values of all its runs, and for a bench metric: the bad revision's
+    verdict against the good one (delta, intervals), a commit between them its position (0 good, 1 bad) with its
+    interval and its delta from the good revision; the wall time spent on it (an endpoint's: with runs added later)."""
 
     commit: str
     subject: str
@@ -58,12 +60,14 @@ class Probe:
     reason: str
     seconds: float  # install and runs, measured now (0 when every run came from the cache)
     install_s: float = 0.0
-    verdict: Verdict | None = None  # a bench metric's verdict against the good revision's values
+    verdict: Verdict | None = None  # the bad revision's verdict against the good revision's values
     delta_pct: float | None = None
     ci95_pct: list[float] | None = None
     ci90_pct: list[float] | None = None
     values: list[float] = field(default_factory=list)
     runs: list[ProbeRun] = field(default_factory=list)
+    position: float | None = None  # a commit between the endpoints: where it lies, 0 good, 1 bad
+    position_ci90: list[float] | None = None
 
 
 @dataclass

@@ -8,8 +8,10 @@ correctness break: what a real run at that commit would record, without launchin
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
 
 from afd_e2e.bisect.install import Installed, NotInstalled
@@ -21,9 +23,16 @@ CASE = "cpu-tp1"
 BASE_TPOT = [10.0, 10.05, 9.95, 10.02]
 
 
+@cache
+def _template() -> RunResults:
+    return results_from_json(load_fixture("tiny-cpu"))
+
+
 class StandIns:
     """Installs and runs by commit index: ``tpot(index, run)`` the values a run measures, ``broken(index)`` its
-    parity outputs changed, ``uninstallable`` the indexes pip refuses; every call is counted."""
+    parity outputs changed, ``uninstallable`` the indexes pip refuses; every call is counted. ``on_disk=False``
+    (seeded simulations of many TPOT searches): the run's records are built in memory and no results.json is written,
+    so nothing is cached between runs either; ``broken`` needs the files (parity outputs are read from them)."""
 
     def __init__(
         self,
@@ -33,9 +42,10 @@ class StandIns:
         broken: Callable[[int], bool] = lambda _i: False,
         uninstallable: tuple[int, ...] = (),
         cancel_at: tuple[int, Callable[[], None]] | None = None,
+        on_disk: bool = True,
     ) -> None:
         self.shas, self.tpot, self.broken, self.uninstallable = shas, tpot, broken, uninstallable
-        self.cancel_at = cancel_at
+        self.cancel_at, self.on_disk = cancel_at, on_disk
         self.installs: list[int] = []
         self.launches: list[int] = []
         self.envs: list[Mapping[str, str]] = []
@@ -53,6 +63,18 @@ class StandIns:
         self.launches.append(index)
         self.envs.append(env)
         run = self._runs[index] = self._runs.get(index, 0) + 1
+        if not self.on_disk:  # the template's records shared, the case's performance section new
+            template = _template()
+            case = template.cases[CASE]
+            assert case.performance is not None
+            first = case.performance.repetitions[0]
+            repetitions = [
+                dataclasses.replace(first, index=n, metrics={**first.metrics, "mean_tpot_ms": value})
+                for n, value in enumerate(self.tpot(index, run), 1)
+            ]
+            performance = dataclasses.replace(case.performance, repetitions=repetitions)
+            cases = {**template.cases, CASE: dataclasses.replace(case, performance=performance)}
+            return dataclasses.replace(template, cases=cases)
         data = copy.deepcopy(load_fixture("tiny-cpu"))
         case = data["cases"][CASE]
         template = case["performance"]["repetitions"][0]

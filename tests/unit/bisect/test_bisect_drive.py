@@ -65,9 +65,12 @@ def test_tpot_finds_the_first_slow_commit_and_skips_the_one_that_does_not_instal
     assert [p.index for p in record.probes] == [0, 9, 4, 6, 7, 5]
     by_index = {p.index: p for p in record.probes}
     assert by_index[6].word is BisectWord.SKIPPED and "pip install failed" in by_index[6].reason
-    assert by_index[4].word is BisectWord.GOOD and by_index[4].verdict is Verdict.PARITY
-    assert by_index[7].word is BisectWord.BAD and by_index[7].verdict is Verdict.WORSE
-    assert by_index[7].delta_pct == pytest.approx(50.0)
+    assert by_index[9].word is BisectWord.BAD and by_index[9].verdict is Verdict.WORSE
+    assert by_index[4].word is BisectWord.GOOD and by_index[4].position == pytest.approx(0.0, abs=1e-9)
+    assert by_index[7].word is BisectWord.BAD and by_index[7].position == pytest.approx(1.0)
+    assert by_index[7].delta_pct == pytest.approx(50.0) and by_index[7].verdict is None
+    low, high = by_index[7].position_ci90 or [0.0, 0.0]
+    assert 0.5 < low < 1.0 < high and "carries the regression" in by_index[7].reason
     assert stand_ins.launches == [0, 9, 4, 7, 5] and record.launches == 5
     assert all(
         env["PYTHONPATH"] == f"{tmp_path}/cache/packages/{SHAS[i]}:/agent"
@@ -109,19 +112,73 @@ def test_parity_reuses_the_tpot_searchs_runs_of_the_same_commits(tmp_path: Path)
     assert bad.word is BisectWord.BAD and bad.reason.startswith("parity: 3/3 prompts differ")
 
 
-def test_an_inconclusive_commit_gets_runs_up_to_the_budget_then_is_skipped(tmp_path: Path) -> None:
-    noisy = {6: [6.0, 14.0, 8.0, 13.0]}  # mean 10.25, spread far beyond the ±5% margin at every look
+def test_an_undecided_commit_gets_runs_up_to_the_budget_then_is_skipped(tmp_path: Path) -> None:
+    # commit 6 sits at the middle of the regression (12.5 against 10 and 15) with a spread of its own far beyond the
+    # endpoints': more runs of it are what could decide it, and none does
+    noisy = {6: [8.0, 17.0, 9.0, 16.0]}
 
     def tpot(index: int, run: int) -> list[float]:
         return noisy.get(index) or slowed_from(5)(index, run)
 
     stand_ins = StandIns(SHAS, tpot=tpot)
-    record, _ = _run(_settings(tmp_path, "mean_tpot_ms"), stand_ins)
+    record, said = _run(_settings(tmp_path, "mean_tpot_ms"), stand_ins)
     undecided = next(p for p in record.probes if p.index == 6)
-    assert undecided.word is BisectWord.SKIPPED and undecided.verdict is Verdict.INCONCLUSIVE
-    assert undecided.reason.startswith("undecided after 3 runs: interval")
+    assert undecided.word is BisectWord.SKIPPED and undecided.position == pytest.approx(0.5, abs=0.05)
+    assert (
+        undecided.reason.startswith("undecided after 3 runs: position 0.5")
+        and "straddles the middle" in undecided.reason
+    )
     assert stand_ins.launches.count(6) == 3 and len(undecided.runs) == 3
+    assert stand_ins.launches.count(0) == 1 and stand_ins.launches.count(9) == 1, "the endpoints' spread is small"
+    assert any(line.startswith(f"{SHAS[6][:12]}: run 2 (undecided: position") for line in said)
     assert record.first_bad == SHAS[5], "the skipped commit is stepped around"
+
+
+def test_a_commit_near_good_is_good_however_far_from_the_profiles_margin(tmp_path: Path) -> None:
+    """Issue 45's case: a 19x regression, commits 20-50% off the good revision's noisy TPOT and nowhere near the bad
+    one's: placed by the regression, not by the ±5% equivalence margin, so nothing is skipped."""
+    good, bad = [2.18, 1.20], [34.87, 34.05]
+    near_good = [[2.56, 2.22], [1.81, 2.53], [1.70, 2.35], [2.47, 2.08]]
+
+    def tpot(index: int, run: int) -> list[float]:
+        return good if index == 0 else bad if index >= 7 else near_good[index % 4]
+
+    stand_ins = StandIns(SHAS, tpot=tpot)
+    record, _ = _run(_settings(tmp_path, "mean_tpot_ms"), stand_ins)
+    assert record.first_bad == SHAS[7]
+    assert all(p.word is not BisectWord.SKIPPED for p in record.probes)
+    assert len(stand_ins.launches) == len(record.probes) <= 2 + 4, "one run a probe, within ⌈log2 9⌉ + 2"
+
+
+def test_an_endpoint_whose_spread_keeps_a_commit_undecided_gets_runs_added_and_recorded(tmp_path: Path) -> None:
+    """Commit 4 is steady a little below the middle of the regression (14.3 between 10 and 20); the good
+    revision's first run is what is noisy, so more runs of commit 4 alone could never narrow the good end's share:
+    the good revision runs again (steady), recorded on its probe with the reason, and commit 4 is good."""
+
+    def tpot(index: int, run: int) -> list[float]:
+        if index == 0:
+            return [9.0, 11.0, 9.5, 10.5] if run == 1 else list(BASE_TPOT)
+        return [14.3, 14.31, 14.29, 14.3] if index == 4 else slowed_from(5, factor=2.0)(index, run)
+
+    stand_ins = StandIns(SHAS, tpot=tpot)
+    record, said = _run(_settings(tmp_path, "mean_tpot_ms"), stand_ins)
+    assert record.first_bad == SHAS[5]
+    good, commit = record.probes[0], next(p for p in record.probes if p.index == 4)
+    assert [run.run for run in good.runs] == [1, 2] and good.runs[1].added.startswith(f"for {SHAS[4][:12]}: the good")
+    assert "straddles the middle" in good.runs[1].added and len(good.values) == 8
+    assert stand_ins.launches[:5] == [0, 9, 4, 0, 4], "the good revision runs again before commit 4's second run"
+    assert commit.word is BisectWord.GOOD and len(commit.runs) == 2 and commit.position == pytest.approx(0.43, abs=0.01)
+    assert any(line.startswith(f"{SHAS[0][:12]}: run 2 (for {SHAS[4][:12]}: the good revision's") for line in said)
+    assert record.launches == len(stand_ins.launches)
+    jsonschema.validate(json.loads((tmp_path / "out" / "bisect.json").read_text()), bisect_schema())
+
+
+def test_endpoints_equal_within_their_noise_end_undecided_with_the_reason(tmp_path: Path) -> None:
+    same = [[10.0, 10.6, 9.5, 10.2], [9.7, 10.4, 10.1, 9.6], [10.3, 9.6, 9.9, 10.5]]
+    stand_ins = StandIns(SHAS, tpot=lambda index, run: same[(index + run) % 3])
+    record, _ = _run(_settings(tmp_path, "mean_tpot_ms"), stand_ins)
+    assert record.status is Status.FAILED and record.first_bad is None
+    assert record.conclusion.startswith("the bad revision is judged good") or "stayed undecided" in record.conclusion
 
 
 def test_a_bad_revision_that_is_not_slower_stops_the_search_with_exit_reason(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
-"""Unit tier: a probed commit's word (``afd_e2e.bisect.verdicts``): a bench metric by the performance comparison's
-own verdict against the good revision's values (worse bad, parity good, inconclusive: run again), parity and GSM8K
-pass/fail; a run that measured nothing is skipped; a metric the case does not measure is bad input."""
+"""Unit tier: a probed commit's word (``afd_e2e.bisect.verdicts``): the bad revision by the performance comparison's
+own verdict against the good revision's values (worse: the regression reproduces; parity: none; inconclusive: run
+again), a commit between them by its position on the regression (``bisect/position.py``, tested in
+test_bisect_position.py), parity and GSM8K pass/fail; a run that measured nothing is skipped; a metric the case does
+not measure is bad input."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import copy
 
 import pytest
 
-from afd_e2e.bisect.verdicts import Sample, judge_commit, metric_spec
+from afd_e2e.bisect.verdicts import Ends, Sample, judge_commit, metric_spec
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import load_profile
 from afd_e2e.results.model import Gsm8kResult, ParityOutput
@@ -22,24 +24,41 @@ TPOT = metric_spec(PROFILE, "cpu-tp1", "mean_tpot_ms")
 REFERENCE = [Sample(Status.PASSED, values=[10.0, 10.05, 9.95, 10.02])]
 
 
-def _judge(spec, samples, reference=REFERENCE, *, is_reference=False):
-    return judge_commit(spec, PROFILE, reference, samples, is_reference=is_reference, looks=3)
+SLOW = [Sample(Status.PASSED, values=[15.0, 15.1, 14.9, 15.05])]
 
 
-def test_a_bench_metric_takes_the_comparisons_verdict_and_margin() -> None:
+def _judge(spec, samples, reference=REFERENCE, *, role="bad", bad=SLOW):
+    return judge_commit(spec, PROFILE, Ends(reference, bad), samples, role=role, looks=3)
+
+
+def test_the_bad_revision_takes_the_comparisons_verdict_and_margin() -> None:
     assert TPOT.gate is not None and TPOT.gate.margin_pct == 5.0 and TPOT.threshold_pct == 10.0
     same = _judge(TPOT, [Sample(Status.PASSED, values=[10.01, 9.98, 10.04, 9.99])])
-    assert (same.word, same.verdict) == (BisectWord.GOOD, Verdict.PARITY)
-    slow = _judge(TPOT, [Sample(Status.PASSED, values=[15.0, 15.1, 14.9, 15.05])])
+    assert (same.word, same.verdict) == (BisectWord.GOOD, Verdict.PARITY), "no regression to hunt"
+    slow = _judge(TPOT, SLOW)
     assert (slow.word, slow.verdict) == (BisectWord.BAD, Verdict.WORSE) and slow.delta_pct == pytest.approx(50.0, 0.01)
     noisy = _judge(TPOT, [Sample(Status.PASSED, values=[6.0, 14.0, 8.0, 13.0])])
-    assert noisy.word is None and noisy.verdict is Verdict.INCONCLUSIVE
+    assert noisy.word is None and noisy.verdict is Verdict.INCONCLUSIVE and noisy.add_ends == ()
     assert "is wider than the ±5% margin" in noisy.reason and "repetitions per side" in noisy.reason
 
 
+def test_a_bad_revision_undecided_by_the_good_ones_spread_asks_for_a_good_run() -> None:
+    noisy_good = [Sample(Status.PASSED, values=[6.0, 14.0, 8.0, 13.0])]
+    judged = _judge(TPOT, [Sample(Status.PASSED, values=[13.0, 13.1, 12.9, 13.0])], noisy_good)
+    assert judged.word is None and judged.add_ends == ("good",)
+
+
+def test_a_commit_between_is_placed_on_the_regression_not_judged_by_the_margin() -> None:
+    near_good = _judge(TPOT, [Sample(Status.PASSED, values=[10.6, 10.7, 10.65, 10.62])], role="between")
+    assert near_good.word is BisectWord.GOOD and near_good.verdict is None
+    assert near_good.position == pytest.approx(0.13, abs=0.01) and near_good.delta_pct == pytest.approx(6.4, abs=0.1)
+    near_bad = _judge(TPOT, [Sample(Status.PASSED, values=[14.2, 14.4, 14.3, 14.1])], role="between")
+    assert near_bad.word is BisectWord.BAD and near_bad.position_ci90 and near_bad.position_ci90[0] > 0.5
+
+
 def test_the_good_revision_is_the_reference_once_it_has_two_values() -> None:
-    assert _judge(TPOT, REFERENCE, [], is_reference=True).word is BisectWord.GOOD
-    assert _judge(TPOT, [Sample(Status.PASSED, values=[10.0])], [], is_reference=True).word is None
+    assert _judge(TPOT, REFERENCE, [], role="good").word is BisectWord.GOOD
+    assert _judge(TPOT, [Sample(Status.PASSED, values=[10.0])], [], role="good").word is None
 
 
 def test_a_run_that_measured_nothing_is_skipped_and_a_cancelled_one_says_nothing() -> None:
@@ -61,10 +80,10 @@ def _outputs(*, broken: bool = False) -> list[ParityOutput]:
 def test_parity_is_pass_fail_against_the_good_revisions_outputs() -> None:
     spec = metric_spec(PROFILE, "cpu-tp1", "parity")
     reference = [Sample(Status.PASSED, outputs=_outputs())]
-    assert _judge(spec, reference, [], is_reference=True).word is BisectWord.GOOD
-    same = _judge(spec, [Sample(Status.PASSED, outputs=_outputs())], reference)
+    assert _judge(spec, reference, [], role="good").word is BisectWord.GOOD
+    same = _judge(spec, [Sample(Status.PASSED, outputs=_outputs())], reference, role="between")
     assert same.word is BisectWord.GOOD and same.values == [3.0]
-    broken = _judge(spec, [Sample(Status.PASSED, outputs=_outputs(broken=True))], reference)
+    broken = _judge(spec, [Sample(Status.PASSED, outputs=_outputs(broken=True))], reference, role="between")
     assert (
         broken.word is BisectWord.BAD
         and broken.reason.startswith("parity: 3/3 prompts differ")
@@ -81,10 +100,10 @@ def test_gsm8k_is_the_cases_strict_match_gate() -> None:
         return Sample(Status.PASSED, gsm8k=Gsm8kResult(status, correct, 50, 45, True, correct, "gsm8k/x.jsonl"))
 
     assert (
-        judge_commit(spec, profile, [], [sample(48, Status.PASSED)], is_reference=False, looks=3).word
+        judge_commit(spec, profile, Ends(), [sample(48, Status.PASSED)], role="between", looks=3).word
         is BisectWord.GOOD
     )
-    bad = judge_commit(spec, profile, [], [sample(30, Status.FAILED)], is_reference=True, looks=3)
+    bad = judge_commit(spec, profile, Ends(), [sample(30, Status.FAILED)], role="good", looks=3)
     assert bad.word is BisectWord.BAD and bad.reason == "GSM8K strict-match 30/50 (needs 45)"
 
 
