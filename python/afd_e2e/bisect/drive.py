@@ -125,6 +125,7 @@ def start_record(settings: BisectSettings, commits: list[CommitRef]) -> BisectRe
         seconds=earlier.seconds if earlier else 0.0,
         launches=earlier.launches if earlier else 0,
         cache=str(settings.cache),
+        hunted_pct=settings.spec.hunted_pct,
     )
 
 
@@ -337,8 +338,6 @@ def _conclude(record: BisectRecord, step: Found | Range | Stop | ProbeAt) -> Non
             "(skipped commits between the last good and the first bad one hide which)"
         )
     elif isinstance(step, Stop):
-        skipped_end = next(
-            (p for p in record.probes if p.index in (0, len(commits) - 1) and p.word is BisectWord.SKIPPED), None
-        )
-        detail = f": {skipped_end.reason}" if skipped_end else ""
-        record.status, record.conclusion = Status.FAILED, step.reason + detail
+        ends = {0: BisectWord.GOOD, len(commits) - 1: BisectWord.BAD}  # what each endpoint should have been
+        why = next((p.reason for p in record.probes if p.index in ends and p.word is not ends[p.index]), "")
+        record.status, record.conclusion = Status.FAILED, step.reason + (f" ({why})" if why else "")

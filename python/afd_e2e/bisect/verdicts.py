@@ -78,14 +78,26 @@ class MetricSpec:
     key: str
     gate: MetricGate | None = None
     threshold_pct: float = 0.0
+    hunted_pct: float | None = None  # the size of the move hunted (the trend's), % of the good revision, unsigned
+
+    @property
+    def endpoint_threshold_pct(self) -> float:
+        """The least delta the bad revision must show: the comparison's threshold, or half the move hunted where
+        that is smaller (a +5% move the trend saw is bisectable under a 10% threshold)."""
+        if self.hunted_pct is None:
+            return self.threshold_pct
+        return min(self.threshold_pct, self.hunted_pct / 2.0)
 
     @property
     def bench(self) -> bool:
         return self.gate is not None
 
 
-def metric_spec(profile: Profile, case_id: str, key: str) -> MetricSpec:
-    """The metric ``--metric`` names, checked against what the profile's case measures (UsageError otherwise)."""
+def metric_spec(profile: Profile, case_id: str, key: str, hunted_pct: float | None = None) -> MetricSpec:
+    """The metric ``--metric`` names, checked against what the profile's case measures (UsageError otherwise);
+    ``hunted_pct``: the size of the move to hunt (``--regression-pct``), a bench metric's only."""
+    if hunted_pct is not None and not hunted_pct > 0.0:
+        raise UsageError(f"--regression-pct {hunted_pct:g} is not above 0", "pass the move's size, e.g. 8 for +8%")
     phases = profile.case(case_id).phases
     if key in CORRECTNESS_METRICS:
         if "correctness" not in phases or (profile.gsm8k if key == GSM8K else profile.parity) is None:
@@ -93,6 +105,11 @@ def metric_spec(profile: Profile, case_id: str, key: str) -> MetricSpec:
             raise UsageError(
                 f"--metric {key}: case {case_id} of profile {profile.name} does not measure it",
                 f"give the profile {section} and the case the correctness phase, or pick a bench metric",
+            )
+        if hunted_pct is not None:
+            raise UsageError(
+                f"--regression-pct with --metric {key}: a correctness outcome is pass/fail, it has no size",
+                "drop --regression-pct, or bisect a bench metric",
             )
         return MetricSpec(key)
     known = {m.key: m for m in BENCH_METRICS}
@@ -110,7 +127,7 @@ def metric_spec(profile: Profile, case_id: str, key: str) -> MetricSpec:
     metric = known[key]
     default = DEFAULT_MARGIN_PCT["throughput" if metric.higher_is_better else "latency"]
     gate = gates.get(key) or MetricGate(metric, "warn", default)
-    return MetricSpec(key, gate, profile.bench.parity_threshold_pct)
+    return MetricSpec(key, gate, profile.bench.parity_threshold_pct, hunted_pct)
 
 
 def _pooled(samples: Sequence[Sample]) -> list[float]:
@@ -127,13 +144,22 @@ def _against_good(spec: MetricSpec, reference: Sequence[Sample], samples: Sequen
     judged = stats.judge(
         good,
         bad,
-        threshold_pct=spec.threshold_pct,
+        threshold_pct=spec.endpoint_threshold_pct,
         margin_pct=spec.gate.margin_pct,
         higher_is_better=spec.gate.metric.higher_is_better,
         looks=looks,
     )
     word = {Verdict.WORSE: BisectWord.BAD, Verdict.INCONCLUSIVE: None}.get(judged.verdict, BisectWord.GOOD)
     reason = judged.reason or f"{spec.key} {judged.verdict}: {judged.delta_pct:+.1f}% against the good revision"
+    if word is BisectWord.BAD and spec.hunted_pct is not None and judged.ci95_pct is not None:
+        reach = max(abs(bound) for bound in judged.ci95_pct)  # the largest move the interval allows
+        if reach < spec.hunted_pct / 2.0:
+            low, high = judged.ci95_pct
+            word = BisectWord.GOOD
+            reason = (
+                f"{spec.key} worse by {judged.delta_pct:+.1f}% (95% interval {low:+.1f}%..{high:+.1f}%), short of "
+                f"half the {spec.hunted_pct:.1f}% move hunted: that regression does not reproduce here"
+            )
     # the good revision's spread weighs as much as the bad one's: more runs of the bad one alone will not narrow it
     spread = good.std > 0.0 and good.std**2 / good.n >= bad.std**2 / bad.n
     add = (GOOD_END,) if word is None and spread else ()

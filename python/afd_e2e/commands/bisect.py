@@ -60,6 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"runs per commit (and per endpoint) while it is undecided (default {DEFAULT_MAX_RUNS})",
     )
     parser.add_argument(
+        "--regression-pct",
+        type=float,
+        metavar="P",
+        help="the size of the move to hunt, in %% of the good revision (the nightly trend's episode passes its own): "
+        "the bad revision must be worse by at least half of it",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="admit as a real bisect (gates, --out, package), then print the commit list and the probe plan; run nothing",
@@ -79,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_runs < 1:
         raise UsageError(f"--max-runs {args.max_runs} is below 1", "pass --max-runs 1 or more (default 3)")
     profile = load_profile(args.profile)
-    spec = metric_spec(profile, args.case, args.metric)
+    spec = metric_spec(profile, args.case, args.metric, args.regression_pct)
     repo = args.repo.resolve()
     commits = first_parent_commits(repo, args.good, args.bad)
     check_installable(repo, commits)

@@ -110,6 +110,7 @@ def bisect_block(offer: BisectOffer, agent: str, key: str) -> BlockStep:
 def bisect_command(profile_reference: str, offer: BisectOffer) -> str:
     argv = ["afd-e2e", "bisect", "--profile", profile_reference, "--case", offer.case_id, "--metric", offer.metric]
     argv += ["--good", offer.good, "--bad", offer.bad, "--out", BISECT_OUT]
+    argv += ["--regression-pct", f"{abs(offer.episode.worst_pct):.1f}"]  # hunt the size of move the trend saw
     quoted = " ".join(shlex.quote(a) for a in argv)
     # uploaded from inside the folder, so the section's artifact:// links (bisect.png) resolve
     publish = (

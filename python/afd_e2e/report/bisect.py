@@ -128,7 +128,8 @@ def render_bisect_section(record: BisectRecord) -> str:
         markdown_text(record.conclusion, 400),
         "",
         f"{len(record.commits)} first-parent commits, {len(record.probes)} probed, {record.launches} runs "
-        f"launched, {formatting.duration(record.seconds)} in all.",
+        f"launched, {formatting.duration(record.seconds)} in all."
+        + (f" Hunting a {record.hunted_pct:.1f}% move (the nightly trend's)." if record.hunted_pct else ""),
         "",
         "| # | commit | subject | word | judged | value | runs | seconds | why |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -104,6 +104,7 @@ class BisectRecord:
     launches: int = 0  # case runs launched (servers started), not counting those taken from the cache
     cache: str = ""  # the sample and package cache
     plot: str | None = None  # bisect.png
+    hunted_pct: float | None = None  # --regression-pct: the size of the move hunted (the trend's episode's)
     log: str = "bisect.log"  # ``git bisect replay``-able
 
 

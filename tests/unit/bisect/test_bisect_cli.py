@@ -86,6 +86,7 @@ def test_a_merged_branch_counts_as_its_merge_commit(gates_open, tmp_path: Path, 
         (("--good", "main", "--bad", "main~3"), "--good main is not on the first-parent line of --bad main~3"),
         (("--good", "main", "--bad", "main"), "--good and --bad are the same commit"),
         (("--good", f"main~{LAST}", "--bad", "main", "--max-runs", "0"), "--max-runs 0 is below 1"),
+        (("--good", f"main~{LAST}", "--bad", "main", "--regression-pct", "-3"), "--regression-pct -3 is not above 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(history, tmp_path: Path, capsys, args, said: str) -> None:

@@ -42,6 +42,23 @@ def test_the_bad_revision_takes_the_comparisons_verdict_and_margin() -> None:
     assert "is wider than the ±5% margin" in noisy.reason and "repetitions per side" in noisy.reason
 
 
+def test_the_move_hunted_sets_how_far_the_bad_revision_must_move() -> None:
+    """``--regression-pct`` (the trend's move): half of it is the least the bad revision must be worse by, below the
+    profile's 10% threshold too, and a bad revision whose interval stays short of half of it is not that regression."""
+    plus_six = [Sample(Status.PASSED, values=[10.6, 10.61, 10.59, 10.6])]
+    assert _judge(TPOT, plus_six).word is None, "+6% is under the profile's 10% threshold"
+    hunting_eight = metric_spec(PROFILE, "cpu-tp1", "mean_tpot_ms", hunted_pct=8.0)
+    assert hunting_eight.endpoint_threshold_pct == 4.0
+    assert _judge(hunting_eight, plus_six).word is BisectWord.BAD
+    hunting_forty = metric_spec(PROFILE, "cpu-tp1", "mean_tpot_ms", hunted_pct=40.0)
+    plus_twelve = [Sample(Status.PASSED, values=[11.2, 11.21, 11.19, 11.2])]
+    short = _judge(hunting_forty, plus_twelve)
+    assert short.word is BisectWord.GOOD and short.verdict is Verdict.WORSE
+    assert short.reason.endswith("short of half the 40.0% move hunted: that regression does not reproduce here")
+    with pytest.raises(UsageError, match="a correctness outcome is pass/fail"):
+        metric_spec(PROFILE, "cpu-tp1", "parity", hunted_pct=5.0)
+
+
 def test_a_bad_revision_undecided_by_the_good_ones_spread_asks_for_a_good_run() -> None:
     noisy_good = [Sample(Status.PASSED, values=[6.0, 14.0, 8.0, 13.0])]
     judged = _judge(TPOT, [Sample(Status.PASSED, values=[13.0, 13.1, 12.9, 13.0])], noisy_good)

@@ -57,6 +57,7 @@ def test_the_bisect_step_is_a_block_then_the_job_on_the_gpu_queue(valid_pipeline
     assert job["command"].startswith(
         f"afd-e2e bisect --profile qwen3.5-122b-a10b --case afd-4a4f --metric mean_tpot_ms --good {GOOD} --bad {BAD}"
     )
+    assert "--out afd-e2e-bisect --regression-pct 12.5 " in job["command"], "the episode's move is the size hunted"
     assert "buildkite-agent annotate" in job["command"] and job["command"].endswith("exit $status")
     assert "ready_s: not a bench metric" in why["env"]["AFD_E2E_ANNOTATION"]
 
