@@ -295,7 +295,9 @@ def removed_env(profile: Profile, case: CaseSpec, role_name: str) -> tuple[str, 
 
 
 def shutdown_timeout_s(profile: Profile) -> int:
-    """How long vLLM may drain its requests on SIGTERM: half the teardown budget, in whole seconds (vLLM's type),
-    at least 1. vLLM drains for that long and then waits on its own processes to stop; the runner SIGKILLs at
-    ``teardown_s``, and a SIGKILL is a hygiene failure, so the other half is left for vLLM's own shutdown."""
+    """How long vLLM may drain its requests on SIGTERM: ``budgets.drain_s``, or half the teardown budget, in whole
+    seconds (vLLM's type), at least 1. vLLM drains for that long and then waits on its own processes to stop; the
+    runner SIGKILLs at ``teardown_s``, and a SIGKILL is a hygiene failure, so the rest is left for vLLM's shutdown."""
+    if profile.budgets.drain_s is not None:
+        return profile.budgets.drain_s
     return max(1, int(profile.budgets.teardown_s / 2))

@@ -388,7 +388,7 @@ class ServingSpec:
 
 
 # The budgets BudgetSpec holds as fields; the phases' budgets are the catalogue's.
-OWN_BUDGETS = ("startup_s", "teardown_s", "request_s", "rendezvous_s", "heartbeat_lost_s")
+OWN_BUDGETS = ("startup_s", "teardown_s", "request_s", "rendezvous_s", "heartbeat_lost_s", "drain_s")
 
 
 @dataclass(frozen=True)
@@ -407,6 +407,11 @@ class BudgetSpec:
     # A case whose roles run on several agents: a side that sees no new heartbeat of the other for this long takes
     # it for gone (killed outright, its agent lost). Each side beats every sixth of it: six beats missed.
     heartbeat_lost_s: float = 30.0
+    # How long vLLM may drain in-flight requests on SIGTERM (``--shutdown-timeout``, whole seconds); None: half of
+    # ``teardown_s``. vLLM waits that long on its EngineCore whether or not anything is in flight (0.32 on the CPU:
+    # the workers exit in ~3 s, the EngineCore lingers until the API server's timeout kills it), so a stop costs the
+    # whole drain: a profile whose teardown has nothing to drain (the CPU profiles) sets it low.
+    drain_s: int | None = None
 
     def seconds(self, key: str) -> float:
         """A phase's budget; a phase registered after the profile was read gets its default."""

@@ -358,7 +358,14 @@ def _read_budgets(r: Reader) -> BudgetSpec:
         rendezvous_s=seconds("rendezvous_s", BudgetSpec.rendezvous_s),
         heartbeat_lost_s=seconds("heartbeat_lost_s", BudgetSpec.heartbeat_lost_s),
         phases={key: seconds(key, default) for key, default in catalogue.budget_keys().items()},
+        drain_s=r.get("drain_s", int, None),
     )
+    if budgets.drain_s is not None and not 0 <= budgets.drain_s < budgets.teardown_s:
+        r.fail(
+            r.key("drain_s"),
+            f"must be whole seconds from 0 to below teardown_s ({budgets.teardown_s:g}), got {budgets.drain_s}",
+            "leave vLLM's shutdown the rest of the teardown budget: e.g. drain_s: 1 with teardown_s: 10",
+        )
     r.done()
     return budgets
 

@@ -189,6 +189,11 @@ def test_cpu_profile_rejects_data_parallel():
         ),
         (lambda d: d["budgets"].update(smoke_s=0), "budgets.smoke_s: must be > 0 seconds, got 0"),
         (lambda d: d["budgets"].update(startup=60), "budgets.startup: unknown key"),
+        (
+            lambda d: d["budgets"].update(drain_s=d["budgets"]["teardown_s"]),
+            "budgets.drain_s: must be whole seconds from 0 to below teardown_s",
+        ),
+        (lambda d: d["budgets"].update(drain_s=1.5), "budgets.drain_s: must be"),
     ],
 )
 def test_time_budgets_live_in_one_section_and_old_keys_say_where_they_went(mutate, expected):
@@ -221,7 +226,8 @@ def test_every_shipped_profile_states_its_budgets_and_the_bench_uses_the_repetit
         run = {phase for case in profile.cases for phase in case.phases}
         unused = {p.budget.key for p in catalogue.phases() if p.name not in run}
         assert set(document["budgets"]) <= set(profile.budgets.keys()), name
-        assert set(profile.budgets.keys()) - set(document["budgets"]) <= unused, name
+        optional = {"drain_s"}  # half of teardown_s unless stated
+        assert set(profile.budgets.keys()) - set(document["budgets"]) - optional <= unused, name
         if profile.bench is not None:
             assert profile.bench.timeout_s == profile.budgets.bench_repetition_s
     seed = load_profile("qwen3.5-122b-a10b")

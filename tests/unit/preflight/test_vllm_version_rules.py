@@ -12,6 +12,7 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.plan.render import render_text
+from afd_e2e.plan.serve_argv import shutdown_timeout_s
 from afd_e2e.plan.vllm_versions import SHUTDOWN_TIMEOUT, breaches, flag_value, has_flag, release
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
 from afd_e2e.preflight.software import VERSION_RULES, InstalledSoftware, check_software
@@ -119,7 +120,8 @@ def test_a_flag_older_vllm_lacks_breaks_the_rule():
 
 def test_the_plan_sets_shutdown_timeout_from_the_teardown_budget_where_the_vllm_has_it():
     profile = load_profile("tiny-cpu")
-    profile = replace(profile, budgets=replace(profile.budgets, teardown_s=12.5))
+    assert profile.budgets.drain_s == 1 and shutdown_timeout_s(profile) == 1, "the CPU profile's stop drains 1 s"
+    profile = replace(profile, budgets=replace(profile.budgets, teardown_s=12.5, drain_s=None))
     profile = replace(
         profile, engine=replace(profile.engine, serve_args=(*profile.engine.serve_args, "--shutdown-timeout=99"))
     )
