@@ -17,6 +17,12 @@ import yaml
 
 from repo_paths import REPO
 
+PORT_BASE = 21600  # the engine tier's execution run (``execution_run``): 21600 (compiled), 21620 (forced eager)
+# The sweep's budget in the cut-short case (``cut_short_sweep``): three repetitions a level make the first level alone
+# take at least 24 s (32 prompts at 4 req/s each) and the search needs a second level (34 req/s, three repetitions of
+# at least 1 s of sending plus the tail), so 30 s cannot hold the sweep (with one repetition a level, a fast machine
+# finished it in 26.7 s: 4 passed, 34 failed, nothing to cut).
+CUT_SHORT_S = 30
 FORCE_EAGER_ENV = "AFD_E2E_TEST_FORCE_EAGER"  # set by the case; read by the wrapper only, never by the harness
 CASES = ("cpu-compiled", "cpu-eager", "cpu-forced-eager")
 
@@ -58,6 +64,17 @@ def cpu_profile(port_base: int, executable: Path, cases: tuple[str, ...] = CASES
     document["workloads"] = {"smoke": document["workloads"]["smoke"]}
     document["comparisons"] = {}
     document.pop("trend", None)
+    return document
+
+
+def cut_short_sweep(document: dict, case_id: str) -> dict:
+    """``document`` with ``case_id`` also sweeping tiny-cpu's capacity after its smoke, under a budget that runs out
+    during its levels whatever the machine's speed (``CUT_SHORT_S``, three repetitions a level)."""
+    shipped = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
+    document["cases"][case_id]["phases"] = ["smoke", "capacity"]
+    document["workloads"]["bench"] = shipped["workloads"]["bench"]
+    document["workloads"]["capacity"] = {**shipped["workloads"]["capacity"], "repetitions": 3}
+    document["budgets"]["capacity_s"] = CUT_SHORT_S
     return document
 
 

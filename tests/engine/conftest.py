@@ -4,7 +4,9 @@ run of tiny-cpu (``tests/shared_run.py``), which every test that only needs a re
 A vLLM launch costs 40-90 s on CI's 2 cores and CI may launch about 12 in all, so engine configurations are shared:
 ``tiny_cpu_run`` launches the two of tiny-cpu (cpu-tp1, cpu-tp2) once for the session, through the runner's own
 lifecycle, and checks after the last test that nothing of the run is left. Only tests about a server's life
-(start-up, faults, cancellation, teardown, death, stalls) launch their own.
+(start-up, faults, cancellation, teardown, death, stalls) launch their own. ``execution_run`` is the other run two
+modules read (``test_execution_cpu_vllm.py``, ``test_capacity_cpu_vllm.py``): its compiled case, launched for its
+start-up, also holds the capacity sweep whose budget runs out.
 """
 
 from __future__ import annotations
@@ -70,3 +72,21 @@ def tiny_cpu_run(tiny_model, tmp_path_factory):
     run_id = json.loads((out / "run-record.json").read_text())["run_id"]
     assert find_marked(run_id) == [], "the shared run left processes behind"
     assert busy_ports([port for case in plan.cases for port in case.ports]) == {}, "the shared run left its ports held"
+
+
+@pytest.fixture(scope="session")
+def execution_run(tiny_model, tmp_path_factory):
+    """One ``afd-e2e run`` of ``tests/execution_support.py``'s compiled and forced-eager cases (two vLLM launches for
+    the session), its comparison recording the model runner each side ran; the compiled case also sweeps capacity
+    under ``CUT_SHORT_S`` (``cut_short_sweep``). Returns what the run exited with and its results."""
+    from afd_e2e.results import load_results
+    from execution_support import PORT_BASE, cpu_profile, cut_short_sweep, run_profile, write_wrapper
+
+    work = tmp_path_factory.mktemp("execution-cpu")
+    document = cut_short_sweep(
+        cpu_profile(PORT_BASE, write_wrapper(work), cases=("cpu-compiled", "cpu-forced-eager")), "cpu-compiled"
+    )
+    # no measure: the comparison records only the model runner each side ran (``model_runners``)
+    document["comparisons"] = {"runners": {"baseline": "cpu-compiled", "candidate": "cpu-forced-eager", "measures": []}}
+    done = run_profile(document, work, work / "out", tiny_model)
+    return done, load_results(work / "out")

@@ -1,12 +1,14 @@
 """tiny-cpu's capacity sweep on the real CPU vLLM, through ``afd-e2e run``: the registered phase on each case's one
 launch, the shared levels, the comparison, and the reports (plot, annotation table, JUnit testcases).
 
-Three vLLM launches of its own. One run of two cases: the profile's ``cpu-tp1`` and ``cpu-tp1-seqs1``, a variant
+Two vLLM launches of its own: one run of two cases, the profile's ``cpu-tp1`` and ``cpu-tp1-seqs1``, a variant
 serving one sequence at a time (``--max-num-seqs=1``, the seed's correctness setting): a real cause for a lower
-capacity, which the ``on_worse: fail`` gate must fail. The sweep is over ``max_concurrency``. And one run of cpu-tp1
-whose sweep budget runs out (cut short). The profile's own sweep (over ``request_rate``, searched) of cpu-tp1 and
-cpu-tp2 with their ``tp1-vs-tp2`` comparison is read from the session's shared run (``tiny_cpu_run``), which ran
-tiny-cpu's capacity phase on both.
+capacity, which the ``on_worse: fail`` gate must fail. The sweep is over ``max_concurrency``. The sweep whose budget
+runs out (cut short) is read from the session's ``execution_run`` (``tests/engine/conftest.py``): its compiled case
+sweeps tiny-cpu's capacity after its smoke, on a launch the execution test needs anyway, where a run of cpu-tp1 of its
+own cost this module a third launch (~60 s of CI's critical path); compiled or eager, the budget cuts the same sweep.
+The profile's own sweep (over ``request_rate``, searched) of cpu-tp1 and cpu-tp2 with their ``tp1-vs-tp2``
+comparison is read from the session's shared run (``tiny_cpu_run``), which ran tiny-cpu's capacity phase on both.
 
 ``AFD_E2E_CAPACITY_FIXTURE=DIR`` keeps the two-case run's results.json in DIR (``tests/fixtures/results/
 tiny-cpu-capacity`` is one, re-rendered by ``tests/unit/report/test_report_capacity.py``); that producer run also
@@ -157,32 +159,16 @@ def test_the_plot_annotation_and_junit_show_the_sweep(swept, tiny_cpu_run):
     print(json.dumps([str(p.relative_to(swept.out)) for p in sorted(swept.out.rglob("*.png"))]))
 
 
-@pytest.fixture(scope="module")
-def cut_short(tiny_model, tmp_path_factory):
-    """cpu-tp1 alone with a sweep budget that ends during its levels, whatever the machine's speed: three repetitions
-    a level make the first level alone take at least 24 s (32 prompts at 4 req/s each) and the search needs a second
-    level (34 req/s, three repetitions of at least 1 s of sending plus the tail), so 30 s cannot hold the sweep (with
-    one repetition a level, a fast machine finished it in 26.7 s: 4 passed, 34 failed, nothing to cut)."""
-    work = tmp_path_factory.mktemp("capacity-cut")
-    document = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
-    document["name"] = "tiny-cpu-capacity-cut"
-    document["cases"] = {"cpu-tp1": {**document["cases"]["cpu-tp1"], "phases": ["smoke", "capacity"]}}
-    document["comparisons"] = {}
-    del document["workloads"]["gsm8k"]
-    document["budgets"]["capacity_s"] = 30
-    document["workloads"]["capacity"]["repetitions"] = 3
-    profile = work / "cut.yaml"
-    profile.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    out = work / "out"
-    command = [sys.executable, "-m", "afd_e2e", "run", "--profile", str(profile), "--model", str(tiny_model)]
-    command += ["--out", str(out), "--port-base", str(PORT_BASE + 60)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-    return load_results(out)
+@pytest.fixture
+def cut_short(execution_run):
+    """The compiled case of the execution run, swept under ``CUT_SHORT_S`` (``tests/execution_support.py`` says why
+    that budget cannot hold the sweep, whatever the machine's speed)."""
+    _, results = execution_run
+    return results
 
 
 def test_a_sweep_whose_budget_runs_out_reports_its_best_bracket_marked_cut_short(cut_short):
-    case = cut_short.case("cpu-tp1")
+    case = cut_short.case("cpu-compiled")
     section = case.section("capacity")
     print(section.estimate, [(lv.level, lv.status, lv.note) for lv in section.levels])
     assert section.estimate.cut_short and "cut short: budgets.capacity_s ran out" in section.estimate.text

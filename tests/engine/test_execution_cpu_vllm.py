@@ -3,9 +3,12 @@
 harness does not control, injected through a variable only the wrapper reads) is ``contradicted`` and fails with
 the engine's own line.
 
-Two vLLM launches: one ``afd-e2e run`` of two smoke-only cases, compiled and forced-eager (each start-up is the
-evidence, and neither configuration is shared). Eager is tiny-cpu's cpu-tp1 as shipped: its execution section is
-read from the session's shared run (``tiny_cpu_run``), which launched exactly that server. Ports 21600, 21620.
+Two vLLM launches: the session's ``execution_run`` (``tests/engine/conftest.py``), one ``afd-e2e run`` of two cases,
+compiled and forced-eager (each start-up is the evidence, and neither configuration is shared). Eager is tiny-cpu's
+cpu-tp1 as shipped: its execution section is read from the session's shared run (``tiny_cpu_run``), which launched
+exactly that server. Ports 21600, 21620. The compiled case, after its smoke, also sweeps capacity under a budget that
+runs out: ``test_capacity_cpu_vllm.py``'s cut-short sweep, on this launch instead of one of its own (it cost that
+module ~60 s of CI's critical path); the case passes as before (what a cut-short sweep measured stands).
 
 Every role records the model runner it asked (the profile's, V1) and the one its log shows (vLLM 0.32's CPU backend:
 V1; it refuses V2 without Triton, so two runners cannot meet on this engine: the mismatch verdict is the GPU tier's
@@ -18,25 +21,17 @@ import importlib.util
 
 import pytest
 
-from afd_e2e.results import load_results
 from afd_e2e.results.status import Proof, Status
-from execution_support import cpu_profile, run_profile, write_wrapper
 
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
-PORT_BASE = 21600
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, tiny_model):
-    work = tmp_path_factory.mktemp("execution-cpu")
-    document = cpu_profile(PORT_BASE, write_wrapper(work), cases=("cpu-compiled", "cpu-forced-eager"))
-    # no measure: the comparison records only the model runner each side ran (``model_runners``)
-    document["comparisons"] = {"runners": {"baseline": "cpu-compiled", "candidate": "cpu-forced-eager", "measures": []}}
-    done = run_profile(document, work, work / "out", tiny_model)
-    return done, load_results(work / "out")
+@pytest.fixture
+def run(execution_run):
+    return execution_run
 
 
 def _role(results, case_id):

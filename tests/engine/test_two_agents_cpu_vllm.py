@@ -5,7 +5,8 @@ artifacts): the leader is ``afd-e2e run``, the follower ``afd-e2e join --follow`
 
 - killing the follower's EngineCore fails the leader within seconds, naming the follower's agent;
 - stopping it (SIGSTOP) is a stall the follower's watchdog finds (requests in flight at its server, no token moving
-  for ``budgets.stall_s``), and the leader fails within seconds of it, naming the follower's agent;
+  for ``budgets.stall_s``, 5 s here as in ``test_stall_cpu_vllm.py``), and the leader fails within seconds of it,
+  naming the follower's agent;
 - cancelling the leader ends the follower, and nothing is left on either side; the leader's correctness phase,
   cancelled, is recorded as cancelled everywhere (the cancel-per-phase test's correctness case);
 - a leader killed outright (SIGKILL: no end published) ends its follower once its heartbeat stops, with the
@@ -60,6 +61,9 @@ SHIPPED = REPO / "python" / "afd_e2e" / "profiles" / "tiny-cpu-two-agents.yaml" 
 # budget fails it.
 LOST_S = load_profile(str(SHIPPED)).budgets.heartbeat_lost_s
 LOST_FROM_S, LOST_BY_S = LOST_S - beat_every_s(LOST_S), LOST_S + 2 * beat_every_s(LOST_S) + 12.0
+# The stall test's budgets.stall_s: half the profile's, as test_stall_cpu_vllm.py runs it (each stall costs CI its
+# length); that module's loaded figure (6.6 s from the last token to the verdict at load average 10) sits inside it.
+STALL_S = 5.0
 
 
 def profile_file(tmp_path: Path, **budgets: float) -> Path:
@@ -113,7 +117,7 @@ def test_killing_the_followers_engine_core_fails_the_leader_within_seconds_namin
 
 
 def test_a_stall_on_the_follower_fails_the_leader_within_seconds_of_the_followers_watchdog(cpu_build, tmp_path):
-    build = cpu_build(profile_file(tmp_path, long=True))
+    build = cpu_build(profile_file(tmp_path, long=True, stall_s=STALL_S))
     stall_s = yaml.safe_load(build.profile.read_text(encoding="utf-8"))["budgets"]["stall_s"]
     leader, follower = build.start(until_phase="correctness")
     core = build.follower_engine_core()
@@ -125,9 +129,9 @@ def test_a_stall_on_the_follower_fails_the_leader_within_seconds_of_the_follower
     case = build.case_results()
     assert case["status"] == "failed", build.outputs()
     # stall_s of quiet on the follower's 1 s samples, then its published state read by the leader: 11.6 s on 2 cores
-    # at load average 10, 3.4 s inside stall_s + 5 s. Twice stall_s (+ the reads) keeps a loaded machine inside and
-    # fails a follower's watchdog that waits out a second window, or a stall left to the leader's request budget
-    # (request_s, 60 s).
+    # at load average 10 with stall_s = 10, 3.4 s inside stall_s + 5 s. Twice stall_s (+ the reads) keeps a loaded
+    # machine inside and fails a follower's watchdog that waits out a second window, or a stall left to the leader's
+    # request budget (request_s, 60 s).
     print(f"follower's engine stopped to the leader's case ending: {detected_s:.1f} s")
     assert detected_s < 2 * stall_s + 5, (detected_s, case["failure"])
     assert case["failure"].startswith(f"{PROCESS} on agent {FOLLOWER_AGENT} stalled during correctness"), case
