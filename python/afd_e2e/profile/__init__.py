@@ -9,7 +9,10 @@ Validation errors are one line naming the file, the key and the fix.
 from afd_e2e.profile.load import builtin_profiles, load_profile
 from afd_e2e.profile.model import (
     BENCH_METRICS,
+    DEFAULT_BENCH_METRICS,
     INTERCONNECTS,
+    LATENCIES,
+    LATENCY_PERCENTILES,
     ON_WORSE,
     PARITY_MODES,
     PLATFORMS,
@@ -40,12 +43,16 @@ from afd_e2e.profile.model import (
     SmokeSpec,
     SoftwareSpec,
     TrendSpec,
+    percentile_key,
 )
 from afd_e2e.profile.sections import parse_profile
 
 __all__ = [
     "BENCH_METRICS",
+    "DEFAULT_BENCH_METRICS",
     "INTERCONNECTS",
+    "LATENCIES",
+    "LATENCY_PERCENTILES",
     "ON_WORSE",
     "PARITY_MODES",
     "PLATFORMS",
@@ -79,4 +86,5 @@ __all__ = [
     "builtin_profiles",
     "load_profile",
     "parse_profile",
+    "percentile_key",
 ]

@@ -288,17 +288,37 @@ class BenchMetric:
     higher_is_better: bool
 
 
-BENCH_METRICS = (
+# The latencies ``vllm bench serve`` reports (its ``--percentile-metrics``: key stem, name) and the percentiles it is
+# asked for (``--metric-percentiles``): every repetition keeps each as ``p<P>_<stem>_ms``, so each is a metric a
+# profile can gate, and the capacity plot draws the one its SLO's attainment names.
+LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E latency"))
+LATENCY_PERCENTILES = (50, 90, 99)
+
+
+def percentile_key(stem: str, percentile: int) -> str:
+    """The bench result key of one latency percentile (``p90_tpot_ms``)."""
+    return f"p{percentile}_{stem}_ms"
+
+
+# What a comparison shows without ``workloads.bench.metrics``: the throughputs, each latency's mean and its p99 (the
+# tail a serving SLO is usually written on). p50 and p90 are gateable (BENCH_METRICS) but not shown unasked, so a
+# profile's table keeps one row per metric it has always had.
+DEFAULT_BENCH_METRICS = (
     BenchMetric("request_throughput", "Request throughput", "req/s", True),
     BenchMetric("output_throughput", "Output throughput", "tok/s", True),
-    BenchMetric("mean_ttft_ms", "TTFT", "ms", False),
-    BenchMetric("mean_tpot_ms", "TPOT", "ms", False),
-    BenchMetric("mean_itl_ms", "ITL", "ms", False),
-    BenchMetric("mean_e2el_ms", "E2E latency", "ms", False),
-    BenchMetric("p99_ttft_ms", "TTFT p99", "ms", False),
-    BenchMetric("p99_tpot_ms", "TPOT p99", "ms", False),
-    BenchMetric("p99_itl_ms", "ITL p99", "ms", False),
-    BenchMetric("p99_e2el_ms", "E2E latency p99", "ms", False),
+    *(BenchMetric(f"mean_{stem}_ms", name, "ms", False) for stem, name in LATENCIES),
+    *(BenchMetric(percentile_key(stem, 99), f"{name} p99", "ms", False) for stem, name in LATENCIES),
+)
+# Every metric a profile may name in ``workloads.bench.metrics`` (and ``afd-e2e bisect --metric``): the default set
+# and every other measured percentile of every latency.
+BENCH_METRICS = (
+    *DEFAULT_BENCH_METRICS,
+    *(
+        BenchMetric(percentile_key(stem, p), f"{name} p{p}", "ms", False)
+        for p in LATENCY_PERCENTILES
+        if p != 99
+        for stem, name in LATENCIES
+    ),
 )
 
 

@@ -13,6 +13,7 @@ from afd_e2e.profile.model import (
     ALTERNATIONS,
     BENCH_METRICS,
     CASE_ID,
+    DEFAULT_BENCH_METRICS,
     DEFAULT_MARGIN_PCT,
     GATED_THROUGHPUT,
     INTERCONNECTS,
@@ -466,11 +467,11 @@ def _default_margin(metric: BenchMetric, margins: dict[str, float]) -> float:
 
 
 def _read_metric_gates(r: Reader | None, margins: dict[str, float]) -> tuple[MetricGate, ...]:
-    """``metrics: {key: {on_worse: fail|warn|note, margin_pct: N, require: parity, detect_pct: N}}``; without it every known
-    metric, warned when worse."""
+    """``metrics: {key: {on_worse: fail|warn|note, margin_pct: N, require: parity, detect_pct: N}}``, a key any of
+    BENCH_METRICS (p50 and p90 too); without it the default set, warned when worse."""
     known = {metric.key: metric for metric in BENCH_METRICS}
     if r is None:
-        return tuple(MetricGate(metric, "warn", _default_margin(metric, margins)) for metric in BENCH_METRICS)
+        return tuple(MetricGate(metric, "warn", _default_margin(metric, margins)) for metric in DEFAULT_BENCH_METRICS)
     gates = []
     for key in list(r.data):
         if key not in known:

@@ -1,6 +1,6 @@
-"""What users see of a capacity sweep: the plot per comparison (attainment, request throughput, p99 TTFT and p99
-TPOT against the load, with the SLO lines and each case's capacity), the annotation's tables and the JUnit testcases
-(one per case, one per comparison).
+"""What users see of a capacity sweep: the plot per comparison (attainment, request throughput, and TTFT and TPOT at
+the percentile the SLO's attainment names against the load, with the SLO lines and each case's capacity), the
+annotation's tables and the JUnit testcases (one per case, one per comparison).
 
 A case that no capacity comparison includes gets a plot of its own. Drawn on matplotlib's Agg canvas (no pyplot).
 """
@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
+from afd_e2e.profile import LATENCY_PERCENTILES
 from afd_e2e.report.escape import markdown_text, picture_text
 from afd_e2e.report.status import icon
 from afd_e2e.results.capacity import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity
@@ -26,6 +27,7 @@ from afd_e2e.results.model import RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.capacity.compare import describe
 from afd_e2e.workloads.capacity.search import format_level
+from afd_e2e.workloads.capacity.sweep import level_key, level_metrics, slo_percentile
 
 COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 DPI = 100
@@ -35,6 +37,9 @@ TITLE_WIDTH = 185  # characters of the title's font that fit the figure's width 
 LEGEND_WIDTH = 60  # characters per line of a legend entry (three entries side by side)
 SLO_LINE = {"color": "red", "linestyle": "--", "linewidth": 1.2}
 STAR = {"marker": "*", "s": 220, "edgecolor": "black", "zorder": 5}
+# A capacity that is only a lower bound (no level missed the SLO): an open marker pointing up the load axis at the
+# highest level that met it, never a star, which marks a measured crossing.
+BOUND = {"marker": ">", "s": 140, "facecolors": "none", "linewidths": 1.8, "zorder": 5}
 
 
 @dataclass(frozen=True)
@@ -53,13 +58,19 @@ def _measured(section: CaseCapacity) -> list[CapacityLevel]:
     return sorted((lv for lv in section.levels if lv.attainment is not None), key=lambda lv: lv.level)
 
 
+def _level_figures(level: CapacityLevel) -> dict[str, float]:
+    """A level's metrics; a key the run did not keep yet (p90 before it was a level metric) from its repetitions
+    by the sweep's own rule."""
+    return {**level_metrics(level.repetitions), **level.metrics}
+
+
 def at_capacity(section: CaseCapacity, key: str, *, log_scale: bool = False) -> float | None:
     """A level metric at the capacity load, interpolated between the two bracketing levels: geometrically for a
     metric drawn on a log axis, so that the marked point lies on the segment the plot draws between them."""
     est = section.estimate
     if est is None or est.outcome != BRACKETED or est.capacity is None:
         return None
-    by_level = {lv.level: lv.metrics for lv in _measured(section)}
+    by_level = {lv.level: _level_figures(lv) for lv in _measured(section)}
     low, high = by_level.get(est.passed_level or -1, {}), by_level.get(est.failed_level or -1, {})
     if key not in low or key not in high or est.failed_level == est.passed_level:
         return None
@@ -70,25 +81,55 @@ def at_capacity(section: CaseCapacity, key: str, *, log_scale: bool = False) -> 
     return low[key] + share * (high[key] - low[key])
 
 
-def _capacity_mark(ax: Any, side: Side, color: str, y: float | None) -> None:
-    """The case's capacity: a dotted line at its load, in every panel, and a star where its curve crosses it."""
+def _capacity_mark(ax: Any, side: Side, color: str, y: float | None, *, bound_y: float | None = None) -> None:
+    """The case's capacity: a dotted line at its load, in every panel, and a star where its curve crosses it. A
+    lower bound (no level missed) is no crossing: an open marker at the highest level passed, at ``bound_y`` (that
+    level's own value), and no line."""
     est = side.capacity.estimate
     if est is None or est.capacity is None:
+        return
+    if est.outcome != BRACKETED:
+        if bound_y is not None:
+            ax.scatter([est.capacity], [bound_y], edgecolors=color, **BOUND)
         return
     ax.axvline(est.capacity, color=color, linestyle=":", linewidth=1.2)
     if y is not None:
         ax.scatter([est.capacity], [y], color=color, **STAR)
 
 
+def _bound_level(section: CaseCapacity) -> CapacityLevel | None:
+    """The level a lower-bound capacity stands on (the highest passed); None for a crossing or no capacity."""
+    est = section.estimate
+    if est is None or est.capacity is None or est.outcome == BRACKETED:
+        return None
+    return next((lv for lv in _measured(section) if lv.level == est.capacity), None)
+
+
 def _metric_panel(
-    ax: Any, sides: Sequence[Side], key: str, title: str, unit: str, *, slo_ms: float | None = None
+    ax: Any,
+    sides: Sequence[Side],
+    key: str,
+    title: str,
+    unit: str,
+    *,
+    slo_ms: float | None = None,
+    note: str = "",
 ) -> None:
-    """One level metric against the load, a point per level; with an SLO, the latency is drawn on a log axis."""
+    """One level metric against the load, a point per level; with an SLO, the latency is drawn on a log axis;
+    ``note``: why the percentile drawn is not the one the SLO names, under the title."""
     for color, side in zip(COLORS, sides, strict=False):
-        points = [(lv.level, lv.metrics[key]) for lv in _measured(side.capacity) if lv.metrics.get(key) is not None]
+        figures = [(lv.level, _level_figures(lv).get(key)) for lv in _measured(side.capacity)]
+        points = [(level, value) for level, value in figures if value is not None]
         if points:
             ax.plot(*zip(*points, strict=True), marker="o", color=color)
-        _capacity_mark(ax, side, color, at_capacity(side.capacity, key, log_scale=slo_ms is not None))
+        bound = _bound_level(side.capacity)
+        _capacity_mark(
+            ax,
+            side,
+            color,
+            at_capacity(side.capacity, key, log_scale=slo_ms is not None),
+            bound_y=None if bound is None else _level_figures(bound).get(key),
+        )
     ax.set_ylabel(f"{title} ({unit})", fontsize=8)
     if slo_ms is None:
         ax.set_title(f"{title} vs load", fontsize=9)
@@ -99,7 +140,7 @@ def _metric_panel(
     ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_title(f"{title} vs load (SLO {slo_ms:g} {unit})", fontsize=9)
+    ax.set_title(f"{title} vs load (SLO {slo_ms:g} {unit})" + (f"\n{note}" if note else ""), fontsize=9)
 
 
 def _attainment_panel(ax: Any, sides: Sequence[Side]) -> None:
@@ -112,7 +153,19 @@ def _attainment_panel(ax: Any, sides: Sequence[Side]) -> None:
         for level in levels:
             if len(level.attainments) > 1:
                 ax.scatter([level.level] * len(level.attainments), level.attainments, color=color, s=8, alpha=0.5)
-        _capacity_mark(ax, side, color, target)
+        bound = _bound_level(side.capacity)
+        _capacity_mark(ax, side, color, target, bound_y=None if bound is None else bound.attainment)
+        if bound is not None:
+            ax.annotate(
+                f"≥ {format_level(bound.level)}",
+                xy=(bound.level, bound.attainment),
+                xytext=(26, 0),
+                textcoords="offset points",
+                arrowprops={"arrowstyle": "<-", "color": color},
+                va="center",
+                color=color,
+                fontsize=8,
+            )
         est = side.capacity.estimate
         if est is not None and est.interval is not None:
             ax.plot(est.interval, [target] * 2, color=color, linewidth=5, alpha=0.7, zorder=4)
@@ -132,17 +185,25 @@ def _legend(figure: Figure, sides: Sequence[Side]) -> None:
     ]
     slo_text = f"SLO: TTFT ≤ {slo.ttft_ms:g} ms, TPOT ≤ {slo.tpot_ms:g} ms for {slo.attainment:.0%} of requests"
     handles.append(Line2D([], [], **SLO_LINE, label=slo_text))
-    if any(est.capacity is not None for est in estimates):
+    if any(est.capacity is not None and est.outcome == BRACKETED for est in estimates):
         star = {"marker": "*", "markersize": 14, "markeredgecolor": "black"}
         handles.append(Line2D([], [], color="grey", linestyle=":", **star, label="capacity at SLO (dotted: its load)"))
+    if any(est.capacity is not None and est.outcome != BRACKETED for est in estimates):
+        bound = {"marker": ">", "markersize": 10, "markerfacecolor": "none", "markeredgewidth": 1.8}
+        label = "capacity ≥ the highest level passed (no level missed: a lower bound)"
+        handles.append(Line2D([], [], color="grey", linestyle="none", **bound, label=label))
     if any(est.interval is not None for est in estimates):
         handles.append(Line2D([], [], color="grey", linewidth=5, alpha=0.7, label="its 95% interval (on the target)"))
     figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
 
 
 def plot_capacity(title: str, sides: Sequence[Side]) -> Figure:
-    """Four panels sharing one x axis, the load: attainment (which defines the capacity), request throughput, p99
-    TTFT and p99 TPOT, each case's capacity a dotted line across all four.
+    """Four panels sharing one x axis, the load: attainment (which defines the capacity), request throughput, TTFT
+    and TPOT, each case's capacity a dotted line across all four.
+
+    The latencies are drawn at the percentile the SLO's attainment names (``slo_percentile``: p90 for 90% of
+    requests), so the capacity star of the target that binds sits on its SLO line; at p99 it sat far above it
+    (issue 44: p99 TPOT 33 ms at capacity against a 20 ms target). The other target's star lies under its line.
 
     The load is the axis because it is what the sweep sets and what the capacity is counted in; each curve then
     reads left to right, level by level, and the capacity lies at the same x in every panel. Latency against
@@ -155,8 +216,13 @@ def plot_capacity(title: str, sides: Sequence[Side]) -> Figure:
     section = sides[0].capacity
     _attainment_panel(attained, sides)
     _metric_panel(throughput, sides, "request_throughput", "request throughput", "req/s")
-    _metric_panel(ttft, sides, "p99_ttft_ms", "p99 TTFT", "ms", slo_ms=section.slo.ttft_ms)
-    _metric_panel(tpot, sides, "p99_tpot_ms", "p99 TPOT", "ms", slo_ms=section.slo.tpot_ms)
+    drawn = slo_percentile(section.slo.attainment)
+    for ax, stem, name, slo_ms in (
+        (ttft, "ttft", "TTFT", section.slo.ttft_ms),
+        (tpot, "tpot", "TPOT", section.slo.tpot_ms),
+    ):
+        key = level_key(stem, drawn.percentile)
+        _metric_panel(ax, sides, key, f"p{drawn.percentile} {name}", "ms", slo_ms=slo_ms, note=drawn.note)
     for ax in (attained, throughput, ttft, tpot):
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
@@ -226,14 +292,19 @@ def _saturated(level: CapacityLevel) -> str:
     return f" (saturated: {', '.join(kinds)})" if kinds else ""
 
 
+def _percentiles(figures: Mapping[str, float], stem: str, digits: str) -> str:
+    return " / ".join(_figure(figures.get(level_key(stem, p)), digits) for p in LATENCY_PERCENTILES)
+
+
 def _level_rows(section: CaseCapacity) -> list[str]:
     rows = [
-        "| Load | Status | Req/s | Out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | ITL p50 / p99 (ms) "
+        "| Load | Status | Req/s | Out tok/s | TTFT p50 / p90 / p99 (ms) | TPOT p50 / p90 / p99 (ms) "
+        "| ITL p50 / p90 / p99 (ms) "
         "| Goodput (req/s) | Attainment | SLO |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for lv in section.levels:
-        m = lv.metrics
+        m = _level_figures(lv)
         met = {True: "✅ met", False: "❌ missed", None: "—"}[lv.meets_slo]
         note = lv.note or lv.failure
         rows.append(
@@ -241,9 +312,7 @@ def _level_rows(section: CaseCapacity) -> list[str]:
             + (f": {markdown_text(note, 120)}" if note else "")
             + f" | {_figure(m.get('request_throughput'), '.2f')}{_saturated(lv)} "
             f"| {_figure(m.get('output_throughput'), '.1f')} "
-            f"| {_figure(m.get('median_ttft_ms'))} / {_figure(m.get('p99_ttft_ms'))} "
-            f"| {_figure(m.get('median_tpot_ms'), '.1f')} / {_figure(m.get('p99_tpot_ms'), '.1f')} "
-            f"| {_figure(m.get('median_itl_ms'), '.1f')} / {_figure(m.get('p99_itl_ms'), '.1f')} "
+            f"| {_percentiles(m, 'ttft', '.0f')} | {_percentiles(m, 'tpot', '.1f')} | {_percentiles(m, 'itl', '.1f')} "
             f"| {_figure(m.get('request_goodput'), '.2f')} | {_figure(lv.attainment, '.0%')} | {met} |"
         )
     return rows

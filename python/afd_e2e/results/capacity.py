@@ -2,8 +2,9 @@
 search found (with how precise it is), and the comparison of two cases' capacities.
 
 Level metrics are means over the level's passed repetitions of ``vllm bench serve`` keys (``request_throughput``,
-``output_throughput``, ``median_ttft_ms`` (p50), ``p99_ttft_ms``, ... , ``request_goodput``); ``attainment`` is the
-share of the level's requests that met both SLO targets, pooled over its passed repetitions.
+``output_throughput``, ``median_ttft_ms`` (p50), ``p90_ttft_ms``, ``p99_ttft_ms``, ... , ``request_goodput``;
+``workloads/capacity/sweep.py`` LEVEL_METRICS); ``attainment`` is the share of the level's requests that met both
+SLO targets, pooled over its passed repetitions.
 """
 
 from __future__ import annotations

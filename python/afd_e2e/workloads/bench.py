@@ -27,19 +27,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from afd_e2e.profile import BenchSpec
+from afd_e2e.profile import LATENCIES, LATENCY_PERCENTILES, BenchSpec
 from afd_e2e.results.model import CasePerformance, Load, Repetition
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Saturation, Status
 from afd_e2e.system.engine_probe import ProbeFailed, interpreter_of
 
-PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
-METRIC_PERCENTILES = "50,90,99"
+PERCENTILE_METRICS = ",".join(stem for stem, _ in LATENCIES)
+METRIC_PERCENTILES = ",".join(str(p) for p in LATENCY_PERCENTILES)
 # Result keys kept per repetition: throughputs (goodput when ``--goodput`` asked for it), and
 # mean/median/std/percentiles of every latency metric.
 THROUGHPUT_KEYS = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
-LATENCY_STATS = ("mean", "median", "std", *(f"p{p}" for p in METRIC_PERCENTILES.split(",")))
-LATENCY_KEYS = tuple(f"{s}_{m}_ms" for m in PERCENTILE_METRICS.split(",") for s in LATENCY_STATS)
+LATENCY_STATS = ("mean", "median", "std", *(f"p{p}" for p in LATENCY_PERCENTILES))
+LATENCY_KEYS = tuple(f"{s}_{stem}_ms" for stem, _ in LATENCIES for s in LATENCY_STATS)
 # The bench client's environment on top of the agent's: offline, no telemetry.
 CLIENT_ENV = {
     "HF_HUB_OFFLINE": "1",

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from afd_e2e.profile import BENCH_METRICS, BenchSpec, MetricGate
+from afd_e2e.profile import DEFAULT_BENCH_METRICS, BenchSpec, MetricGate
 from afd_e2e.workloads import bench
 from repo_paths import FIXTURES
 from unit.timing import FakeClock, wait_until
 
-REQUIRED = [metric.key for metric in BENCH_METRICS]
+REQUIRED = [metric.key for metric in DEFAULT_BENCH_METRICS]
 
 SPEC = BenchSpec(
     dataset="random",
@@ -32,7 +32,7 @@ SPEC = BenchSpec(
     repetitions=2,
     parity_threshold_pct=10.0,
     timeout_s=30.0,
-    metrics=tuple(MetricGate(metric, "warn") for metric in BENCH_METRICS),
+    metrics=tuple(MetricGate(metric, "warn") for metric in DEFAULT_BENCH_METRICS),
 )
 
 

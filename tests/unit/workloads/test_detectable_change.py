@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
-from afd_e2e.profile import BENCH_METRICS, MetricGate
+from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate
 from afd_e2e.profile.sections import parse_profile
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.junit import build_testcases
@@ -75,7 +75,8 @@ def test_repetitions_to_detect_are_the_fewest_that_reach_the_ask():
 
 def _seed_with_detect(detect_pct: float):
     gates = tuple(
-        MetricGate(m, "warn", 5.0, detect_pct=detect_pct if m.key == "mean_ttft_ms" else None) for m in BENCH_METRICS
+        MetricGate(m, "warn", 5.0, detect_pct=detect_pct if m.key == "mean_ttft_ms" else None)
+        for m in DEFAULT_BENCH_METRICS
     )
     native, afd = (copy.deepcopy(SEED.cases[c].performance) for c in ("native-eager-dp8", "afd-eager-4a4f"))
     return compare_performance("native", native, "afd", afd, threshold_pct=2.0, control=False, metrics=gates)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from afd_e2e.profile import BENCH_METRICS, MetricGate, load_profile
+from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate, load_profile
 from afd_e2e.results.model import CasePerformance, PerformanceComparison, SideStats
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.performance import compare_performance
@@ -40,7 +40,7 @@ def _performance(case_id: str) -> CasePerformance:
 
 
 def _gates(**on_worse: str) -> tuple[MetricGate, ...]:
-    return tuple(MetricGate(metric, on_worse.get(metric.key, "warn")) for metric in BENCH_METRICS)
+    return tuple(MetricGate(metric, on_worse.get(metric.key, "warn")) for metric in DEFAULT_BENCH_METRICS)
 
 
 WARN_ALL = _gates()
@@ -193,7 +193,7 @@ def test_require_parity_fails_an_undecided_metric_with_the_repetitions_it_would_
     native.repetitions, afd.repetitions = native.repetitions[:2], afd.repetitions[:2]  # too few to decide TPOT
     required = tuple(
         MetricGate(m, "warn", margin_pct=1.0, require="parity" if m.key == "mean_tpot_ms" else "")
-        for m in BENCH_METRICS
+        for m in DEFAULT_BENCH_METRICS
     )
     unrequired = tuple(replace(gate, require="") for gate in required)
 

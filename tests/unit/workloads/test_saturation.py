@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from afd_e2e.profile import BENCH_METRICS, MetricGate
+from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.capacity import capacity_section, case_testcase
 from afd_e2e.report.junit import write_junit
@@ -98,7 +98,7 @@ def test_a_run_with_nothing_completed_is_failed_not_saturated(tmp_path: Path) ->
 def test_the_reader_records_the_load(tmp_path: Path) -> None:
     path = tmp_path / "rep-1.json"
     path.write_text(json.dumps(_real(CPU, request_rate=32.0)), encoding="utf-8")
-    rep = bench.read_result(path, 16, [m.key for m in BENCH_METRICS])
+    rep = bench.read_result(path, 16, [m.key for m in DEFAULT_BENCH_METRICS])
     assert rep.status is Status.PASSED  # saturation warns, never fails
     assert rep.load is not None and rep.load.saturated is Saturation.CONCURRENCY_BOUND
 
@@ -120,7 +120,7 @@ def _saturated_tiny_cpu() -> RunResults:
         side,
         threshold_pct=10.0,
         control=False,
-        metrics=tuple(MetricGate(metric, "note") for metric in BENCH_METRICS),
+        metrics=tuple(MetricGate(metric, "note") for metric in DEFAULT_BENCH_METRICS),
     )
     return results
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from afd_e2e.profile import BenchSpec
+from afd_e2e.profile import LATENCY_PERCENTILES, BenchSpec, percentile_key
 from afd_e2e.profile.capacity import CapacitySpec
 from afd_e2e.results.capacity import CapacityLevel, CapacitySlo, CaseCapacity
 from afd_e2e.results.model import Repetition
@@ -24,18 +24,61 @@ from afd_e2e.results.status import Status
 from afd_e2e.workloads import bench, stats
 from afd_e2e.workloads.capacity.search import Observation, SearchPlan, estimate, format_level, next_level
 
-# The figures kept per level (means over its passed repetitions): vLLM's median is the p50.
+# The latencies a level keeps each measured percentile of; vLLM's median is the p50, kept under its own name.
+LEVEL_LATENCIES = ("ttft", "tpot", "itl")
+
+
+def level_key(stem: str, percentile: int) -> str:
+    """A level metric's key: ``median_ttft_ms`` for the p50, ``p90_ttft_ms`` and so on for the others."""
+    return f"median_{stem}_ms" if percentile == 50 else percentile_key(stem, percentile)
+
+
+# The figures kept per level (means over its passed repetitions): throughputs, goodput, and every measured percentile
+# of TTFT, TPOT and ITL, so that the plot can draw the one the SLO's attainment names.
 LEVEL_METRICS = (
     "request_throughput",
     "output_throughput",
     "request_goodput",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "median_itl_ms",
-    "p99_itl_ms",
+    *(level_key(stem, p) for stem in LEVEL_LATENCIES for p in LATENCY_PERCENTILES),
 )
+
+
+@dataclass(frozen=True)
+class SloPercentile:
+    """The latency percentile a capacity plot draws for an SLO: ``percentile``, and whether it is the one the
+    attainment names (``exact``) or the nearest measured one (``note`` says which and why)."""
+
+    percentile: int
+    exact: bool
+    note: str
+
+
+def slo_percentile(attainment: float) -> SloPercentile:
+    """The measured percentile that an attainment target names. "90% of requests within TTFT t" is "p90 TTFT <= t",
+    so a level meets a one-target SLO exactly where its p90 crosses the target (with two targets, the one that binds
+    crosses there; the other stays under). A target between measured percentiles takes the next one above it (p99
+    for 95%: where p99 is within the target, p95 is too), and one above every measured percentile the highest."""
+    share = round(attainment * 100, 6)
+    exact = next((p for p in LATENCY_PERCENTILES if p == share), None)
+    if exact is not None:
+        return SloPercentile(exact, True, "")
+    above = next((p for p in LATENCY_PERCENTILES if p > share), None)
+    if above is not None:
+        return SloPercentile(above, False, f"p{above}: the first measured percentile above the {share:g}% target")
+    top = LATENCY_PERCENTILES[-1]
+    return SloPercentile(top, False, f"p{top}: the highest measured percentile, below the {share:g}% target")
+
+
+def level_metrics(repetitions: Sequence[Repetition]) -> dict[str, float]:
+    """Each LEVEL_METRICS key's mean over the passed repetitions that carry it. A report reads a level recorded
+    before a key was kept from its repetitions by this same rule (each repetition keeps every bench key)."""
+    passed = [rep for rep in repetitions if rep.status is Status.PASSED]
+    figures = {}
+    for key in LEVEL_METRICS:
+        values = [rep.metrics[key] for rep in passed if key in rep.metrics]
+        if values:
+            figures[key] = stats.mean(values)
+    return figures
 
 
 def level_bench(spec: CapacitySpec, bench_spec: BenchSpec, level: float) -> BenchSpec:
@@ -72,10 +115,7 @@ def summarise_level(
         record.attainment = min(good / sum(rep.completed or 0 for rep in passed), 1.0)
         record.meets_slo = record.attainment >= target
         record.far_miss = any(share < far_miss_below for share in shares)
-        for key in LEVEL_METRICS:
-            values = [rep.metrics[key] for rep in passed if key in rep.metrics]
-            if values:
-                record.metrics[key] = stats.mean(values)
+        record.metrics = level_metrics(passed)
     return record
 
 
