@@ -88,8 +88,7 @@ def performance_warnings(results: RunResults) -> list[str]:
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
         for section in results_sections.measure_sections().values()
-        for field in ("warnings", "saturated")
-        for warning in getattr(comparison.section(section), field, None) or []
+        for warning in results_sections.measure_warnings(comparison.section(section))
     ]
 
 
