@@ -88,8 +88,7 @@ def performance_warnings(results: RunResults) -> list[str]:
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
         for section in results_sections.measure_sections().values()
-        for field in ("warnings", "saturated")
-        for warning in getattr(comparison.section(section), field, None) or []
+        for warning in results_sections.measure_warnings(comparison.section(section))
     ]
 
 
@@ -181,8 +180,13 @@ def _headline(results: RunResults) -> str:
     started, finished = formatting.parse_time(results.started_at), formatting.parse_time(results.finished_at)
     if started:
         facts.append(f"started {formatting.clock(started)}")
-    if started and finished:
+    if started and finished and finished >= started:
         facts.append(f"took {formatting.duration((finished - started).total_seconds())}")
+    elif started and finished:  # never a negative duration: the record contradicts itself, and says so
+        facts.append(
+            f"⚠️ no duration: finished_at {markdown_text(results.finished_at)} is before started_at "
+            f"{markdown_text(results.started_at)} (the clock went backwards, or the record is inconsistent)"
+        )
     lines += [" · ".join(facts), ""]
     if results.partial:
         unfinished = [

@@ -73,3 +73,10 @@ def extra_case_sections() -> Mapping[str, Any]:
 def extra_comparison_sections() -> Mapping[str, Any]:
     """Comparison sections stored beside ``Comparison``'s fields: name -> type."""
     return {s.name: s.type for s in _MEASURE_SECTIONS.values() if s.type is not None}
+
+
+def measure_warnings(section: object) -> list[str]:
+    """A comparison measure section's warnings: its ``warnings`` (a worse metric or capacity under ``on_worse:
+    warn``, a sweep cut short) and its ``saturated`` sides. The one list of them: they turn a passed run's
+    annotation to a warning, and a passed measure's verdict line says it passed with them."""
+    return [warning for field in ("warnings", "saturated") for warning in getattr(section, field, None) or []]

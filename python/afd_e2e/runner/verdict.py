@@ -43,7 +43,7 @@ def decide_verdict(
                     f"{comparison_id} {measure}: {section.status} (forced-routing control, not in the verdict)"
                 )
                 continue
-            reasons.append(f"{comparison_id} {measure}: {section.status}")
+            reasons.append(f"{comparison_id} {measure}: {section.status}{_with_warnings(section)}")
             failed_measures |= section.status.is_failure
     if interrupted:
         status = Status.INTERRUPTED
@@ -56,3 +56,12 @@ def decide_verdict(
     else:
         status = Status.PASSED
     return RunVerdict(status, reasons)
+
+
+def _with_warnings(section: object) -> str:
+    """A passed measure with warnings says so, so its line never reads as a clean pass beside the warning the
+    annotation lists above it ("capacity: passed" under "capacity at SLO worse")."""
+    count = len(sections.measure_warnings(section))
+    if getattr(section, "status", None) is not Status.PASSED or not count:
+        return ""
+    return " with a warning" if count == 1 else f" with {count} warnings"

@@ -180,6 +180,16 @@ def test_cancelled_and_crashed_runs_say_so(seed_results: dict) -> None:
     assert crashed.style == "error"
 
 
+def test_a_run_that_finished_before_it_started_shows_no_negative_duration(tiny_results: dict) -> None:
+    """A record whose ``finished_at`` is before its ``started_at`` (the clock stepped back a day mid-run) printed
+    "took -86115.0 s": it says the record contradicts itself instead, and gives no duration."""
+    tiny_results["finished_at"] = "2026-11-29T16:23:05+00:00"  # the real run's start is 2026-11-30T16:21
+    facts = render_annotation(typed(tiny_results)).body.splitlines()[4]
+    assert "took" not in facts
+    assert "no duration: finished_at 2026\\-11\\-29T16\\:23\\:05\\+00\\:00 is before started_at" in facts
+    assert "the clock went backwards, or the record is inconsistent" in facts
+
+
 def test_bare_results_with_no_sections_render(seed_results: dict) -> None:
     bare = {key: seed_results[key] for key in ("schema", "platform", "smoke_only", "started_at", "plan")}
     bare.update(profile="p", status="crashed")

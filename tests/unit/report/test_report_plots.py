@@ -1,4 +1,5 @@
-"""Unit tier: plots: one valid PNG per comparison with metrics, of a sensible size, robust to odd labels and missing data."""
+"""Unit tier: plots: one valid PNG per comparison with metrics, of a sensible size, robust to odd labels and missing data,
+each metric drawn as its verdict judged it (the interval against the margin)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from afd_e2e.report.plots import DPI, plot_comparison, write_plots, write_pngs
+from afd_e2e.report.plots import DPI, VERDICT_COLORS, plot_comparison, write_plots, write_pngs
+from afd_e2e.results.status import Verdict
 from results_docs import typed
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -80,3 +82,43 @@ def test_the_one_png_writer_skips_figures_with_nothing_to_show_and_names_files_b
     assert written == {"a/b": tmp_path / "a_b.png"}
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["a_b.png"]
     assert _png_size(written["a/b"]) == (800, 400)
+
+
+def test_each_metric_is_drawn_as_its_verdict_judged_it(seed_results: dict) -> None:
+    """The seed's plot drew mean ± std bars, not what the verdict used: each metric now has a strip with the
+    delta's 90% equivalence interval against the shaded ±margin and its 95% interval, in the verdict's colour,
+    so TTFT's worse (its interval past +5%) and TPOT's parity (inside ±5%) read from the picture."""
+    comparison = typed(seed_results).comparisons["performance"]
+    figure = plot_comparison("performance", comparison, smoke_only=False)
+    assert not any(ax.containers for ax in figure.axes)  # no ± std error bar
+    assert "mean ± std" not in figure.get_suptitle()
+    strips = [ax for ax in figure.axes if ax.get_xlabel().startswith("delta, % of baseline")]  # in metric order
+    for metric, strip in zip(comparison.performance.metrics, strips, strict=True):
+        assert "90% interval" in strip.get_xlabel() and metric.verdict in strip.get_xlabel()
+        (margin,) = [p for p in strip.patches if p.get_label() == f"±{metric.margin_pct:g}% margin"]
+        xs = margin.get_patch_transform().transform(margin.get_path().vertices)[:, 0]
+        assert (xs.min(), xs.max()) == (-metric.margin_pct, metric.margin_pct)
+        lines = {line.get_label(): line for line in strip.get_lines()}
+        assert list(lines["90% interval"].get_xdata()) == metric.ci90_pct
+        assert list(lines["95% interval"].get_xdata()) == metric.ci95_pct
+        assert lines["90% interval"].get_color() == VERDICT_COLORS[metric.verdict]
+    ttft, tpot = (
+        next(m for m in comparison.performance.metrics if m.key == k) for k in ("mean_ttft_ms", "mean_tpot_ms")
+    )
+    assert (ttft.verdict, tpot.verdict) == (Verdict.WORSE, Verdict.PARITY)
+    assert (
+        ttft.ci90_pct[0] > ttft.margin_pct and -tpot.margin_pct < tpot.ci90_pct[0] < tpot.ci90_pct[1] < tpot.margin_pct
+    )
+
+
+def test_a_parity_of_the_old_rule_is_drawn_as_no_equivalence_shown(tiny_results: dict) -> None:
+    """The real tiny-cpu run was judged before equivalence testing (no margin, no 90% interval): its strips draw
+    the 95% interval alone, say so, and never paint its "parity" (the 95% interval includes 0) as shown."""
+    comparison = typed(tiny_results).comparisons["tp1-vs-tp2"]
+    figure = plot_comparison("tp1-vs-tp2", comparison, smoke_only=True)
+    strips = [ax for ax in figure.axes if ax.get_xlabel().startswith("delta, % of baseline")]
+    for metric, strip in zip(comparison.performance.metrics, strips, strict=True):
+        assert "95% interval (old rule, no margin)" in strip.get_xlabel() and not strip.patches
+        (line,) = [line for line in strip.get_lines() if line.get_label() == "95% interval"]
+        if metric.verdict is Verdict.PARITY:
+            assert line.get_color() == VERDICT_COLORS[Verdict.INCONCLUSIVE]

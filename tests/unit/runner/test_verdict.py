@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from afd_e2e.report.annotation import render_annotation
 from afd_e2e.results.model import (
     CaseResults,
     Comparison,
@@ -84,3 +85,21 @@ def test_a_forced_routing_control_never_decides_the_verdict():
 
     assert verdict.status is Status.PASSED
     assert "a-vs-b-afd-balanced performance: failed (forced-routing control, not in the verdict)" in verdict.reasons
+
+
+def test_a_measure_that_passed_with_a_warning_says_so_in_its_line():
+    """The real CPU capacity run with its tp1-vs-tp2 capacity worse under ``on_worse: warn`` (the warning its
+    serving-limit comparison fails on, moved to a passing one): the summary listed "⚠️ capacity at SLO worse"
+    beside "tp1-vs-tp2 capacity: passed"; the line now says it passed with a warning."""
+    results = typed(load_fixture("tiny-cpu-capacity"))
+    worse = results.comparisons["serving-limit"].section("capacity").failure
+    comparison = results.comparisons["tp1-vs-tp2"]
+    comparison.set_section("capacity", replace(comparison.section("capacity"), warnings=[worse]))
+
+    results.verdict = decide_verdict(results)
+
+    assert "tp1-vs-tp2 capacity: passed with a warning" in results.verdict.reasons
+    assert "serving-limit capacity: failed" in results.verdict.reasons  # a failed one is only failed
+    body = render_annotation(results).body
+    assert "- ⚠️ tp1\\-vs\\-tp2\\: capacity at SLO worse" in body
+    assert "- tp1\\-vs\\-tp2 capacity\\: passed with a warning" in body
