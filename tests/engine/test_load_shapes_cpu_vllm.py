@@ -9,7 +9,7 @@ Launches no server of its own: it reads the session's shared run (``tiny_cpu_run
 each). What the shapes add to the shared run: 2 repetitions per shape per case, no warmup (the case is warm from
 its own), 16 requests each, in the case's warm bench client: 8 more ``vllm bench serve`` repetitions of 3-5.5 s,
 measured at 27.4 s (14.4 s on cpu-tp1, 13.0 s on cpu-tp2) and 36.7 s (15.6 s + 21.1 s, with another engine tier
-and a unit tier on the same 16 cores), from the last repetition of each case's own shape to the last of its shapes.
+and a unit tier on the same 2 cores), from the last repetition of each case's own shape to the last of its shapes.
 """
 
 from __future__ import annotations
