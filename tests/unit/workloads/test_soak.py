@@ -32,6 +32,9 @@ from repo_paths import REPO
 FIXTURES = REPO / "tests/fixtures/soak"
 TINY = (REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text()
 CPU = load_profile("tiny-cpu").workloads["soak"]
+# The bounds the recordings are judged against: they were made at 8 req/s over 24 s with a milder slowdown (1 ms more
+# per step each second from the first) than the engine tier's, which took TPOT +109%: they are judged at +100%.
+DRIFT_PCT, LEAK_BOUND = 100.0, CPU.leak_mib_per_10min
 
 
 def tiny_with(soak: dict | None, *, bench: bool = True) -> dict:
@@ -91,21 +94,21 @@ def test_a_soak_needs_its_section_and_the_bench_it_borrows_lengths_from():
 
 
 def test_a_steady_engine_does_not_drift():
-    """The leak run's engine (its steps not slowed): TPOT and TTFT within the CPU's +100%."""
-    drift = judge_drift(request_samples(detailed("leak")), windows=CPU.windows, drift_pct=CPU.drift_pct)
+    """The leak run's engine (its steps not slowed): TPOT and TTFT within +100%."""
+    drift = judge_drift(request_samples(detailed("leak")), windows=CPU.windows, drift_pct=DRIFT_PCT)
     assert [(d.metric, d.passed) for d in drift] == [("TPOT", True), ("TTFT", True)], drift
     assert all(d.verdict is not Verdict.WORSE for d in drift)
 
 
 def test_an_engine_slowing_over_time_drifts_worse_with_its_interval_above_zero():
     samples = request_samples(detailed("slow"))
-    tpot, _ = judge_drift(samples, windows=CPU.windows, drift_pct=CPU.drift_pct)
+    tpot, _ = judge_drift(samples, windows=CPU.windows, drift_pct=DRIFT_PCT)
     assert (tpot.verdict, tpot.passed) == (Verdict.WORSE, False)
-    assert tpot.ci95_pct[0] > 0 and tpot.delta_pct > CPU.drift_pct
+    assert tpot.ci95_pct[0] > 0 and tpot.delta_pct > DRIFT_PCT
     assert tpot.reason.startswith(f"TPOT {sum(tpot.first_ms) / len(tpot.first_ms):.2f} ms -> ")
-    assert f"bound +{CPU.drift_pct:g}%" in tpot.reason
+    assert f"bound +{DRIFT_PCT:g}%" in tpot.reason
     # a tenfold bound is not reached: the verdict is the bound's, not the data's alone
-    (tpot_wide, _) = judge_drift(samples, windows=CPU.windows, drift_pct=10 * CPU.drift_pct)
+    (tpot_wide, _) = judge_drift(samples, windows=CPU.windows, drift_pct=10 * DRIFT_PCT)
     assert tpot_wide.passed
 
 
@@ -127,15 +130,15 @@ def test_a_result_without_per_request_lists_is_refused():
 def test_a_leaking_role_is_named_with_its_growth():
     series = memory_series(timeline("leak"), {"server": []}, "soak")
     assert list(series) == [("server", RSS)]  # no GPU on the CPU
-    (leak,) = judge_leaks(series, CPU.leak_mib_per_10min)
-    assert not leak.passed and leak.growth_mib_per_10min > 2 * CPU.leak_mib_per_10min
+    (leak,) = judge_leaks(series, LEAK_BOUND)
+    assert not leak.passed and leak.growth_mib_per_10min > 2 * LEAK_BOUND
     assert leak.last_mib > leak.first_mib
     assert leak_words(leak).startswith(f"server RSS grew {leak.growth_mib_per_10min:g} MiB per 10 min (")
 
 
 def test_a_steady_role_stays_within_the_bound():
     """The slowed run's engine leaks nothing: its RSS over the soak stays within the CPU bound."""
-    (leak,) = judge_leaks(memory_series(timeline("slow"), {"server": []}, "soak"), CPU.leak_mib_per_10min)
+    (leak,) = judge_leaks(memory_series(timeline("slow"), {"server": []}, "soak"), LEAK_BOUND)
     assert leak.passed, leak
 
 
