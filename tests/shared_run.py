@@ -3,6 +3,10 @@ phase a ready server serves, run once per session by the runner's own lifecycle 
 launch, readiness, the phases, teardown, hygiene, reports). Tests that only need a ready real vLLM or a finished
 run read its results folder instead of launching their own (``tests/engine/conftest.py``: ``tiny_cpu_run``).
 
+Its bench also measures two named load shapes after tiny-cpu's own Poisson one (``SHAPES``: a burst with
+burstiness < 1 and a shared-prefix set), each with its own repetitions and verdicts, on the same launches and warm
+bench client (``tests/engine/test_load_shapes_cpu_vllm.py`` judges them).
+
 Beside the shipped phases (smoke, correctness, performance, capacity) each case runs ``warmup``, ``serving`` and
 ``replay``
 (their workloads added here; the parity prompts are the parity test's, ``fixtures/parity/record_tiny_cpu.py``, so
@@ -21,11 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import lm_eval_reference
 from afd_e2e.phases.registry import Budget, Phase
 from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import RunPlan
-from afd_e2e.profile import ReplaySpec, ServingSpec, load_profile
+from afd_e2e.profile import Profile, ReplaySpec, ServingSpec, load_profile, parse_profile
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.system.progress import Progress
@@ -37,8 +43,23 @@ from repo_paths import GSM8K_DIR, REPO
 PORT_BASE = 19200  # the shared run's block: 19200 (cpu-tp1), 19220 (cpu-tp2)
 WRONG_NAME = "tiny-cpu-renamed"
 SHIPPED = load_profile("tiny-cpu")
+# Load shapes measured after tiny-cpu's own (16 prompts at 8 req/s, Poisson): the same load in bursts (gamma gaps of
+# shape 0.25: the same mean rate, far burstier) and 2 shared prefixes of 32 tokens each with 16 tokens of its own.
+SHAPES = {
+    "burst": {"burstiness": 0.25},
+    "shared-prefix": {"dataset": "prefix_repetition", "prefix_len": 32, "suffix_len": 16, "num_prefixes": 2},
+}
+
+
+def _with_shapes() -> Profile:
+    """tiny-cpu as shipped with ``SHAPES`` under ``workloads.bench.shapes``, read by the profile reader."""
+    data = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
+    data["workloads"]["bench"]["shapes"] = SHAPES
+    return parse_profile(data, "tiny-cpu.yaml with tests/shared_run.py's SHAPES")
+
+
 PROFILE = dataclasses.replace(
-    SHIPPED,
+    _with_shapes(),
     serving=ServingSpec(prompt="The capital of France is", max_tokens=6, concurrency=4),
     replay=ReplaySpec(rounds=2, batch=4),
     parity=dataclasses.replace(SHIPPED.parity, prompts=PARITY_PROMPTS),  # the parity test's bf16 side

@@ -20,8 +20,9 @@ from afd_e2e.workloads import phases
 
 
 def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
-    """Every warmup and formal repetition's budget, plus one request for the model card."""
-    repetitions = (profile.bench.warmups + profile.bench.most_repetitions) if profile.bench else 0
+    """Every warmup and formal repetition's budget, each named shape's too, plus one request for the model card."""
+    specs = (profile.bench, *(spec for _, spec in profile.bench.shapes)) if profile.bench else ()
+    repetitions = sum(spec.warmups + spec.most_repetitions for spec in specs)
     return repetitions * per_repetition_s + profile.budgets.request_s
 
 

@@ -10,9 +10,10 @@
   minutes; growth beyond ``leak_mib_per_10min`` fails, naming the role, the kind and the growth.
 
 Profile keys (docs/reference.md): ``workloads.soak.duration_s`` (default 600: the length serving benchmarks soak
-for), ``request_rate`` and ``max_concurrency`` (default: ``workloads.bench``'s; the lengths, dataset and seed are
-always the bench's), ``windows`` per third (default 5), ``drift_pct`` (default 10: a 10% slower last third, beyond
-a 95% interval, is a regression a serving engineer acts on), ``leak_mib_per_10min`` (default 256: a steady server
+for), ``request_rate`` and ``max_concurrency`` (default: ``workloads.bench``'s; the lengths, dataset, seed,
+burstiness and range ratio are always the bench's, its ramp and named shapes never), ``windows`` per third
+(default 5), ``drift_pct`` (default 10: a 10% slower last third, beyond a 95% interval, is a regression a serving
+engineer acts on), ``leak_mib_per_10min`` (default 256: a steady server
 holds its pools from start-up, vLLM's KV cache and CUDA graphs included, so a quarter GiB per 10 minutes is hours
 from an out-of-memory, never noise at 600 s); ``budgets.soak_s`` (default 1800) bounds the whole phase and its
 repetition. The reports show it through ``report/soak.py`` (its JUnit testcases and annotation section).
@@ -106,6 +107,8 @@ def run_soak(ctx: PhaseContext) -> PhaseOutcome:
         request_rate=spec.request_rate,
         max_concurrency=spec.max_concurrency,
         timeout_s=ctx.profile.budgets.seconds("soak_s"),
+        ramp_up=None,  # a ramp is no steady load: its last third would be judged against a lighter first
+        shapes=(),  # the named shapes are the performance phase's
     )
     folder = ctx.out_dir / "bench" / case.id
     folder.mkdir(parents=True, exist_ok=True)

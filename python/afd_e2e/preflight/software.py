@@ -23,10 +23,12 @@ from afd_e2e.profile import Profile
 from afd_e2e.profile.model import MODEL_RUNNER_ENV
 from afd_e2e.system.engine_probe import ProbeFailed, probe_engine
 from afd_e2e.system.executables import resolve_executable
+from afd_e2e.workloads.bench import shape_flags
 
 VLLM, AFD_PLUGIN, ROUTING, NVML = "vllm", "afd plugin", "routing strategy", "nvidia-ml-py"
 MODEL_RUNNER = "model runner"
 VERSION_RULES = "vllm version rules"
+BENCH_FLAGS = "bench load shapes"
 PLUGIN_GROUP, PLUGIN_NAME = "vllm.general_plugins", "afd"
 
 
@@ -45,6 +47,8 @@ class InstalledSoftware:
     nvidia_ml_py: str | None  # version in afd_e2e_python, or "present" when pynvml is there without metadata
     afd_plugin_version: str | None = None  # the version of the distribution the entry point comes from
     triton: str | None = None  # version in vllm_python; vLLM's Model Runner V2 refuses to start without it
+    # the flags the installed ``vllm bench serve`` defines (the load shapes' check); None: could not be read
+    bench_flags: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,7 +56,8 @@ class InstalledSoftware:
     def to_record(self) -> dict[str, str | None]:
         """Flat text values, as results.json's preflight.software stores them."""
         strategies = self.routing_strategies
-        return {**asdict(self), "routing_strategies": ", ".join(strategies) if strategies is not None else None}
+        record = {k: v for k, v in asdict(self).items() if k != "bench_flags"}  # judged by the bench check
+        return {**record, "routing_strategies": ", ".join(strategies) if strategies is not None else None}
 
 
 def _nvml_version() -> str | None:
@@ -94,6 +99,7 @@ def read_installed(executable: str, *, routing_env: Mapping[str, str] | None = N
             "afd_plugin": engine.general_plugins.get(PLUGIN_NAME),
             "afd_plugin_version": engine.plugin_versions.get(PLUGIN_NAME),
             "triton": engine.triton,
+            "bench_flags": engine.bench_flags,
             "routing_strategies": engine.routing_strategies,
             "problem": engine.routing_error,
         }
@@ -108,11 +114,33 @@ def installed_vllm_version(executable: str) -> str | None:
 
 def check_software(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> list[PreflightCheck]:
     checks = [_vllm(profile, installed), _plugin(profile, plan, installed), _version_rules(plan, installed)]
+    if profile.bench is not None and (flags := shape_flags(profile.bench)):
+        checks.append(_bench_flags(flags, installed))
     if any(case.control for case in plan.cases):
         checks.append(_routing(installed))
     if v2 := [case.id for case in plan.cases if any(p.env_set.get(MODEL_RUNNER_ENV) == "1" for p in case.processes)]:
         checks.append(_model_runner_v2(v2, installed))
     return [*checks, _nvml(profile, installed.nvidia_ml_py)]
+
+
+def _bench_flags(flags: Mapping[str, str], installed: InstalledSoftware) -> PreflightCheck:
+    """Every flag the profile's load shapes add (``workloads/bench.py``'s ``shape_flags``: flag to profile key)
+    against the flags the installed ``vllm bench serve`` defines: its parser would exit on an unknown one at the
+    first repetition, after the servers had loaded, so a key it lacks is refused here, in one line naming the
+    version, the flag and the key."""
+    wanted = f"vllm bench serve with {', '.join(flags)}"
+    if installed.bench_flags is None:
+        return skipped(BENCH_FLAGS, "the installed vllm bench serve's flags could not be read (see the vllm check)")
+    version = f"vLLM {installed.vllm or '(unknown version)'}"
+    if missing := [flag for flag in flags if flag not in installed.bench_flags]:
+        return failed(
+            BENCH_FLAGS,
+            f"{version}'s vllm bench serve has no {missing[0]} (asked by {flags[missing[0]]})"
+            + (f"; nor {', '.join(missing[1:])}" if len(missing) > 1 else ""),
+            wanted,
+            f"drop {flags[missing[0]]} from the profile, or install a vLLM whose vllm bench serve has {missing[0]}",
+        )
+    return passed(BENCH_FLAGS, f"{version}'s vllm bench serve has all {len(flags)}", wanted)
 
 
 def _model_runner_v2(cases: list[str], installed: InstalledSoftware) -> PreflightCheck:

@@ -11,8 +11,10 @@ workloads:
 ```
 
 A level meets the SLO when at least ``attainment`` of its requests meet both targets (vLLM's goodput definition,
-``vllm bench serve --goodput ttft:MS tpot:MS``). The dataset, lengths, seed and temperature are ``workloads.bench``'s;
-``num_prompts`` and the load variable that is not swept default to it too.
+``vllm bench serve --goodput ttft:MS tpot:MS``). The dataset, lengths, seed, temperature and load shape
+(burstiness, range_ratio, prefix_repetition) are ``workloads.bench``'s, or those of the bench shape ``shape``
+names; ``num_prompts`` and the load variable that is not swept default to it too. A ramp is refused: it sets its
+own rates, so a level would have no single load.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class CapacitySpec:
     on_worse: str  # what a comparison judged worse does: fail | warn | note
     parity_threshold_pct: float
     meaningful: bool = True  # False: the numbers mean nothing (smoke profiles); the report says so
+    shape: str = ""  # the workloads.bench shape whose load shape every level carries; "": workloads.bench's own
 
     @property
     def unit(self) -> str:
@@ -100,10 +103,20 @@ def _read_search(r: Reader, integral: bool) -> SearchSpec:
 
 def read_capacity(r: Reader, profile: Profile) -> CapacitySpec:
     """The ``workloads.capacity`` section; a one-line error naming the key and the fix on anything wrong."""
-    bench = profile.bench
-    if bench is None:
+    if profile.bench is None:
         r.fail(r.path, "needs workloads.bench (dataset, lengths, seed)", "add workloads.bench")
-    assert bench is not None
+    assert profile.bench is not None
+    shape = r.get("shape", str, "")
+    if shape and shape not in dict(profile.bench.shapes):
+        known = ", ".join(name for name, _ in profile.bench.shapes) or "none"
+        r.fail(r.key("shape"), f"no workloads.bench shape {shape!r} (shapes: {known})", "name one of them, or drop it")
+    bench = profile.bench.shape(shape)
+    if bench.ramp_up is not None:
+        r.fail(
+            r.key("shape") if shape else r.path,
+            "a ramp sets its own rates, so a level has no single load",
+            "sweep a shape without ramp_up (capacity.shape), or drop ramp_up from workloads.bench",
+        )
     variable = r.get("variable", str)
     if variable not in VARIABLES:
         r.fail(r.key("variable"), f"unknown load variable {variable!r}", f"use one of: {', '.join(VARIABLES)}")
@@ -155,6 +168,7 @@ def read_capacity(r: Reader, profile: Profile) -> CapacitySpec:
         on_worse=on_worse,
         parity_threshold_pct=r.get("parity_threshold_pct", float, bench.parity_threshold_pct),
         meaningful=r.get("meaningful", bool, True),
+        shape=shape,
     )
     r.done()
     return spec

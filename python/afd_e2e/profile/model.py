@@ -356,6 +356,34 @@ class MetricGate:
         return self.on_worse == "fail" or self.require == "parity" or self.detect_pct is not None
 
 
+# Load shapes (``workloads.bench`` and each of its ``shapes``): how requests arrive and what they hold, each key one
+# flag of ``vllm bench serve`` (``workloads/bench.py``'s ``shape_argv`` is the one map; preflight asks the installed
+# client for each flag it adds). ``ramp_up``'s strategies are ``--ramp-up-strategy``'s choices.
+RAMP_UP_STRATEGIES = ("linear", "exponential")
+PREFIX_REPETITION = "prefix_repetition"  # the dataset of shared prefixes (prefix caching)
+
+
+@dataclass(frozen=True)
+class RampUp:
+    """``ramp_up: {strategy, start, end}``: the request rate grows from ``start`` to ``end`` req/s over the
+    repetition (vLLM's ``--ramp-up-strategy``, ``--ramp-up-start-rps``, ``--ramp-up-end-rps``: whole req/s, and
+    ``--request-rate`` left at inf, as vLLM requires)."""
+
+    strategy: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class PrefixRepetition:
+    """``dataset: prefix_repetition``'s prompts: ``num_prefixes`` shared prefixes of ``prefix_len`` tokens, each
+    prompt one of them plus ``suffix_len`` tokens of its own (vLLM's ``--prefix-repetition-*``)."""
+
+    prefix_len: int
+    suffix_len: int
+    num_prefixes: int
+
+
 @dataclass(frozen=True)
 class BenchSpec:
     dataset: str
@@ -375,10 +403,21 @@ class BenchSpec:
     gated_throughput: str = "per_gpu"  # where the cases' GPU counts differ: which throughput view is gated
     alternation: str = "auto"  # ALTERNATIONS
     block_size: int = 0  # repetitions per added block of a ``blocks`` series; 0: the range's min
+    burstiness: float = 1.0  # 1: Poisson arrivals; below 1 burstier (gamma), above 1 more even
+    ramp_up: RampUp | None = None
+    range_ratio: float = 0.0  # random lengths drawn from [len x (1 - r), len x (1 + r)]; 0: every prompt alike
+    prefix: PrefixRepetition | None = None  # set exactly when ``dataset`` is prefix_repetition
+    # the named shapes each case is measured under after this one (``workloads.bench.shapes``), each a BenchSpec of
+    # its own (this one's keys with the shape's overrides, fixed repetitions, no shapes of its own)
+    shapes: tuple[tuple[str, BenchSpec], ...] = ()
 
     @property
     def ranged(self) -> bool:
         return self.max_repetitions > self.repetitions
+
+    def shape(self, name: str) -> BenchSpec:
+        """The named shape's settings; "" is ``workloads.bench``'s own (KeyError for a name it has not)."""
+        return dict(self.shapes)[name] if name else self
 
     @property
     def most_repetitions(self) -> int:

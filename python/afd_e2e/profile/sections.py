@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,8 @@ from afd_e2e.profile.model import (
     ON_WORSE,
     PARITY_MODES,
     PLATFORMS,
+    PREFIX_REPETITION,
+    RAMP_UP_STRATEGIES,
     REQUIRES,
     SCHEMA_VERSION,
     ArgEdit,
@@ -45,8 +48,10 @@ from afd_e2e.profile.model import (
     ModelSpec,
     ParitySpec,
     PlacementSpec,
+    PrefixRepetition,
     Profile,
     ProfilerSpec,
+    RampUp,
     ReplaySpec,
     RoleSpec,
     ServingSpec,
@@ -420,12 +425,13 @@ def _read_bench(r: Reader, budgets: BudgetSpec) -> BenchSpec:
             f"use one of: {', '.join(GATED_THROUGHPUT)}",
         )
     alternation, block_size = _read_alternation(r, low, high)
+    ramp_up = _read_ramp_up(r.child("ramp_up", None))
     spec = BenchSpec(
         dataset=r.get("dataset", str, "random"),
         input_len=r.positive_int("input_len"),
         output_len=r.positive_int("output_len"),
         num_prompts=r.positive_int("num_prompts"),
-        request_rate=r.get("request_rate", float),
+        request_rate=_read_request_rate(r, ramp_up, None),
         max_concurrency=r.positive_int("max_concurrency"),
         temperature=r.get("temperature", float, 0.0),
         seed=r.get("seed", int, 0),
@@ -438,9 +444,123 @@ def _read_bench(r: Reader, budgets: BudgetSpec) -> BenchSpec:
         gated_throughput=gated_throughput,
         alternation=alternation,
         block_size=block_size,
+        ramp_up=ramp_up,
     )
+    spec = _read_load_shape(r, spec)
+    shapes = r.child("shapes", None)
+    if shapes is not None:
+        spec = dataclasses.replace(spec, shapes=tuple(_read_shapes(shapes, spec, margins)))
     r.done()
     return spec
+
+
+def _read_ramp_up(r: Reader | None) -> RampUp | None:
+    """``ramp_up: {strategy: linear | exponential, start: N, end: M}`` in whole req/s (vLLM's ``--ramp-up-*-rps``
+    are integers); vLLM refuses start above end, and a start of 0 for an exponential ramp."""
+    if r is None:
+        return None
+    strategy = r.get("strategy", str)
+    if strategy not in RAMP_UP_STRATEGIES:
+        r.fail(r.key("strategy"), f"unknown strategy {strategy!r}", f"use one of: {', '.join(RAMP_UP_STRATEGIES)}")
+    start = r.positive_int("start", minimum=1 if strategy == "exponential" else 0)
+    end = r.positive_int("end")
+    if start > end:
+        r.fail(r.key("start"), f"{start} req/s is above end {end}", "ramp up: set start to at most end")
+    r.done()
+    return RampUp(strategy, start, end)
+
+
+def _read_request_rate(r: Reader, ramp_up: RampUp | None, inherited: float | None) -> float:
+    """``request_rate`` (req/s, .inf for all at once). A ramp sets the rate itself (vLLM refuses a ramp with a
+    finite ``--request-rate``), so beside ``ramp_up`` it is refused and inf; a shape without either keeps its
+    base's (``inherited``)."""
+    if ramp_up is not None:
+        if "request_rate" in r.data:
+            r.fail(r.key("request_rate"), "set beside ramp_up, which sets the rate", "drop request_rate or ramp_up")
+        return math.inf
+    rate = r.get("request_rate", float) if inherited is None else r.get("request_rate", float, inherited)
+    if not rate > 0:
+        r.fail(r.key("request_rate"), f"must be > 0 or .inf, got {rate:g}", "use a positive rate or .inf")
+    return rate
+
+
+def _read_load_shape(r: Reader, spec: BenchSpec) -> BenchSpec:
+    """The load-shape keys of ``workloads.bench`` or one of its shapes on top of ``spec`` (a shape's base):
+    ``burstiness`` (> 0; 1 is Poisson, below 1 bursts), ``range_ratio`` (in [0, 1), the random dataset's only), and
+    with ``dataset: prefix_repetition`` its ``prefix_len``, ``suffix_len`` and ``num_prefixes``, refused on any other
+    dataset (vLLM would ignore them without a word)."""
+    burstiness = r.get("burstiness", float, spec.burstiness)
+    if not 0 < burstiness < math.inf:
+        r.fail(
+            r.key("burstiness"), f"must be > 0, got {burstiness:g}", "use 1 for Poisson arrivals, below 1 for bursts"
+        )
+    if burstiness != 1.0 and spec.request_rate == math.inf and spec.ramp_up is None:
+        r.fail(
+            r.key("burstiness"),
+            "shapes the gaps between requests, but request_rate is inf (every request at once)",
+            "set a finite request_rate or ramp_up, or drop burstiness",
+        )
+    range_ratio = r.get("range_ratio", float, spec.range_ratio)
+    if not 0 <= range_ratio < 1:
+        r.fail(r.key("range_ratio"), f"must be in [0, 1), got {range_ratio:g}", "use e.g. 0.5 for lengths +-50%")
+    if range_ratio and spec.dataset != "random":
+        r.fail(
+            r.key("range_ratio"),
+            f"mixes random lengths, but dataset is {spec.dataset}",
+            "drop range_ratio (in a shape: 0)",
+        )
+    prefix = spec.prefix if spec.dataset == PREFIX_REPETITION else None
+    keys = ("prefix_len", "suffix_len", "num_prefixes")
+    if spec.dataset != PREFIX_REPETITION:
+        if given := [k for k in keys if k in r.data]:
+            r.fail(r.key(given[0]), f"belongs to dataset {PREFIX_REPETITION}", f"set dataset: {PREFIX_REPETITION}")
+    else:
+        prefix = PrefixRepetition(
+            *(r.positive_int(k, getattr(prefix, k)) if prefix else r.positive_int(k) for k in keys)
+        )
+        if prefix.num_prefixes > spec.num_prompts:
+            r.fail(
+                r.key("num_prefixes"),
+                f"{prefix.num_prefixes} prefixes for {spec.num_prompts} prompts (vLLM sends num_prompts // "
+                "num_prefixes of each)",
+                "set num_prefixes to at most num_prompts",
+            )
+    return dataclasses.replace(spec, burstiness=burstiness, range_ratio=range_ratio, prefix=prefix)
+
+
+def _read_shapes(r: Reader, base: BenchSpec, margins: dict[str, float]) -> list[tuple[str, BenchSpec]]:
+    """``shapes: {name: {...}}``: each case is measured under each named shape after ``workloads.bench``'s own, each
+    with its own repetitions, metrics and verdicts. A shape is the base's keys with its own overrides: the load
+    shape, the rate or ramp, the prompt count and lengths, the cap, ``warmups`` (default 0: the case is warm from
+    the base's), a fixed ``repetitions`` (default the base's min) and ``metrics``."""
+    shapes = []
+    for name in list(r.data):
+        if not isinstance(name, str) or not CASE_ID.fullmatch(name):
+            r.fail(
+                r.key(str(name)), "a shape's name must be lower-kebab-case", "rename it, e.g. burst or shared-prefix"
+            )
+        s = r.child(name)
+        assert s is not None
+        ramp_up = _read_ramp_up(s.child("ramp_up", None)) or (base.ramp_up if "request_rate" not in s.data else None)
+        metrics = s.child("metrics", None)
+        spec = dataclasses.replace(
+            base,
+            dataset=s.get("dataset", str, base.dataset),
+            input_len=s.positive_int("input_len", base.input_len),
+            output_len=s.positive_int("output_len", base.output_len),
+            num_prompts=s.positive_int("num_prompts", base.num_prompts),
+            request_rate=_read_request_rate(s, ramp_up, base.request_rate),
+            ramp_up=ramp_up,
+            max_concurrency=s.positive_int("max_concurrency", base.max_concurrency),
+            warmups=s.positive_int("warmups", 0, minimum=0),
+            repetitions=s.positive_int("repetitions", base.repetitions),
+            max_repetitions=0,
+            metrics=base.metrics if metrics is None else _read_metric_gates(metrics, margins),
+        )
+        spec = _read_load_shape(s, spec)
+        s.done()
+        shapes.append((name, spec))
+    return shapes
 
 
 def _read_alternation(r: Reader, low: int, high: int) -> tuple[str, int]:

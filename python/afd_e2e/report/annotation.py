@@ -41,7 +41,7 @@ from afd_e2e.results.model import (
     SequentialRecord,
 )
 from afd_e2e.results.status import ParityVerdict, Status, Verdict
-from afd_e2e.workloads.bench import saturation_line
+from afd_e2e.workloads.bench import saturation_line, shape_words
 from afd_e2e.workloads.blocks import drift_lines
 from afd_e2e.workloads.performance import fails as fails_its_gate
 from afd_e2e.workloads.performance import undetectable_line
@@ -529,6 +529,37 @@ def _performance(
     lines = [f"### Performance: {candidate} vs {baseline} (<code>{markdown_text(comparison_id)}</code>)", ""]
     if performance.control:
         lines += ["> **Control run** (forced routing changes outputs): not headline performance evidence.", ""]
+    if performance.shapes:  # one case under several shapes: this table is workloads.bench's own
+        lines += [f"#### Shape <code>workloads.bench</code>{_shape_said(results, comparison, '')}", ""]
+    lines += _performance_body(results, comparison, performance, "")
+    for name, shaped in performance.shapes.items():
+        lines += ["", f"#### Shape <code>{markdown_text(name)}</code>{_shape_said(results, comparison, name)}", ""]
+        lines += _performance_body(results, comparison, shaped, name)
+    if plot:
+        lines += ["", f'<img src="artifact://{quote(plot, safe="/._-")}" alt="{candidate} vs {baseline}">']
+    return "\n".join(lines) + "\n"
+
+
+def _shape_said(results: RunResults, comparison: Comparison, shape: str) -> str:
+    """A shape's load in words ("": ``workloads.bench``'s own), from the first repetition either side ran of it
+    ('' where none ran)."""
+    sections = [
+        case.performance.shapes.get(shape) if shape else case.performance
+        for case in map(results.case, (comparison.baseline, comparison.candidate))
+        if case and case.performance
+    ]
+    argv = next((rep.argv for section in sections if section for rep in section.repetitions if rep.argv), [])
+    said = shape_words(argv)
+    return f": {markdown_text(said)}" if said else ""
+
+
+def _performance_body(
+    results: RunResults, comparison: Comparison, performance: PerformanceComparison, shape: str
+) -> list[str]:
+    """One shape's table, notes, warnings, gate and each side's repetitions ("": ``workloads.bench``'s own)."""
+    baseline = markdown_text(comparison.baseline_label)
+    candidate = markdown_text(comparison.candidate_label)
+    lines: list[str] = []
     metrics = performance.metrics
     if metrics:
         lines += [
@@ -546,17 +577,21 @@ def _performance(
                 f"| {_can_see(metric)} "
                 f"| {len(metric.baseline.values)}+{len(metric.candidate.values)} | {_noise(metric)} |"
             )
-        lines += [
-            "",
-            "Mean ± sample standard deviation over the formal repetitions; the delta is the candidate's relative to "
-            "the baseline's mean. Interval: the delta's 90% equivalence interval (two one-sided tests; split over a "
-            "series' looks) against the ±margin, drawn from -2 to +2 margins (<code>¦</code> the margins, "
-            "<code>0</code> zero): parity when it lies between the margins, better/worse when the 95% interval "
-            "excludes 0 and the delta passes the threshold, inconclusive otherwise. Can see: the smallest change "
-            "these repetitions would call different 80% of the time at this noise (never under the threshold); "
-            "❌ where the profile asks to see a smaller one (<code>detect_pct</code>).",
-            "",
-        ]
+        lines += [""]
+        lines += (
+            []
+            if shape
+            else [
+                "Mean ± sample standard deviation over the formal repetitions; the delta is the candidate's relative to "
+                "the baseline's mean. Interval: the delta's 90% equivalence interval (two one-sided tests; split over a "
+                "series' looks) against the ±margin, drawn from -2 to +2 margins (<code>¦</code> the margins, "
+                "<code>0</code> zero): parity when it lies between the margins, better/worse when the 95% interval "
+                "excludes 0 and the delta passes the threshold, inconclusive otherwise. Can see: the smallest change "
+                "these repetitions would call different 80% of the time at this noise (never under the threshold); "
+                "❌ where the profile asks to see a smaller one (<code>detect_pct</code>).",
+                "",
+            ]
+        )
         lines += [
             f"- {markdown_text(m.name)} inconclusive: {markdown_text(m.reason)}"
             for m in metrics
@@ -576,10 +611,9 @@ def _performance(
         lines += [f"Performance gate: {_status_cell(performance.status, failure)}", ""]
     for side, label in ((comparison.baseline, baseline), (comparison.candidate, candidate)):
         case = results.case(side)
-        lines.append(_repetitions_line(label, case.performance if case else None))
-    if plot:
-        lines += ["", f'<img src="artifact://{quote(plot, safe="/._-")}" alt="{candidate} vs {baseline}">']
-    return "\n".join(lines) + "\n"
+        section = case.performance if case else None
+        lines.append(_repetitions_line(label, section.shapes.get(shape) if section and shape else section))
+    return lines
 
 
 # ---- hygiene, environment, artifacts ------------------------------------------------------------------------------

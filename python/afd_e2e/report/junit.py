@@ -257,6 +257,7 @@ def profiler_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
 
 
 def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
+    """The case's repetitions a testcase, and each named load shape's another (``performance runs burst``)."""
     if performance := case.performance:
         suite.add(
             "performance runs",
@@ -267,6 +268,15 @@ def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
             stdout="\n".join(_repetition_line(rep) for rep in performance.repetitions),
             elapsed=case.timings.phases.get("performance"),
         )
+        for name, shaped in performance.shapes.items():
+            suite.add(
+                f"performance runs {name}",
+                shaped.status,
+                message=shaped.failure,
+                output=suite.log_tail,
+                whole=suite.logs,
+                stdout="\n".join(_repetition_line(rep) for rep in shaped.repetitions),
+            )
 
 
 def hygiene_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
@@ -300,15 +310,25 @@ def replay_parity_testcases(suite: SuiteTestcases, comparison: Comparison, repla
 def performance_comparison_testcases(
     suite: SuiteTestcases, comparison: Comparison, performance: PerformanceComparison
 ) -> None:
+    """A testcase per metric (``performance mean_ttft_ms``), and per metric of each named load shape
+    (``performance burst mean_ttft_ms``), each judged by its own shape's verdict."""
+    _metric_testcases(suite, comparison, performance, "performance")
+    for name, shaped in performance.shapes.items():
+        _metric_testcases(suite, comparison, shaped, f"performance {name}")
+
+
+def _metric_testcases(
+    suite: SuiteTestcases, comparison: Comparison, performance: PerformanceComparison, prefix: str
+) -> None:
     if not performance.metrics:  # nothing to compare: the gate's own status says why
-        suite.add("performance", performance.status, message=performance.failure)
+        suite.add(prefix, performance.status, message=performance.failure)
     blocks = _blocks_line(performance.sequential)
     for metric in performance.metrics:
         summary = _metric_line(comparison, metric, control=performance.control)
         saturated = [f"compared in saturation: {side}" for side in performance.saturated]
         stdout = "\n".join(line for line in (summary, _can_see(metric), blocks, *saturated) if line)
         message = f"{summary}; compared in saturation" if saturated else summary
-        suite.add(f"performance {metric.key}", _metric_status(metric, performance), message=message, stdout=stdout)
+        suite.add(f"{prefix} {metric.key}", _metric_status(metric, performance), message=message, stdout=stdout)
 
 
 def _blocks_line(series: SequentialRecord | None) -> str:

@@ -255,6 +255,9 @@ class CasePerformance:
     gpus: int = 0  # devices the case occupies: the per-GPU throughput view divides by it (0 on the CPU)
     # repetitions added one at a time after ``workloads.bench.repetitions.min`` until decided (a range only)
     sequential: SequentialRecord | None = None
+    # each named load shape's own series (``workloads.bench.shapes``), run after this one on the same server, in
+    # the profile's order; the series above is the shape of ``workloads.bench``'s own keys
+    shapes: dict[str, CasePerformance] = field(default_factory=dict)
 
 
 @dataclass
@@ -645,6 +648,9 @@ class PerformanceComparison:
     sequential: SequentialRecord | None = None  # the candidate's ranged series, its looks and order
     # each side whose judged repetitions were saturated (``Repetition.load``), in a line: a warning, never a failure
     saturated: list[str] = field(default_factory=list)
+    # each named load shape's own comparison (``workloads.bench.shapes``), judged on its own repetitions; the
+    # status and failure above fold in every shape's (a shape that fails fails the comparison, naming the shape)
+    shapes: dict[str, PerformanceComparison] = field(default_factory=dict)
 
 
 @dataclass

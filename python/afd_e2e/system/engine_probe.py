@@ -38,6 +38,7 @@ class EngineSoftware:
     routing_error: str | None = None
     plugin_versions: dict[str, str] = field(default_factory=dict)  # entry point name -> its distribution's version
     triton: str | None = None  # Triton's version there; None: absent (vLLM's Model Runner V2 refuses to start)
+    bench_flags: tuple[str, ...] | None = None  # the flags ``vllm bench serve`` defines; None: could not be read
 
 
 def _exec_target(lines: list[str]) -> list[str]:
@@ -115,4 +116,5 @@ def probe_engine(
         routing_error=found.get("routing_strategies_error"),
         plugin_versions=dict(found.get("plugin_versions") or {}),
         triton=found.get("triton"),
+        bench_flags=tuple(flags) if isinstance(flags := found.get("bench_flags"), list) else None,
     )

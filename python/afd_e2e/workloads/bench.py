@@ -72,13 +72,79 @@ def bench_argv(
     """The ``vllm bench serve`` command of one repetition; ``extra``: further flags (the capacity's ``--goodput``)."""
     argv = [executable, "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions"]
     argv += ["--model", model, "--tokenizer", tokenizer, "--dataset-name", spec.dataset]
-    argv += ["--random-input-len", str(spec.input_len), "--random-output-len", str(spec.output_len)]
+    if spec.prefix is None:
+        argv += ["--random-input-len", str(spec.input_len), "--random-output-len", str(spec.output_len)]
+    argv += shape_argv(spec)
     argv += ["--num-prompts", str(spec.num_prompts), "--request-rate", f"{spec.request_rate:g}"]
     argv += ["--max-concurrency", str(spec.max_concurrency), "--seed", str(spec.seed)]
     argv += ["--temperature", f"{spec.temperature:g}", "--ignore-eos"]
     argv += ["--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", METRIC_PERCENTILES]
     argv += ["--save-result", "--result-dir", str(result_dir), "--result-filename", result_file]
     return argv + list(extra)
+
+
+def shape_argv(spec: BenchSpec) -> list[str]:
+    """The flags of ``spec``'s load shape, each profile key to ``vllm bench serve``'s own flag, and only those a key
+    moves from vLLM's default (a profile that sets none runs the argv it always ran): ``burstiness`` to
+    ``--burstiness``, ``ramp_up`` to ``--ramp-up-strategy/-start-rps/-end-rps``, ``range_ratio`` to
+    ``--random-range-ratio``, ``dataset: prefix_repetition`` to ``--prefix-repetition-prefix-len/-suffix-len/
+    -num-prefixes/-output-len`` (the output length is ``output_len``). Preflight asks the installed client for
+    every flag here (``shape_flags``)."""
+    argv = [] if spec.burstiness == 1.0 else ["--burstiness", f"{spec.burstiness:g}"]
+    if spec.ramp_up is not None:
+        ramp = spec.ramp_up
+        argv += ["--ramp-up-strategy", ramp.strategy]
+        argv += ["--ramp-up-start-rps", str(ramp.start), "--ramp-up-end-rps", str(ramp.end)]
+    if spec.range_ratio:
+        argv += ["--random-range-ratio", f"{spec.range_ratio:g}"]
+    if spec.prefix is not None:
+        argv += ["--prefix-repetition-prefix-len", str(spec.prefix.prefix_len)]
+        argv += ["--prefix-repetition-suffix-len", str(spec.prefix.suffix_len)]
+        argv += ["--prefix-repetition-num-prefixes", str(spec.prefix.num_prefixes)]
+        argv += ["--prefix-repetition-output-len", str(spec.output_len)]
+    return argv
+
+
+# The flags that say a repetition's load shape, and how ``shape_words`` reads each.
+SHAPE_WORDS = {
+    "--request-rate": "{} req/s",
+    "--burstiness": "burstiness {}",
+    "--ramp-up-strategy": "{} ramp",
+    "--ramp-up-start-rps": "from {} req/s",
+    "--ramp-up-end-rps": "to {} req/s",
+    "--random-range-ratio": "lengths ±{}",
+    "--prefix-repetition-num-prefixes": "{} shared prefixes",
+    "--prefix-repetition-prefix-len": "of {} tokens",
+    "--prefix-repetition-suffix-len": "+ {} own tokens",
+    "--max-concurrency": "at most {} concurrent",
+}
+
+
+def shape_words(argv: Sequence[str]) -> str:
+    """A repetition's load shape in words, read from its recorded argv (what ran, not what a profile says now):
+    "8 req/s, burstiness 0.25, at most 4 concurrent". A ramp's ``--request-rate`` is inf and left out."""
+    given = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in SHAPE_WORDS}
+    if "--ramp-up-strategy" in given:
+        given.pop("--request-rate", None)
+    return ", ".join(SHAPE_WORDS[flag].format(given[flag]) for flag in SHAPE_WORDS if flag in given)
+
+
+def shape_flags(spec: BenchSpec) -> dict[str, str]:
+    """Every flag the load shapes of ``spec`` and its shapes add, each with the profile key that asks for it
+    (``workloads.bench.burstiness``, ``workloads.bench.shapes.burst.burstiness``): what preflight checks the
+    installed ``vllm bench serve`` for."""
+    keys = {
+        "--burstiness": "burstiness",
+        "--ramp-up": "ramp_up",
+        "--random-range-ratio": "range_ratio",
+        "--prefix-repetition": "dataset",
+    }
+    flags: dict[str, str] = {}
+    for where, shape in (("workloads.bench", spec), *((f"workloads.bench.shapes.{n}", s) for n, s in spec.shapes)):
+        for flag in (arg for arg in shape_argv(shape) if arg.startswith("--")):
+            key = next(key for stem, key in keys.items() if flag.startswith(stem))
+            flags.setdefault(flag, f"{where}.{key}")
+    return flags
 
 
 def _is_number(value: Any) -> bool:
@@ -459,14 +525,17 @@ def run_one(
     client: WarmClient | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    shape: str = "",
 ) -> tuple[Repetition, bool]:
-    """One warmup or formal repetition into ``out_dir/bench/<case>/<kind>-<index>.json``: the repetition with its
-    index and paths, and whether the bench ended by itself (False: stopped for a timeout or a cancel, then with the
-    watchdog's ``diagnose()`` in its failure). ``client``, ``clock`` and ``sleep``: as ``run_repetition``'s."""
-    folder = out_dir / "bench" / target.case_id
+    """One warmup or formal repetition into ``out_dir/bench/<case>/<kind>-<index>.json`` (a named ``shape``'s in
+    ``bench/<case>/<shape>/``): the repetition with its index and paths, and whether the bench ended by itself
+    (False: stopped for a timeout or a cancel, then with the watchdog's ``diagnose()`` in its failure). ``client``,
+    ``clock`` and ``sleep``: as ``run_repetition``'s."""
+    where = f"{target.case_id}/{shape}" if shape else target.case_id
+    folder = out_dir / "bench" / where
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{kind}-{index}"
-    label = f"bench {kind} {index}/{total}"
+    label = f"bench {shape + ' ' if shape else ''}{kind} {index}/{total}"
     progress(f"{label}: starting ({spec.num_prompts} prompts, ISL {spec.input_len}, OSL {spec.output_len})")
     argv = bench_argv(
         executable,
@@ -495,7 +564,7 @@ def run_one(
     )
     if not ended_by_itself and not cancelled.is_set() and (diagnosis := diagnose()):
         rep = replace(rep, failure=f"{rep.failure}; {diagnosis}")
-    rel = f"bench/{target.case_id}/{stem}"
+    rel = f"bench/{where}/{stem}"
     rep = replace(rep, index=index, path=f"{rel}.json", log=f"{rel}.log", argv=redact_argv(argv))
     progress(f"{label}: {rep.status}" + (f" ({rep.failure})" if rep.failure else ""))
     return rep, ended_by_itself
@@ -516,9 +585,11 @@ def run_series(
     client: WarmClient | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    shape: str = "",
 ) -> CasePerformance:
     """Warmups then formal repetitions (a range's ``min``; the rest is the sequential series') into
-    ``out_dir/bench/<case>/``; the ``performance`` section of a case.
+    ``out_dir/bench/<case>/`` (a named ``shape``'s into ``bench/<case>/<shape>/``); the ``performance`` section of
+    a case, or one shape's.
 
     Each finished repetition is published at once. A timed-out or cancelled repetition ends the series (a hung
     server would time out every later one too), a timed-out one after ``on_timeout`` (the case's forensics) was
@@ -548,6 +619,7 @@ def run_series(
             client=client,
             clock=clock,
             sleep=sleep,
+            shape=shape,
         )
         bucket.append(rep)
         if rep.failure and section.failure is None:

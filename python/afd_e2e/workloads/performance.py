@@ -310,6 +310,22 @@ def compare_performance(
     return result
 
 
+def fold_shapes(result: PerformanceComparison) -> PerformanceComparison:
+    """``result`` with every named shape's verdict folded into its own status and failure, each named: a shape
+    that fails fails the comparison; one skipped (a side did not measure it) fails it too where the shape's
+    ``workloads.bench`` one passed, since a shape the profile asks for and nobody measured is no evidence. Each
+    shape's metrics, warnings and saturation stay under its name (``result.shapes``)."""
+    problems = [
+        f"shape {name}: {shaped.failure or shaped.status}"
+        for name, shaped in result.shapes.items()
+        if shaped.status in (Status.FAILED, Status.SKIPPED)
+    ]
+    if problems and result.status is not Status.SKIPPED:
+        result.status = Status.FAILED
+        result.failure = "; ".join([result.failure, *problems] if result.failure else problems)
+    return result
+
+
 # Words of a comparison id that name an execution mode: "eager-vs-graph" says the baseline runs eager and the
 # candidate CUDA graphs.
 MODE_WORDS = {

@@ -10,13 +10,14 @@ runner's ``PhaseOutcome``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.plan.serve_argv import trace_dir
-from afd_e2e.profile import Profile, catalogue
+from afd_e2e.profile import BenchSpec, Profile, catalogue
 from afd_e2e.results import sections
 from afd_e2e.results.model import (
     CasePerformance,
@@ -149,7 +150,10 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
 
 
 def run_performance(ctx: PhaseContext) -> PhaseOutcome:
-    """One warmup and N formal ``vllm bench serve`` repetitions, tokenizer = the checkpoint the server loaded."""
+    """One warmup and N formal ``vllm bench serve`` repetitions, tokenizer = the checkpoint the server loaded; then
+    each named load shape's own series (``workloads.bench.shapes``) in the same warm client, into the section's
+    ``shapes``. A shape that fails fails the phase naming it; a cancel or a timed-out repetition (a hung server)
+    ends the phase before the next shape."""
     spec = ctx.profile.bench
     case = ctx.case
     publish = _publisher(ctx, "performance")
@@ -163,21 +167,49 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
         target = bench.Target(
             case.id, case.base_url, case.served_model_name, tokenizer, bench.client_env(ctx.client_env("bench"))
         )
+        timed_out: list[str] = []
+
+        def on_timeout(reason: str) -> None:
+            timed_out.append(reason)
+            ctx.take_forensics("timeout", reason)
+
         with bench.case_client(executable, target, ctx.out_dir) as client:
-            section = bench.run_series(
-                spec,
-                target,
-                executable=executable,
-                out_dir=ctx.out_dir,
-                publish=publish,
-                progress=ctx.progress,
-                cancelled=ctx.cancelled,
-                heartbeat_s=PROGRESS_EVERY_S,
-                on_timeout=lambda reason: ctx.take_forensics("timeout", reason),
-                diagnose=ctx.diagnose,
-                client=client,
-            )
+
+            def series(spec: BenchSpec, shape: str, publish: Callable[[CasePerformance], None]) -> CasePerformance:
+                return bench.run_series(
+                    spec,
+                    target,
+                    executable=executable,
+                    out_dir=ctx.out_dir,
+                    publish=publish,
+                    progress=ctx.progress,
+                    cancelled=ctx.cancelled,
+                    heartbeat_s=PROGRESS_EVERY_S,
+                    on_timeout=on_timeout,
+                    diagnose=ctx.diagnose,
+                    client=client,
+                    shape=shape,
+                )
+
+            section = series(spec, "", publish)
+            outcomes = [PhaseOutcome(section.status, section.failure)]
+            for name, shape_spec in spec.shapes:
+                if ctx.cancelled.is_set() or timed_out:  # a hung server would time out the next shape too
+                    break
+                shaped = series(
+                    shape_spec, name, lambda shaped, name=name: _publish_shape(publish, section, name, shaped)
+                )
+                outcomes.append(PhaseOutcome(shaped.status, shaped.failure and f"shape {name}: {shaped.failure}"))
+            return _outcome(outcomes)
     return _outcome([PhaseOutcome(section.status, section.failure)])
+
+
+def _publish_shape(
+    publish: Callable[[CasePerformance], None], section: CasePerformance, name: str, shaped: CasePerformance
+) -> None:
+    """A shape's series as it runs, in its case's section."""
+    section.shapes[name] = shaped
+    publish(section)
 
 
 def run_replay(ctx: PhaseContext) -> PhaseOutcome:
@@ -281,13 +313,25 @@ def compare_performance(
     sides = [case.section("execution") if case else None for case in (base, cand)]
     if problem := performance.mode_problem(cmp.id, cmp.baseline, sides[0], cmp.candidate, sides[1]):
         return PerformanceComparison(Status.FAILED, problem, control=cmp.control)  # before any number is judged
-    return performance.compare_performance(
-        cmp.baseline,
-        base.performance if base else None,
-        cmp.candidate,
-        cand.performance if cand else None,
-        threshold_pct=profile.bench.parity_threshold_pct,
-        control=cmp.control,
-        metrics=profile.bench.metrics,
-        gated_throughput=profile.bench.gated_throughput,
-    )
+    sections = [case.performance if case else None for case in (base, cand)]
+
+    def judged(spec: BenchSpec, sides: list[CasePerformance | None]) -> PerformanceComparison:
+        return performance.compare_performance(
+            cmp.baseline,
+            sides[0],
+            cmp.candidate,
+            sides[1],
+            threshold_pct=spec.parity_threshold_pct,
+            control=cmp.control,
+            metrics=spec.metrics,
+            gated_throughput=spec.gated_throughput,
+        )
+
+    result = judged(profile.bench, sections)
+    for name, spec in profile.bench.shapes:
+        sides = [
+            dataclasses.replace(side.shapes[name], gpus=side.gpus) if side and name in side.shapes else None
+            for side in sections
+        ]
+        result.shapes[name] = judged(spec, sides)
+    return performance.fold_shapes(result)

@@ -67,8 +67,8 @@ def shared_levels(ctx: PhaseContext) -> list[float]:
 def run_capacity(ctx: PhaseContext) -> PhaseOutcome:
     """The sweep, published level by level into the case's ``capacity`` section."""
     spec = capacity_spec(ctx.profile)
-    bench_spec = ctx.profile.bench
-    assert bench_spec is not None  # the profile reader refuses a capacity section without workloads.bench
+    assert ctx.profile.bench is not None  # the profile reader refuses a capacity section without workloads.bench
+    bench_spec = ctx.profile.bench.shape(spec.shape)
     case = ctx.case
 
     def publish(section: CaseCapacity) -> None:
