@@ -25,13 +25,13 @@ MIN_SAMPLES = 3  # per third: fewer is one instant, not a window
 def memory_series(
     records: Sequence[Mapping[str, Any]], devices: Mapping[str, Sequence[int]], phase: str
 ) -> dict[tuple[str, str], list[tuple[float, float]]]:
-    """(role, kind) -> [(t, MiB)] over the samples taken in ``phase`` while it had requests in flight (the load's
-    span: a client still starting, or the seconds after its last answer, are not the soak); ``devices``: each
-    role's GPUs."""
+    """(role, kind) -> [(t, MiB)] over the samples taken in ``phase`` from the first whose engine counters moved (a
+    bench client still importing is not the soak; the engines' token counters, unlike the requests in flight at
+    one instant, move every second of even a light load); ``devices``: each role's GPUs."""
     series: dict[tuple[str, str], list[tuple[float, float]]] = {}
     taken = [r for r in records if r.get("phase") == phase]
-    loaded = [i for i, r in enumerate(taken) if r.get("in_flight")]
-    for record in taken[loaded[0] : loaded[-1] + 1] if loaded else taken:
+    moved = [i for i in range(1, len(taken)) if _tokens(taken[i]) != _tokens(taken[i - 1])]
+    for record in taken[moved[0] - 1 :] if moved else taken:
         t = float(record["t"])
         for role, indices in devices.items():
             rss = [p.get("rss_mib") or 0.0 for p in record.get("processes", ()) if p.get("role") == role]
@@ -78,6 +78,15 @@ def leak_words(leak: Leak) -> str:
         f"{leak.role} {leak.kind} grew {leak.growth_mib_per_10min:g} MiB per 10 min "
         f"({leak.first_mib:g} -> {leak.last_mib:g} MiB), bound {leak.bound_mib_per_10min:g} MiB"
     )
+
+
+def _tokens(record: Mapping[str, Any]) -> list[float | None]:
+    """Every role's prompt and generated token counters in one sample (None where a role did not answer)."""
+    return [
+        (m or {}).get(key)
+        for _, m in sorted(record.get("metrics", {}).items())
+        for key in ("prompt_tokens", "generation_tokens")
+    ]
 
 
 def _mean(values: Sequence[float]) -> float:
