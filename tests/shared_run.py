@@ -11,7 +11,8 @@ Beside the shipped phases (smoke, correctness, performance, capacity) each case 
 ``replay``
 (their workloads added here; the parity prompts are the parity test's, ``fixtures/parity/record_tiny_cpu.py``, so
 cpu-tp1's parity records are that test's bf16 outputs), the throwaway ``echo`` phase registered (and rendered) from ``tests/throwaway_phase.py``, and on
-cpu-tp1 a ``probe`` phase registered from here: while the server is up it asks what the tests judge later against
+cpu-tp1 tiny-cpu's ``soak`` (15 s: ``tests/engine/test_soak_cpu_vllm.py`` judges it) and a ``probe`` phase
+registered from here: while the server is up it asks what the tests judge later against
 the same server (the serving checks under a name the server does not serve, and lm-eval's own GSM8K when its venv
 is installed), records what it saw in memory and passes, so the run's verdict is the shipped profile's.
 """
@@ -130,7 +131,8 @@ def shared_plan(model: Path) -> RunPlan:
     """Both cases with every phase above; cpu-tp1 also probed (call with ``echo`` and ``probe`` registered)."""
     plan = build_plan(PROFILE, model_path=str(model), port_base=PORT_BASE)
     cases = tuple(
-        dataclasses.replace(case, phases=PHASES + (("probe",) if case.id == "cpu-tp1" else ())) for case in plan.cases
+        dataclasses.replace(case, phases=PHASES + (("soak", "probe") if case.id == "cpu-tp1" else ()))
+        for case in plan.cases
     )
     return dataclasses.replace(plan, cases=cases)
 

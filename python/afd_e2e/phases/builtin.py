@@ -12,6 +12,7 @@ from __future__ import annotations
 from afd_e2e.phases.capacity import CAPACITY
 from afd_e2e.phases.execution import EXECUTION
 from afd_e2e.phases.registry import Budget, CaseSection, Measure, Phase, ResultsSection, Workload, register
+from afd_e2e.phases.soak import SOAK
 from afd_e2e.phases.warmup import WARMUP
 from afd_e2e.profile.model import Profile
 from afd_e2e.results.model import TelemetrySummary
@@ -140,6 +141,7 @@ BUILTIN = (
     PROFILER,
     PERFORMANCE,
     CAPACITY,
+    SOAK,
     HYGIENE,
     FORENSICS,
     TELEMETRY,

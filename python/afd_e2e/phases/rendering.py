@@ -12,6 +12,7 @@ from afd_e2e.phases import builtin
 from afd_e2e.report import annotation, features, forensics, junit, telemetry
 from afd_e2e.report import capacity as capacity_report
 from afd_e2e.report import execution as execution_report
+from afd_e2e.report import soak as soak_report
 from afd_e2e.report.junit import SuiteTestcases
 from afd_e2e.report.sections import (
     AnnotationPart,
@@ -60,6 +61,7 @@ PHASES = (
     SectionReport("profiler", junit.profiler_testcases, features.profiler_tables),
     SectionReport("performance", junit.performance_testcases, annotation.performance_sections),
     SectionReport("capacity", _capacity_testcases, _capacity_annotation),
+    SectionReport(soak_report.SECTION, soak_report.soak_testcases, soak_report.soak_annotation),
 )
 MEASURES = (
     ("parity", junit.parity_testcases),

@@ -500,7 +500,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
             raise
 
     take = partial(_take_forensics, ctx, case, results, servers)
-    work = partial(dispatch.phase_run(phase).run, _phase_context(ctx, case, writes, stop, take, servers.diagnose))
+    work = partial(dispatch.phase_run(phase).run, _phase_context(ctx, case, writes, stop, take, servers))
     stopped_as, why = None, ""
     try:
         checks = [ctx.flag.check, death_checked, progress_checked, within_budget]
@@ -599,7 +599,7 @@ def _phase_context(
     writes: PhaseWrites,
     stop: threading.Event,
     take_forensics: Callable[[Trigger, str], None],
-    diagnose: Callable[[], str],
+    servers: CaseServers,
 ) -> PhaseContext:
     return PhaseContext(
         profile=ctx.profile,
@@ -612,7 +612,8 @@ def _phase_context(
         gsm8k_dir=ctx.gsm8k_dir,
         client_env=lambda name: client_environment(ctx.base_env, markers=marker_env(ctx.run_id, case.id, name)),
         take_forensics=lambda trigger, reason: take_forensics(Trigger(trigger), reason),
-        diagnose=diagnose,
+        diagnose=servers.diagnose,
+        timeline=servers.timeline,
     )
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit
 
 from afd_e2e.plan.model import CasePlan, ProcessPlan
@@ -227,6 +228,10 @@ class CaseServers:
         """Raise Stalled once the watchdog has found requests in flight and no token moving for stall_s."""
         if self.sampler is not None and (stall := self.sampler.stall) is not None:
             raise Stalled(stall)
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """The telemetry samples taken so far (``Sampler.records``); [] without telemetry."""
+        return self.sampler.records() if self.sampler is not None else []
 
     def diagnose(self) -> str:
         """What the watchdog sees now (a budget timeout's explanation); '' without telemetry."""

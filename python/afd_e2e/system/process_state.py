@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 
 # psutil's status names (running, sleeping, disk-sleep, stopped, tracing-stop, zombie, dead, idle, ...)
+MIB = 1 << 20
 STOPPED_STATUSES = frozenset({psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP})
 
 
@@ -37,6 +38,8 @@ class ProcessState:
     # how long its main thread has been runnable but waiting for a CPU (the kernel's schedstat run delay; 0 where the
     # kernel keeps none): a process starved by a busy machine, not one that has nothing to do
     run_delay_s: float = 0.0
+    # resident memory in MiB: what the soak's leak verdict follows per role (0 for a zombie or where unreadable)
+    rss_mib: float = 0.0
 
     @property
     def stopped(self) -> bool:
@@ -69,6 +72,7 @@ def read_state(process: psutil.Process, role: str, *, leader: bool = False) -> P
                 leader=leader,
                 children_cpu_s=round(times.children_user + times.children_system, 3),
                 run_delay_s=run_delay_s(process.pid),
+                rss_mib=round(process.memory_info().rss / MIB, 1) if status != psutil.STATUS_ZOMBIE else 0.0,
             )
     except psutil.ZombieProcess:
         return ProcessState(process.pid, role, _name(process), psutil.STATUS_ZOMBIE, 0.0, 0, _ppid(process), leader)

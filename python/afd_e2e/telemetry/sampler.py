@@ -53,7 +53,15 @@ def sample_json(sample: Sample) -> dict[str, Any]:
         "in_flight": sample.in_flight,
         "metrics": {role: dataclasses.asdict(m) if m else None for role, m in sample.metrics.items()},
         "processes": [
-            {"pid": p.pid, "role": p.role, "name": p.name, "status": p.status, "cpu_s": p.cpu_s, "leader": p.leader}
+            {
+                "pid": p.pid,
+                "role": p.role,
+                "name": p.name,
+                "status": p.status,
+                "cpu_s": p.cpu_s,
+                "rss_mib": p.rss_mib,
+                "leader": p.leader,
+            }
             for p in sample.processes
         ],
         "log_lines": sample.log_lines,
@@ -134,6 +142,12 @@ class Sampler:
             at = self._clock() - self._started
             self.marks.append((at, phase))
             self._write({"mark": phase, "t": round(at, 3)})
+
+    def records(self) -> list[dict[str, Any]]:
+        """The samples taken so far, as the telemetry file has them (``sample_json``), for a phase that judges its
+        own stretch of the timeline while the case runs (the soak's leak verdict)."""
+        with self._lock:
+            return [sample_json(sample) for sample in self.samples]
 
     @property
     def stall(self) -> Stall | None:

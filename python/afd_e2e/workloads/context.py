@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from afd_e2e.plan.model import CasePlan
 from afd_e2e.profile import Profile
@@ -42,3 +43,6 @@ class PhaseContext:
     # what the progress watchdog sees now, for a step that ran out of its own budget: "8 requests in flight, no
     # token for 150 s; ffn EngineCore_DP0 pid 12 is stopped" ('' without telemetry)
     diagnose: Callable[[], str] = lambda: ""
+    # the case's telemetry samples so far, as its telemetry file has them (``telemetry/sampler.py`` sample_json):
+    # what a phase judges of its own stretch of the timeline (the soak's memory growth); [] without telemetry
+    timeline: Callable[[], list[dict[str, Any]]] = lambda: []

@@ -82,6 +82,7 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue()
         "profiler",
         "performance",
         "capacity",
+        "soak",
     )
     assert results_sections.written_sections() == (
         "smoke",
@@ -93,6 +94,7 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue()
         "profiler",
         "performance",
         "capacity",
+        "soak",
     )
 
 
