@@ -469,7 +469,9 @@ class BudgetSpec:
     # How long vLLM may drain in-flight requests on SIGTERM (``--shutdown-timeout``, whole seconds); None: half of
     # ``teardown_s``. vLLM waits that long on its EngineCore whether or not anything is in flight (0.32 on the CPU:
     # the workers exit in ~3 s, the EngineCore lingers until the API server's timeout kills it), so a stop costs the
-    # whole drain: a profile whose teardown has nothing to drain (the CPU profiles) sets it low.
+    # whole drain. Shorter is not free: the executor waits for its workers only that long, and a worker left behind
+    # must then end on its own within the rest of ``teardown_s`` (a loaded machine's embedded default once missed:
+    # drain 1 s, the orphaned worker still alive 10 s after SIGTERM, a forced SIGKILL). No shipped profile sets it.
     drain_s: int | None = None
 
     def seconds(self, key: str) -> float:

@@ -213,7 +213,9 @@ class Watchdog:
             return None  # the machine, not the engine, held it back in some interval of the window
         before = first.cpu_by_pid()
         for role in self.roles:
-            used = sum(p.cpu_s - before.get(p.pid, p.cpu_s) for p in sample.processes if p.role == role)
+            # a process born inside the window (vLLM's worker, spawned while the EngineCore waits on it) used all of
+            # its CPU there: counted from 0, or its import would read as a silent start-up
+            used = sum(p.cpu_s - before.get(p.pid, 0.0) for p in sample.processes if p.role == role)
             if used >= IDLE_CPU_FRACTION * quiet_s:
                 return None
         waits = "; ".join(explain(first, _only(sample, role)) for role in self.roles)

@@ -120,8 +120,8 @@ def test_a_flag_older_vllm_lacks_breaks_the_rule():
 
 def test_the_plan_sets_shutdown_timeout_from_the_teardown_budget_where_the_vllm_has_it():
     profile = load_profile("tiny-cpu")
-    assert profile.budgets.drain_s == 1 and shutdown_timeout_s(profile) == 1, "the CPU profile's stop drains 1 s"
-    profile = replace(profile, budgets=replace(profile.budgets, teardown_s=12.5, drain_s=None))
+    assert shutdown_timeout_s(replace(profile, budgets=replace(profile.budgets, drain_s=2))) == 2, "a stated drain"
+    profile = replace(profile, budgets=replace(profile.budgets, teardown_s=12.5))
     profile = replace(
         profile, engine=replace(profile.engine, serve_args=(*profile.engine.serve_args, "--shutdown-timeout=99"))
     )

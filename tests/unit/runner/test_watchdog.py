@@ -240,6 +240,22 @@ def test_a_process_that_waits_for_the_cpu_briefly_as_it_wakes_is_not_starved_and
     assert next(f for f in found if f is not None).at_s == STALL_S
 
 
+def test_a_process_born_during_start_up_counts_all_its_cpu_and_is_no_start_up_stall():
+    """The 12-06 CI run (ci14): with stall_s 5 s, vLLM's worker was spawned while its EngineCore waited on it, and for
+    5 s only the new worker used CPU (importing, logging nothing yet); its CPU was counted from its first sample, not
+    from its birth, and the start-up read as stalled. A process absent from the window's first sample used all of its
+    CPU inside the window."""
+    dog = watchdog()
+    worker = ProcessState(12, "attention", "VLLM::Worker", "running", 0.0, 4, 11, leader=False)
+    found = []
+    for t in range(0, 40):
+        processes = [API, ENGINE, FFN, FFN_ENGINE]
+        if t >= 10:  # born at t=10, then busy importing: its cpu_s grows half a second a second from its birth
+            processes.append(dataclasses.replace(worker, cpu_s=0.5 * (t - 10) + 0.5))
+        found.append(dog.observe(sample(t, None, 0, phase="startup", processes=processes)))
+    assert all(f is None for f in found[:40])  # the silent window before its birth is 30 s only at t=30: busy then
+
+
 def test_a_start_up_the_machine_starves_is_no_start_up_stall():
     dog = watchdog()
     found = [
