@@ -18,7 +18,7 @@ import yaml
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
-from afd_e2e.preflight.software import BENCH_FLAGS, InstalledSoftware, check_software
+from afd_e2e.preflight.software import BENCH_FLAGS, check_software
 from afd_e2e.profile import PrefixRepetition, RampUp, catalogue, load_profile, parse_profile
 from afd_e2e.results.model import PerformanceComparison
 from afd_e2e.results.status import Status
@@ -27,6 +27,7 @@ from afd_e2e.workloads.capacity.phase import capacity_spec
 from afd_e2e.workloads.phases import compare
 from repo_paths import REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
+from unit.preflight.preflight_fixtures import installed_software
 
 TINY = REPO / "python/afd_e2e/profiles/tiny-cpu.yaml"
 RECORDED = json.loads((REPO / "tests/fixtures/vllm_bench/bench-flags-0.32.0.json").read_text(encoding="utf-8"))
@@ -177,17 +178,8 @@ def test_the_performance_budget_counts_every_shape_s_repetitions():
 
 def _preflight(profile, **installed):
     plan = build_plan(profile, model_path="/m", vllm_version="0.32.0")
-    software = InstalledSoftware(
-        afd_e2e_python="/venv/bin/python",
-        vllm_executable="/venv/bin/vllm",
-        vllm_python="/venv/bin/python",
-        vllm="0.32.0+cpu",
-        torch="2.10.0+cpu",
-        afd_plugin=None,
-        routing_strategies=None,
-        problem=None,
-        nvidia_ml_py=None,
-        **installed,
+    software = installed_software(
+        vllm="0.32.0+cpu", torch="2.10.0+cpu", afd_plugin=None, nvidia_ml_py=None, **installed
     )
     checks = check_software(profile, plan, software)
     return [c for c in checks if c.name == BENCH_FLAGS]
