@@ -153,7 +153,7 @@ def _save(settings: BisectSettings, record: BisectRecord) -> None:
 
 def _run_once(
     settings: BisectSettings, search: _Search, index: int, edges: _Edges, why: str, *, added: str = ""
-) -> tuple[Sample, ProbeRun] | NotInstalled | None:
+) -> ProbeRun | NotInstalled | None:
     """The commit's next run (the ``len(samples) + 1``-th): from the sample cache when it holds one, else installed
     (once per commit) and launched; None when cancelled meanwhile, NotInstalled when the commit does not install.
     ``why``: the progress line's; ``added``: recorded on an endpoint's run added for another commit."""
@@ -193,7 +193,7 @@ def _run_once(
         cached=not fresh,
         added=added,
     )
-    return sample, run
+    return run
 
 
 def _add_end_runs(settings: BisectSettings, search: _Search, index: int, judged: Judged, edges: _Edges) -> bool:
@@ -213,7 +213,7 @@ def _add_end_runs(settings: BisectSettings, search: _Search, index: int, judged:
             return False
         if isinstance(got, NotInstalled):  # it installed before; a vanished package folder is the same skip
             continue
-        probe.runs.append(got[1])
+        probe.runs.append(got)
         probe.values = [v for sample in search.samples[end_index] for v in sample.values]
         if end_index == 0:
             probe.reason = f"the good revision: {len(probe.values)} repetitions are the reference"
@@ -239,7 +239,7 @@ def _probe(settings: BisectSettings, search: _Search, index: int, edges: _Edges)
             break
         if index in search.installed:
             probe.install_s = search.installed[index].seconds
-        run = got[1]
+        run = got
         judged = judge_commit(
             settings.spec,
             settings.profile,
