@@ -3,15 +3,24 @@
 Each descriptor names, once, what the layers below the reports need of its phase: the profile sections it reads
 and what it needs of them, its budget, its run and compare functions and its results sections. What the reports
 show of each is in ``afd_e2e.phases.rendering``. Adding a phase: one module building its ``Phase`` (see
-``afd_e2e.phases.registry``) and one line in ``BUILTIN`` below. ``install`` registers them all, once; the entry
-points call it (``cli.main``, the benchmarks, the test conftest).
+``afd_e2e.phases.registry``) and one line in ``BUILTIN`` below. ``install`` registers them all and freezes the
+tables; the entry points call it (``cli.main``, the benchmarks, the test conftest).
 """
 
 from __future__ import annotations
 
 from afd_e2e.phases.capacity import CAPACITY
 from afd_e2e.phases.execution import EXECUTION
-from afd_e2e.phases.registry import Budget, CaseSection, Measure, Phase, ResultsSection, Workload, register
+from afd_e2e.phases.registry import (
+    TABLES,
+    Budget,
+    CaseSection,
+    Measure,
+    Phase,
+    ResultsSection,
+    Workload,
+    register,
+)
 from afd_e2e.phases.soak import SOAK
 from afd_e2e.phases.warmup import WARMUP
 from afd_e2e.profile.model import Profile
@@ -147,12 +156,15 @@ BUILTIN = (
     TELEMETRY,
     EXECUTION,
 )
-_installed: list[bool] = []
 
 
 def install() -> None:
-    """Register every built-in phase and case section, once (a second call does nothing)."""
-    if not _installed:
-        _installed.append(True)
-        for entry in BUILTIN:
-            register(entry)
+    """Register every built-in phase and case section, then freeze the tables: nothing registers once profiles may
+    have been read against them. Every entry point calls it, the test conftest before them; a second call finds the
+    tables frozen, the built-ins in them, and does nothing, so the freeze is the only record of an install."""
+    if all(table.frozen for table in TABLES):
+        return
+    for entry in BUILTIN:
+        register(entry)
+    for table in TABLES:
+        table.freeze()

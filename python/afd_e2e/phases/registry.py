@@ -6,17 +6,17 @@ function (``workloads.comparisons``). What the reports show of it (JUnit testcas
 registered with ``report.sections`` by ``afd_e2e.phases.rendering``, which only the commands that render import:
 so loading a profile, planning or printing a pipeline never imports a renderer.
 
-Adding a phase is one module that builds its ``Phase`` and one line in ``afd_e2e.phases.builtin``'s list (a test
-may register a throwaway one with ``registered``). A section whose type is not a field of ``CaseResults`` (or
-``Comparison``) is stored beside them; ``afd-e2e schema results`` then lists it (regenerate
-``results/schema.json``). A phase that registers no renderer still gets a JUnit testcase per section it writes,
-from the section's ``status`` and ``failure``.
+Adding a phase is one module that builds its ``Phase`` and one line in ``afd_e2e.phases.builtin``'s list, whose
+``install`` registers them and freezes the tables (a test adds a throwaway one with ``registered``). A section
+whose type is not a field of ``CaseResults`` (or ``Comparison``) is stored beside them; ``afd-e2e schema results``
+then lists it (regenerate ``results/schema.json``). A phase that registers no renderer still gets a JUnit testcase
+per section it writes, from the section's ``status`` and ``failure``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from afd_e2e.results import sections
 from afd_e2e.results.sections import ResultsSection
 from afd_e2e.runner import dispatch
 from afd_e2e.runner.dispatch import PhaseRun
+from afd_e2e.tables import Registry
 from afd_e2e.workloads import comparisons
 
 if TYPE_CHECKING:
@@ -82,33 +83,54 @@ class CaseSection:
     doc: str = ""
 
 
-def register(entry: Phase | CaseSection) -> None:
-    """Hand each part to its layer's table: a phase runs in the order registered; a name used twice is refused."""
+# Every table ``register`` fills: ``afd_e2e.phases.builtin.install`` freezes them once the built-in phases are in.
+TABLES: tuple[Registry[Any], ...] = (
+    catalogue.PHASES,
+    catalogue.SECTIONS,
+    catalogue.MEASURES,
+    sections.PHASES,
+    sections.CASE_SECTIONS,
+    sections.MEASURES,
+    dispatch.RUNS,
+    comparisons.COMPARES,
+)
+
+
+def _parts(entry: Phase | CaseSection) -> list[tuple[Registry[Any], str, Any]]:
+    """Each table ``entry`` has a part in, with the name and the part it holds there."""
     if isinstance(entry, CaseSection):
-        catalogue.register(SectionEntry(entry.name, entry.budget, entry.doc))
-        sections.register_case_section(entry.section)
-        return
-    catalogue.register(PhaseEntry(entry.name, entry.budget, entry.workloads, entry.needs, entry.doc))
-    sections.register_phase(entry.name, entry.sections)
-    dispatch.register(PhaseRun(entry.name, entry.run, entry.check_inputs, entry.ends_case, entry.stall_watched))
+        return [
+            (catalogue.SECTIONS, entry.name, SectionEntry(entry.name, entry.budget, entry.doc)),
+            (sections.CASE_SECTIONS, entry.name, entry.section),
+        ]
+    run = PhaseRun(entry.name, entry.run, entry.check_inputs, entry.ends_case, entry.stall_watched)
+    parts: list[tuple[Registry[Any], str, Any]] = [
+        (catalogue.PHASES, entry.name, PhaseEntry(entry.name, entry.budget, entry.workloads, entry.needs, entry.doc)),
+        (sections.PHASES, entry.name, entry.sections),
+        (dispatch.RUNS, entry.name, run),
+    ]
     if (measure := entry.measure) is not None:
-        catalogue.register(MeasureEntry(measure.name, entry.name, measure.needs))
-        sections.register_measure(measure.name, measure.section)
-        comparisons.register(measure.name, measure.compare)
+        parts += [
+            (catalogue.MEASURES, measure.name, MeasureEntry(measure.name, entry.name, measure.needs)),
+            (sections.MEASURES, measure.name, measure.section),
+            (comparisons.COMPARES, measure.name, measure.compare),
+        ]
+    return parts
 
 
-def unregister(entry: Phase | CaseSection) -> None:
-    names = [entry.name] + ([entry.measure.name] if isinstance(entry, Phase) and entry.measure else [])
-    for name in names:
-        for table in (catalogue, sections, dispatch, comparisons):
-            table.unregister(name)
+def register(entry: Phase | CaseSection) -> None:
+    """Hand each part to its layer's table: a phase runs in the order registered; a name used twice is refused, and
+    so is any once the tables are frozen."""
+    for table, name, part in _parts(entry):
+        table.register(name, part)
 
 
 @contextmanager
 def registered(entry: Phase | CaseSection) -> Iterator[Phase | CaseSection]:
-    """``register`` for the length of a ``with`` block (tests)."""
-    register(entry)
-    try:
+    """``entry`` in every table for the length of a ``with`` block (tests), after the built-in phases, frozen or
+    not: it is taken out again from every table it reached, however the block ends, so the frozen tables hold the
+    built-ins alone again."""
+    with ExitStack() as stack:
+        for table, name, part in _parts(entry):
+            stack.enter_context(table.extended(name, part))
         yield entry
-    finally:
-        unregister(entry)

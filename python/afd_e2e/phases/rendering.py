@@ -9,20 +9,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from afd_e2e.phases import builtin
-from afd_e2e.report import annotation, features, forensics, junit, telemetry
+from afd_e2e.report import annotation, features, forensics, junit, sections, telemetry
 from afd_e2e.report import capacity as capacity_report
 from afd_e2e.report import execution as execution_report
 from afd_e2e.report import soak as soak_report
 from afd_e2e.report.junit import SuiteTestcases
-from afd_e2e.report.sections import (
-    AnnotationPart,
-    CaseColumn,
-    SectionReport,
-    register_case_section,
-    register_measure,
-    register_phase,
-    unregister,
-)
+from afd_e2e.report.sections import AnnotationPart, CaseColumn, SectionReport
 from afd_e2e.results.capacity import CapacityComparison
 from afd_e2e.results.model import CaseResults, Comparison, RunResults
 
@@ -80,28 +72,28 @@ CASE_SECTIONS = (
         (CaseColumn("Mode", execution_report.mode_cell),),
     ),
 )
-_installed: list[bool] = []
+_TABLES = (sections.PHASES, sections.MEASURES, sections.CASE_SECTIONS)
 
 
 def install() -> None:
-    """The built-in phases (``builtin.install``) and their renderers, once."""
+    """The built-in phases (``builtin.install``) and their renderers, then the renderers' tables frozen, as
+    ``builtin.install`` freezes the phases' (a second call finds them frozen and does nothing)."""
     builtin.install()
-    if not _installed:
-        _installed.append(True)
-        for report in PHASES:
-            register_phase(report)
-        for measure, testcases in MEASURES:
-            register_measure(measure, testcases)
-        for report in CASE_SECTIONS:
-            register_case_section(report)
+    if all(table.frozen for table in _TABLES):
+        return
+    for report in PHASES:
+        sections.PHASES.register(report.name, report)
+    for measure, testcases in MEASURES:
+        sections.MEASURES.register(measure, testcases)
+    for report in CASE_SECTIONS:
+        sections.CASE_SECTIONS.register(report.name, report)
+    for table in _TABLES:
+        table.freeze()
 
 
 @contextmanager
 def rendered(report: SectionReport) -> Iterator[SectionReport]:
-    """A phase's renderers for the length of a ``with`` block (tests), after the built-in ones."""
+    """A phase's renderers for the length of a ``with`` block (tests), after the built-in ones, which stay frozen."""
     install()
-    register_phase(report)
-    try:
+    with sections.PHASES.extended(report.name, report):
         yield report
-    finally:
-        unregister(report.name)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from afd_e2e.errors import UsageError
+from afd_e2e.tables import Registry
 
 if TYPE_CHECKING:
     from afd_e2e.profile.model import Profile
@@ -81,37 +82,21 @@ class SectionEntry:
     doc: str = ""
 
 
-_PHASES: dict[str, PhaseEntry] = {}
-_MEASURES: dict[str, MeasureEntry] = {}
-_SECTIONS: dict[str, SectionEntry] = {}
+# A phase and a case section are both a case's sections: one namespace. Measures have their own (a measure is
+# named after its phase or its comparison section: parity, replay, performance, capacity).
+PHASES: Registry[PhaseEntry] = Registry("phases")  # in the order a case runs them
+SECTIONS: Registry[SectionEntry] = Registry("case sections", sharing_names_with=PHASES)
+MEASURES: Registry[MeasureEntry] = Registry("measures")
 
 
-def register(entry: PhaseEntry | MeasureEntry | SectionEntry) -> None:
-    """Add a phase (run in the order registered), a measure or a case section; a name used twice is a bug."""
-    if isinstance(entry, MeasureEntry):
-        table: dict[str, Any] = _MEASURES
-        taken = set(_MEASURES)
-    else:
-        table = _PHASES if isinstance(entry, PhaseEntry) else _SECTIONS
-        taken = set(_PHASES) | set(_SECTIONS)
-    if entry.name in taken:
-        raise ValueError(f"a phase, measure or case section named {entry.name!r} is already registered")
-    table[entry.name] = entry
-
-
-def unregister(name: str) -> None:
-    for table in (_PHASES, _MEASURES, _SECTIONS):
-        table.pop(name, None)
-
-
-def _phases() -> dict[str, PhaseEntry]:
+def _phases() -> Registry[PhaseEntry]:
     """The table, refused while empty: a program that reads profiles without the built-in phases installed."""
-    if not _PHASES:
+    if not PHASES:
         raise UsageError(
             "no phases are installed, so no profile can be read",
             "call afd_e2e.phases.builtin.install() first, as cli.main does",
         )
-    return _PHASES
+    return PHASES
 
 
 def phases() -> tuple[PhaseEntry, ...]:
@@ -124,35 +109,19 @@ def phase_names() -> tuple[str, ...]:
 
 
 def phase(name: str) -> PhaseEntry:
-    try:
-        return _phases()[name]
-    except KeyError:
-        raise KeyError(f"no phase {name!r} is registered (known: {', '.join(phase_names())})") from None
-
-
-def sections() -> tuple[SectionEntry, ...]:
-    return tuple(_SECTIONS.values())
-
-
-def measures() -> tuple[MeasureEntry, ...]:
-    """What comparisons can measure, in the order registered."""
-    return tuple(_MEASURES.values())
-
-
-def measure(name: str) -> MeasureEntry:
-    return _MEASURES[name]
+    return _phases()[name]
 
 
 def budget_keys() -> dict[str, float]:
     """Every phase's and case section's budget key and its default seconds."""
     found = {p.budget.key: p.budget.default_s for p in _phases().values()}
-    found.update({s.budget.key: s.budget.default_s for s in _SECTIONS.values() if s.budget is not None})
+    found.update({s.budget.key: s.budget.default_s for s in SECTIONS.values() if s.budget is not None})
     return found
 
 
 def extra_workloads() -> tuple[Workload, ...]:
     """``workloads.<key>`` sections the profile record does not declare, read by their phase."""
-    return tuple(w for p in _PHASES.values() for w in p.workloads if w.read is not None)
+    return tuple(w for p in PHASES.values() for w in p.workloads if w.read is not None)
 
 
 def case_budget_s(profile: Profile, case_phases: tuple[str, ...]) -> float:

@@ -506,7 +506,7 @@ class ComparisonSpec:
     id: str
     baseline: str
     candidate: str
-    measures: tuple[str, ...]  # what the registered phases measure (``afd_e2e.profile.catalogue.measures``)
+    measures: tuple[str, ...]  # what the registered phases measure (``afd_e2e.profile.catalogue.MEASURES``)
 
 
 ON_REGRESSION = ("warn", "fail")

@@ -69,7 +69,7 @@ def check_cross_fields(p: Profile) -> None:
                     f"unknown case {getattr(cmp, side)!r}",
                     f"use one of: {', '.join(sorted(case_ids))}",
                 )
-        known = [m.name for m in catalogue.measures()]
+        known = list(catalogue.MEASURES)
         for measure in cmp.measures:
             if measure not in known:
                 fail(
@@ -77,7 +77,7 @@ def check_cross_fields(p: Profile) -> None:
                     f"unknown measure {measure!r}",
                     f"use some of: {', '.join(known)}",
                 )
-            phase = catalogue.measure(measure).phase
+            phase = catalogue.MEASURES[measure].phase
             for side in (cmp.baseline, cmp.candidate):
                 if phase not in p.case(side).phases:
                     fail(
@@ -85,7 +85,7 @@ def check_cross_fields(p: Profile) -> None:
                         f"case {side} does not run the {phase} phase",
                         f"add {phase} to its phases",
                     )
-        for measure in catalogue.measures():
+        for measure in catalogue.MEASURES.values():
             if measure.name in cmp.measures and (missing := measure.needs(p)) is not None:
                 fail(f"comparisons.{cmp.id}", *missing)
 

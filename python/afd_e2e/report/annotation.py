@@ -787,13 +787,13 @@ def _sections(results: RunResults, plots: Mapping[str, str], artifacts: Sequence
     of the registered phases, then of the other case sections; failures, environment, artifacts, model output."""
     phase_parts = [
         part
-        for phase in report_sections.phase_reports()
+        for phase in report_sections.PHASES.values()
         if phase.annotation
         for part in phase.annotation(results, plots)
     ]
     section_parts = [
         part
-        for section in report_sections.case_section_reports()
+        for section in report_sections.CASE_SECTIONS.values()
         if section.annotation
         for part in section.annotation(results, plots)
     ]

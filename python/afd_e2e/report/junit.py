@@ -149,7 +149,7 @@ def build_testcases(results: RunResults) -> list[Testcase]:
         suite = builder.suite(f"comparison.{comparison_id}")
         if (runners := comparison.model_runners) is not None:
             suite.add("model runners", runners.status, message=runners.text, stdout=runners.text)
-        testcases = report_sections.measure_testcases()
+        testcases = report_sections.MEASURES
         for measure, name in results_sections.measure_sections().items():
             if (junit := testcases.get(measure)) is not None and (section := comparison.section(name)) is not None:
                 junit(suite, comparison, section)
@@ -170,16 +170,15 @@ def _add_case(suite: SuiteTestcases, case: CaseResults) -> None:
         suite.add("launch and readiness", Status.PASSED, elapsed=ready_s, stdout=f"ready after {ready_s:.1f} s")
     else:
         suite.add("launch and readiness", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
-    reports = {report.name: report for report in report_sections.phase_reports()}
     for phase in catalogue.phase_names():
-        if (report := reports.get(phase)) is None:
+        if (report := report_sections.PHASES.get(phase)) is None:
             _section_testcases(suite, case, phase)
         elif report.junit is not None:
             report.junit(suite, case)
     if case.status.is_failure and not suite.builder.reported_a_problem(suite.name):
         # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
         suite.add("case", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
-    for section in report_sections.case_section_reports():
+    for section in report_sections.CASE_SECTIONS.values():
         if section.junit is not None:
             section.junit(suite, case)
 

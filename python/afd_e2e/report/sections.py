@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from afd_e2e.tables import Registry
+
 if TYPE_CHECKING:
     from afd_e2e.report.junit import SuiteTestcases
     from afd_e2e.results.model import CaseResults, Comparison, RunResults
@@ -44,49 +46,12 @@ class SectionReport:
     columns: tuple[CaseColumn, ...] = ()
 
 
-_PHASES: dict[str, SectionReport] = {}
-_CASE_SECTIONS: dict[str, SectionReport] = {}  # after the phases: their parts and columns come last
-_MEASURES: dict[str, Callable[[SuiteTestcases, Comparison, Any], None]] = {}
-
-
-def register_phase(entry: SectionReport) -> None:
-    _refuse_taken(entry.name)
-    _PHASES[entry.name] = entry
-
-
-def register_case_section(entry: SectionReport) -> None:
-    _refuse_taken(entry.name)
-    _CASE_SECTIONS[entry.name] = entry
-
-
-def register_measure(measure: str, junit: Callable[[SuiteTestcases, Comparison, Any], None]) -> None:
-    if measure in _MEASURES:
-        raise ValueError(f"testcases for measure {measure!r} are already registered")
-    _MEASURES[measure] = junit
-
-
-def _refuse_taken(name: str) -> None:
-    if name in _PHASES or name in _CASE_SECTIONS:
-        raise ValueError(f"renderers for {name!r} are already registered")
-
-
-def unregister(name: str) -> None:
-    for table in (_PHASES, _CASE_SECTIONS, _MEASURES):
-        table.pop(name, None)
-
-
-def phase_reports() -> tuple[SectionReport, ...]:
-    return tuple(_PHASES.values())
-
-
-def case_section_reports() -> tuple[SectionReport, ...]:
-    return tuple(_CASE_SECTIONS.values())
+PHASES: Registry[SectionReport] = Registry("phases' renderers")
+# after the phases: their parts and columns come last; named apart from the phases, as in the profile's catalogue
+CASE_SECTIONS: Registry[SectionReport] = Registry("case sections' renderers", sharing_names_with=PHASES)
+MEASURES: Registry[Callable[[SuiteTestcases, Comparison, Any], None]] = Registry("measures' testcases")
 
 
 def case_columns() -> tuple[CaseColumn, ...]:
     """The per-case table's columns: every phase's, then every case section's."""
-    return tuple(c for entry in (*_PHASES.values(), *_CASE_SECTIONS.values()) for c in entry.columns)
-
-
-def measure_testcases() -> Mapping[str, Callable[[SuiteTestcases, Comparison, Any], None]]:
-    return dict(_MEASURES)
+    return tuple(c for entry in (*PHASES.values(), *CASE_SECTIONS.values()) for c in entry.columns)

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from afd_e2e.tables import Registry
+
 
 @dataclass(frozen=True)
 class ResultsSection:
@@ -19,60 +21,36 @@ class ResultsSection:
     type: Any = None
 
 
-_PHASE_SECTIONS: dict[str, tuple[ResultsSection, ...]] = {}  # phase -> the sections it writes
-_CASE_SECTIONS: dict[str, ResultsSection] = {}  # written by no phase (hygiene, telemetry, ...)
-_MEASURE_SECTIONS: dict[str, ResultsSection] = {}  # measure -> the comparison section it fills
-
-
-def register_phase(phase: str, sections: tuple[ResultsSection, ...]) -> None:
-    _refuse_taken(phase, _PHASE_SECTIONS, _CASE_SECTIONS)
-    _PHASE_SECTIONS[phase] = sections
-
-
-def register_case_section(section: ResultsSection) -> None:
-    _refuse_taken(section.name, _PHASE_SECTIONS, _CASE_SECTIONS)
-    _CASE_SECTIONS[section.name] = section
-
-
-def register_measure(measure: str, section: ResultsSection) -> None:
-    _refuse_taken(measure, _MEASURE_SECTIONS)
-    _MEASURE_SECTIONS[measure] = section
-
-
-def _refuse_taken(name: str, *tables: Mapping[str, object]) -> None:
-    if any(name in table for table in tables):
-        raise ValueError(f"results sections for {name!r} are already registered")
-
-
-def unregister(name: str) -> None:
-    for table in (_PHASE_SECTIONS, _CASE_SECTIONS, _MEASURE_SECTIONS):
-        table.pop(name, None)
+PHASES: Registry[tuple[ResultsSection, ...]] = Registry("phases' results sections")  # phase -> what it writes
+# written by no phase (hygiene, telemetry, ...): named apart from the phases, as in the profile's catalogue
+CASE_SECTIONS: Registry[ResultsSection] = Registry("case results sections", sharing_names_with=PHASES)
+MEASURES: Registry[ResultsSection] = Registry("measures' comparison sections")  # measure -> the section it fills
 
 
 def written_sections() -> tuple[str, ...]:
     """Every case results section a phase writes, in phase order."""
-    return tuple(s.name for sections in _PHASE_SECTIONS.values() for s in sections)
+    return tuple(s.name for sections in PHASES.values() for s in sections)
 
 
 def phase_sections(phase: str) -> tuple[str, ...]:
     """The case results sections ``phase`` writes."""
-    return tuple(s.name for s in _PHASE_SECTIONS.get(phase, ()))
+    return tuple(s.name for s in PHASES.get(phase, ()))
 
 
 def measure_sections() -> Mapping[str, str]:
     """measure -> the name of the comparison section it fills, in the order registered."""
-    return {measure: section.name for measure, section in _MEASURE_SECTIONS.items()}
+    return {measure: section.name for measure, section in MEASURES.items()}
 
 
 def extra_case_sections() -> Mapping[str, Any]:
     """Case results sections stored beside ``CaseResults``' fields: name -> type."""
-    every = [s for sections in _PHASE_SECTIONS.values() for s in sections] + list(_CASE_SECTIONS.values())
+    every = [s for sections in PHASES.values() for s in sections] + list(CASE_SECTIONS.values())
     return {s.name: s.type for s in every if s.type is not None}
 
 
 def extra_comparison_sections() -> Mapping[str, Any]:
     """Comparison sections stored beside ``Comparison``'s fields: name -> type."""
-    return {s.name: s.type for s in _MEASURE_SECTIONS.values() if s.type is not None}
+    return {s.name: s.type for s in MEASURES.values() if s.type is not None}
 
 
 def measure_warnings(section: object) -> list[str]:

@@ -238,7 +238,7 @@ def admit_plan(
 def _input_refusals(profile: Profile, plan: RunPlan, gsm8k_dir: Path | None) -> list[UsageError]:
     """What each planned phase will read (``Phase.check_inputs``)."""
     planned = {name for case in plan.cases for name in case.phases}
-    inputs = [run.check_inputs for run in dispatch.runs() if run.name in planned and run.check_inputs]
+    inputs = [run.check_inputs for run in dispatch.RUNS.values() if run.name in planned and run.check_inputs]
     return _refused(*(partial(check, profile, gsm8k_dir) for check in inputs))
 
 

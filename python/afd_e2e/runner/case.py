@@ -453,7 +453,7 @@ def _run_phases(
         outcome = _run_phase(ctx, case, results, servers, phase)
         if outcome.status.is_failure:
             failure = f"{phase}: {outcome.failure or outcome.status}"
-            if dispatch.phase_run(phase).ends_case:
+            if dispatch.RUNS[phase].ends_case:
                 raise CaseFailure(failure, servers.api_log_tail())
             failures.append(failure)
     try:
@@ -500,7 +500,7 @@ def _run_phase(ctx: RunContext, case: CasePlan, results: CaseResults, servers: C
             raise
 
     take = partial(_take_forensics, ctx, case, results, servers)
-    work = partial(dispatch.phase_run(phase).run, _phase_context(ctx, case, writes, stop, take, servers))
+    work = partial(dispatch.RUNS[phase].run, _phase_context(ctx, case, writes, stop, take, servers))
     stopped_as, why = None, ""
     try:
         checks = [ctx.flag.check, death_checked, progress_checked, within_budget]

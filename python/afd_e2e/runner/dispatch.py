@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from afd_e2e.tables import Registry
+
 if TYPE_CHECKING:
     from afd_e2e.profile.model import Profile
     from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
@@ -28,30 +30,9 @@ class PhaseRun:
     stall_watched: bool = True
 
 
-_RUNS: dict[str, PhaseRun] = {}
-
-
-def register(entry: PhaseRun) -> None:
-    if entry.name in _RUNS:
-        raise ValueError(f"a run function for phase {entry.name!r} is already registered")
-    _RUNS[entry.name] = entry
-
-
-def unregister(name: str) -> None:
-    _RUNS.pop(name, None)
-
-
-def phase_run(name: str) -> PhaseRun:
-    try:
-        return _RUNS[name]
-    except KeyError:
-        raise KeyError(f"no run function for phase {name!r} is registered (known: {', '.join(_RUNS)})") from None
-
-
-def runs() -> tuple[PhaseRun, ...]:
-    return tuple(_RUNS.values())
+RUNS: Registry[PhaseRun] = Registry("phase run functions")
 
 
 def stall_watched_phases() -> frozenset[str]:
     """The phases during which requests in flight with no token moving is a stall."""
-    return frozenset(r.name for r in _RUNS.values() if r.stall_watched)
+    return frozenset(r.name for r in RUNS.values() if r.stall_watched)

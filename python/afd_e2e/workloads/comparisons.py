@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from afd_e2e.tables import Registry
+
 if TYPE_CHECKING:
     from afd_e2e.plan.model import ComparisonPlan
     from afd_e2e.profile.model import Profile
@@ -15,18 +17,4 @@ if TYPE_CHECKING:
 
 Compare = Callable[["Profile", "ComparisonPlan", "CaseResults | None", "CaseResults | None", Path], Any]
 
-_COMPARES: dict[str, Compare] = {}
-
-
-def register(measure: str, compare: Compare) -> None:
-    if measure in _COMPARES:
-        raise ValueError(f"a compare function for measure {measure!r} is already registered")
-    _COMPARES[measure] = compare
-
-
-def unregister(measure: str) -> None:
-    _COMPARES.pop(measure, None)
-
-
-def compare_function(measure: str) -> Compare:
-    return _COMPARES[measure]
+COMPARES: Registry[Compare] = Registry("compare functions")  # measure -> its compare function

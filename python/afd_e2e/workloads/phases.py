@@ -41,7 +41,7 @@ from afd_e2e.workloads import (
     replay,
     serving_checks,
 )
-from afd_e2e.workloads.comparisons import compare_function
+from afd_e2e.workloads.comparisons import COMPARES
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.smoke import smoke_completion
@@ -276,8 +276,8 @@ def compare(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, C
         base, cand = results.case(cmp.baseline), results.case(cmp.candidate)
         entry = Comparison(cmp.baseline, cmp.candidate, *_told_apart(labels, cmp.baseline, cmp.candidate))
         for measure, section in sections.measure_sections().items():
-            if measure in cmp.measures and catalogue.measure(measure).needs(profile) is None:
-                entry.set_section(section, compare_function(measure)(profile, cmp, base, cand, out_dir))
+            if measure in cmp.measures and catalogue.MEASURES[measure].needs(profile) is None:
+                entry.set_section(section, COMPARES[measure](profile, cmp, base, cand, out_dir))
         comparisons[cmp.id] = entry
     return comparisons
 

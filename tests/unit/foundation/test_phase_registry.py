@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
-from afd_e2e.phases import builtin, registry
-from afd_e2e.phases.registry import Phase
+from afd_e2e.phases import builtin, registry, rendering
+from afd_e2e.phases.registry import Measure, Phase, ResultsSection
 from afd_e2e.phases.rendering import rendered
 from afd_e2e.profile import Profile, catalogue, load_profile, parse_profile
 from afd_e2e.report import sections as report_sections
@@ -25,7 +25,6 @@ from afd_e2e.runner import dispatch
 from repo_paths import REPO
 from throwaway_phase import ECHO, ECHO_REPORT, EchoResult, EchoSpec
 
-REPORTS = {r.name: r for r in report_sections.phase_reports()}
 CASE_FIELDS = {f.name for f in dataclasses.fields(CaseResults)}
 PROFILE_FIELDS = {f.name for f in dataclasses.fields(Profile)}
 
@@ -41,27 +40,26 @@ def test_every_phase_has_every_part(phase):
         assert section.name in CASE_FIELDS or section.type is not None, section
     for workload in phase.workloads:
         assert workload.key in PROFILE_FIELDS or workload.read is not None, workload
-    report = REPORTS.get(phase.name)  # a phase with no renderer gets a testcase per section (warmup)
+    report = report_sections.PHASES.get(phase.name)  # a phase with no renderer gets a testcase per section (warmup)
     assert report is not None or phase.name == "warmup"
     assert report is None or (callable(report.junit) and callable(report.annotation))
     for column in report.columns if report else ():
         assert column.header and callable(column.cell)
     if phase.measure is not None:
         assert callable(phase.measure.compare) and callable(phase.measure.needs)
-        assert callable(report_sections.measure_testcases()[phase.measure.name])
+        assert callable(report_sections.MEASURES[phase.measure.name])
         comparison_fields = {f.name for f in dataclasses.fields(Comparison)}
         assert phase.measure.section.name in comparison_fields or phase.measure.section.type is not None
 
 
 def test_case_sections_that_are_no_phase_have_a_home_too():
-    names = [s.name for s in catalogue.sections()]
-    assert names == ["hygiene", "forensics", "telemetry", "execution"]
-    hygiene, forensics, telemetry, execution = report_sections.case_section_reports()
+    assert list(catalogue.SECTIONS) == ["hygiene", "forensics", "telemetry", "execution"]
+    hygiene, forensics, telemetry, execution = report_sections.CASE_SECTIONS.values()
     assert "hygiene" in CASE_FIELDS and callable(hygiene.junit) and callable(hygiene.annotation)
     assert "forensics" in CASE_FIELDS and callable(forensics.annotation)
     # telemetry: stored beside CaseResults' fields, with the budget its watchdog judges by
     assert callable(telemetry.annotation) and results_sections.extra_case_sections()["telemetry"] is TelemetrySummary
-    assert catalogue.sections()[2].budget is not None and catalogue.sections()[2].budget.key == "stall_s"
+    assert (budget := catalogue.SECTIONS["telemetry"].budget) is not None and budget.key == "stall_s"
     # execution: stored beside them too, with a column of the per-case table and a testcase per role
     assert results_sections.extra_case_sections()["execution"] is CaseExecution
     assert [c.header for c in execution.columns] == ["Mode"] and callable(execution.junit)
@@ -72,7 +70,7 @@ def test_case_sections_that_are_no_phase_have_a_home_too():
 def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue():
     profile = load_profile("tiny-cpu")
     assert set(profile.budgets.phases) == {p.budget.key for p in catalogue.phases()} | {"stall_s"}
-    assert [m.name for m in catalogue.measures()] == ["parity", "replay", "performance", "capacity"]
+    assert list(catalogue.MEASURES) == ["parity", "replay", "performance", "capacity"]
     assert catalogue.phase_names() == (
         "smoke",
         "warmup",
@@ -98,9 +96,35 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue()
     )
 
 
-def test_a_name_registered_twice_is_refused():
-    with pytest.raises(ValueError, match="already registered"):
-        registry.register(dataclasses.replace(ECHO, name="smoke"))
+@pytest.mark.parametrize(
+    ("name", "refusal"),
+    [
+        ("smoke", "phases: 'smoke' is already registered"),
+        ("hygiene", r"phases: 'hygiene' is already registered \(in case sections\)"),  # one namespace for both
+    ],
+)
+def test_a_name_registered_twice_is_refused(name, refusal):
+    with pytest.raises(ValueError, match=refusal), registry.registered(dataclasses.replace(ECHO, name=name)):
+        pytest.fail("registered")
+
+
+def test_a_refused_test_phase_leaves_no_table_holding_it():
+    taken = dataclasses.replace(ECHO, measure=Measure("parity", ResultsSection("echo"), lambda *_: None))
+    with pytest.raises(ValueError, match="measures: 'parity' is already registered"), registry.registered(taken):
+        pytest.fail("registered")
+    assert not any("echo" in table for table in registry.TABLES)
+
+
+def test_installed_tables_are_frozen_and_a_second_install_changes_nothing():
+    tables = (*registry.TABLES, report_sections.PHASES, report_sections.CASE_SECTIONS, report_sections.MEASURES)
+    before = [dict(table) for table in tables]
+    builtin.install()
+    rendering.install()
+    assert [dict(table) for table in tables] == before
+    assert all(table.frozen for table in tables)
+    with pytest.raises(RuntimeError, match="phases: cannot register 'echo', the table is frozen"):
+        registry.register(ECHO)
+    assert "echo" not in catalogue.PHASES
 
 
 def test_a_phase_registered_from_one_module_reaches_profile_results_and_schema():
