@@ -27,14 +27,14 @@ from functools import partial
 from pathlib import Path
 
 from afd_e2e.gpu.inventory import build_inventory
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings, load_readings
 from afd_e2e.gpu.recorded import ReplayNvml
 from afd_e2e.gpu.smi import read_topo_m, run_topo_m
 from afd_e2e.phases import builtin
 from afd_e2e.plan import build_plan
-from afd_e2e.preflight.runner import hardware_checks
+from afd_e2e.preflight.run_checks import hardware_checks
 from afd_e2e.profile import Profile, load_profile
 
 builtin.install()  # the built-in phases, which reading a profile needs (as cli.main installs them)

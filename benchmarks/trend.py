@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from afd_e2e.buildkite.rest import BuildkiteRest  # noqa: E402
 from afd_e2e.profile import TrendSpec  # noqa: E402
 from afd_e2e.results import load_results  # noqa: E402
-from afd_e2e.trend.buildkite import BuildkiteHistory  # noqa: E402
+from afd_e2e.trend.buildkite_history import BuildkiteHistory  # noqa: E402
 from afd_e2e.trend.compute import TrendReport, compute_trend  # noqa: E402
 from afd_e2e.trend.history import build_ref  # noqa: E402
 from afd_e2e.trend.record import BuildRef  # noqa: E402

@@ -35,8 +35,8 @@ from afd_e2e.profile import Profile, ReplaySpec, ServingSpec, load_profile, pars
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.system.progress import Progress
+from afd_e2e.workloads.builtin_phases import run_serving
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
-from afd_e2e.workloads.phases import run_serving
 from fixtures.parity.record_tiny_cpu import PROMPTS as PARITY_PROMPTS
 from repo_paths import GSM8K_DIR, REPO
 

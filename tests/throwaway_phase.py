@@ -17,7 +17,7 @@ from afd_e2e.phases.registry import Budget, Phase, ResultsSection, Workload
 from afd_e2e.profile import Profile
 from afd_e2e.profile.reader import Reader
 from afd_e2e.report.junit import SuiteTestcases
-from afd_e2e.report.sections import AnnotationPart, SectionReport
+from afd_e2e.report.section_renderers import AnnotationPart, SectionReport
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome

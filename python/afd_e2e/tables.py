@@ -1,8 +1,8 @@
 """The one kind of table every layer's registry is: ``Registry``, entries by name in the order registered.
 
 Each layer holds what it knows of the phases in tables of its own, filled from above by ``afd_e2e.phases`` (the
-profile's ``catalogue``, ``results.sections``, the runner's ``dispatch``, ``workloads.comparisons``,
-``report.sections``); so they all refuse a name twice, name what they know when asked for what they do not, and
+profile's ``catalogue``, ``results.result_sections``, the runner's ``dispatch``, ``workloads.comparisons``,
+``report.section_renderers``); so they all refuse a name twice, name what they know when asked for what they do not, and
 freeze the same way. It sits below every layer that keeps one, and imports nothing of afd_e2e.
 """
 

@@ -36,7 +36,7 @@ import jsonschema
 import pytest
 
 from afd_e2e.cli import main
-from afd_e2e.results.bisect import bisect_schema, load_bisect
+from afd_e2e.results.bisect_records import bisect_schema, load_bisect
 from afd_e2e.results.status import BisectWord, Verdict
 from bisect_plugin.make_history import BROKEN_AT, CORRUPT_AT, SLOW_AT, SUBJECTS, make_history
 from repo_paths import FIXTURES

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from afd_e2e.gpu.inventory import build_inventory
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.memory import read_device_memory
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.smi import read_topo_m, run_topo_m
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS
-from afd_e2e.preflight.runner import run_preflight
+from afd_e2e.preflight.run_checks import run_preflight
 from afd_e2e.preflight.software import read_installed
 from afd_e2e.profile import load_profile
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from afd_e2e.errors import UsageError
-from afd_e2e.results.bisect import CommitRef
+from afd_e2e.results.bisect_records import CommitRef
 
 GIT_TIMEOUT_S = 60.0
 PACKAGE_FILES = ("pyproject.toml", "setup.py")  # what pip builds a package from, at the repository's root

@@ -29,7 +29,7 @@ from afd_e2e.bisect.search import Found, ProbeAt, Range, Stop, next_step
 from afd_e2e.bisect.verdicts import Ends, Judged, MetricSpec, Role, Sample, judge_commit
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import Profile
-from afd_e2e.results.bisect import (
+from afd_e2e.results.bisect_records import (
     BISECT_FILE,
     BISECT_SCHEMA,
     BisectRange,

@@ -10,8 +10,8 @@ import sys
 from afd_e2e.buildkite.agent_tags import format_tags, hardware_tags
 from afd_e2e.commands.preflight import add_readings_arg
 from afd_e2e.gpu.inventory import build_inventory
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.recorded import recorded_machine
 
 

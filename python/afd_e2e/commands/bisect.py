@@ -25,8 +25,8 @@ from afd_e2e.bisect.search import plan_lines
 from afd_e2e.bisect.verdicts import metric_spec
 from afd_e2e.errors import EXIT_FAILED, EXIT_PASSED, UsageError
 from afd_e2e.profile import load_profile
-from afd_e2e.report.bisect import write_bisect_report
-from afd_e2e.results.bisect import write_bisect
+from afd_e2e.report.bisect_report import write_bisect_report
+from afd_e2e.results.bisect_records import write_bisect
 from afd_e2e.results.status import Status
 from afd_e2e.runner.admission import RunRequest, admit
 from afd_e2e.runner.cancellation import CancelFlag, cancel_on_signals

@@ -18,7 +18,7 @@ from afd_e2e.commands.common import add_profile_args, plan_from_args
 from afd_e2e.errors import UsageError
 from afd_e2e.execution.provable import unprovable
 from afd_e2e.plan import RunPlan
-from afd_e2e.plan.render import render_text
+from afd_e2e.plan.shell_text import render_text
 from afd_e2e.plan.vllm_versions import release
 from afd_e2e.system.executables import resolve_executable
 

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 from afd_e2e.commands.common import add_profile_args, plan_from_args, resolve_model
-from afd_e2e.gpu.probe import read_machine
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.recorded import recorded_machine
-from afd_e2e.preflight.render import render_report
-from afd_e2e.preflight.runner import run_preflight
+from afd_e2e.preflight.report_text import render_report
+from afd_e2e.preflight.run_checks import run_preflight
 
 
 def add_readings_arg(parser: argparse.ArgumentParser) -> None:

@@ -66,7 +66,7 @@ def refuse_keep_in_ci(keep_on_stall: bool, env: os._Environ[str] | dict[str, str
 
 
 def take_preflight(profile: Profile, plan: RunPlan, model_path: str) -> PreflightRecord:
-    from afd_e2e.preflight.runner import record_preflight
+    from afd_e2e.preflight.run_checks import record_preflight
 
     return record_preflight(profile, plan, model_path=model_path)
 

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from afd_e2e.results.bisect import bisect_schema_text
+    from afd_e2e.results.bisect_records import bisect_schema_text
     from afd_e2e.results.schema import schema_text
 
     print(bisect_schema_text() if args.document == "bisect" else schema_text(), end="")

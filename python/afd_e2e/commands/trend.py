@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     rendering.install()  # this command renders: the phases' testcases and annotation parts
     from afd_e2e.report import render_all
-    from afd_e2e.trend.run import SOURCE_ENV, TrendOptions, options_from_env, run_trend
+    from afd_e2e.trend.trend_run import SOURCE_ENV, TrendOptions, options_from_env, run_trend
 
     if args.token_env and not _ENV_NAME.fullmatch(args.token_env):
         raise UsageError(

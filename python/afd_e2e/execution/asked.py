@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from afd_e2e.profile.model import MODEL_RUNNER_ENV
-from afd_e2e.results.execution import ExecutionAsked
+from afd_e2e.results.execution_records import ExecutionAsked
 
 EAGER, COMPILED, GRAPHS = "eager", "compiled", "cuda graphs"
 NO_GRAPHS = ("NONE",)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from afd_e2e.results.execution import MAX_LINE_CHARS, MicroBatches
+from afd_e2e.results.execution_records import MAX_LINE_CHARS, MicroBatches
 from afd_e2e.results.status import Proof
 
 READY_LINE = "Application startup complete."

@@ -29,7 +29,7 @@ from afd_e2e.execution.startup import read_startup
 from afd_e2e.execution.trace import read_traces, trace_files
 from afd_e2e.plan.model import CasePlan, ProcessPlan
 from afd_e2e.plan.serve_argv import trace_dir
-from afd_e2e.results.execution import (
+from afd_e2e.results.execution_records import (
     CaseExecution,
     ExecutionAsked,
     RoleExecution,

@@ -9,7 +9,7 @@ side ran what it asked; a side whose log names no runner leaves the match a warn
 from __future__ import annotations
 
 from afd_e2e.execution.judge import runner_name
-from afd_e2e.results.execution import SECTION, CaseExecution, ModelRunners
+from afd_e2e.results.execution_records import SECTION, CaseExecution, ModelRunners
 from afd_e2e.results.model import RunResults
 from afd_e2e.results.status import Status
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from afd_e2e.results.execution import MAX_EVIDENCE_LINES, MAX_LINE_CHARS, StartupEvidence
+from afd_e2e.results.execution_records import MAX_EVIDENCE_LINES, MAX_LINE_CHARS, StartupEvidence
 
 _CONFIG = re.compile(r"Initializing a V1 LLM engine")
 _CONFIG_MODE = re.compile(r"compilation_config=\{'mode': <CompilationMode\.(\w+)")

@@ -19,7 +19,7 @@ import json
 import re
 from pathlib import Path
 
-from afd_e2e.results.execution import RuntimeEvidence, StepCounts
+from afd_e2e.results.execution_records import RuntimeEvidence, StepCounts
 
 _STEP = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
 _GRAPH = ("cudaGraphLaunch", "cuGraphLaunch")

@@ -1,7 +1,7 @@
 """What a machine's NVML said, as plain records and as JSON (the shape of ../shared/fixtures/gpu/*/pynvml.json).
 
 A reading the driver could not give is None here; in JSON it is null or, as in the first captures, the error's text.
-``probe.read_machine`` fills these records live; ``replay`` answers NVML calls from them; the capture script writes
+``machine_probe.read_machine`` fills these records live; ``replay`` answers NVML calls from them; the capture script writes
 them out.
 """
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings, load_readings
 
 NVML_ERROR_NOT_SUPPORTED = 3

@@ -10,7 +10,7 @@ tables; the entry points call it (``cli.main``, the benchmarks, the test conftes
 from __future__ import annotations
 
 from afd_e2e.phases.capacity import CAPACITY
-from afd_e2e.phases.execution import EXECUTION
+from afd_e2e.phases.execution_section import EXECUTION
 from afd_e2e.phases.registry import (
     TABLES,
     Budget,
@@ -25,7 +25,7 @@ from afd_e2e.phases.soak import SOAK
 from afd_e2e.phases.warmup import WARMUP
 from afd_e2e.profile.model import Profile
 from afd_e2e.results.model import TelemetrySummary
-from afd_e2e.workloads import phases
+from afd_e2e.workloads import builtin_phases
 
 
 def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
@@ -44,7 +44,7 @@ SMOKE = Phase(
     doc="one greedy completion of a fixed prompt: the served model answers at all (a failure ends the case)",
     workloads=(Workload("smoke"),),
     budget=Budget("smoke_s", 300.0),
-    run=phases.run_smoke,
+    run=builtin_phases.run_smoke,
     ends_case=True,
     sections=(ResultsSection("smoke"),),
 )
@@ -57,13 +57,13 @@ CORRECTNESS = Phase(
         p.gsm8k is not None or p.parity is not None, "correctness phase without workloads.gsm8k or parity", "add one"
     ),
     budget=Budget("correctness_s", 3600.0),
-    run=phases.run_correctness,
-    check_inputs=phases.check_correctness_inputs,
+    run=builtin_phases.run_correctness,
+    check_inputs=builtin_phases.check_correctness_inputs,
     sections=(ResultsSection("gsm8k"), ResultsSection("parity_records")),
     measure=Measure(
         "parity",
         ResultsSection("parity"),
-        phases.compare_parity,
+        builtin_phases.compare_parity,
         needs=lambda p: _needs(p.parity is not None, "parity measure without workloads.parity", "add workloads.parity"),
     ),
 )
@@ -76,12 +76,12 @@ REPLAY = Phase(
         p.replay is not None and p.parity is not None, "replay phase without workloads.replay and parity", "add both"
     ),
     budget=Budget("replay_s", 600.0),
-    run=phases.run_replay,
+    run=builtin_phases.run_replay,
     sections=(ResultsSection("replay"),),
     measure=Measure(
         "replay",
         ResultsSection("replay"),
-        phases.compare_replay,
+        builtin_phases.compare_replay,
         needs=lambda p: _needs(p.parity is not None, "replay measure without workloads.parity", "add workloads.parity"),
     ),
 )
@@ -92,7 +92,7 @@ SERVING = Phase(
     workloads=(Workload("serving"),),
     needs=lambda p: _needs(p.serving is not None, "serving phase without workloads.serving", "add workloads.serving"),
     budget=Budget("serving_s", 300.0),
-    run=phases.run_serving,
+    run=builtin_phases.run_serving,
     sections=(ResultsSection("serving"),),
 )
 
@@ -100,7 +100,7 @@ PROFILER = Phase(
     name="profiler",
     doc="every AFD role's torch profiler trace, and which of them are uploaded",
     budget=Budget("profiler_s", 300.0),
-    run=phases.run_profiler,
+    run=builtin_phases.run_profiler,
     stall_watched=False,  # stop_profile holds its request open while the traces are written
     sections=(ResultsSection("profiler"),),
 )
@@ -111,13 +111,13 @@ PERFORMANCE = Phase(
     workloads=(Workload("bench"),),
     needs=lambda p: _needs(p.bench is not None, "performance phase without workloads.bench", "add workloads.bench"),
     budget=Budget("bench_repetition_s", 3600.0, per="per repetition", total=_performance_budget),
-    run=phases.run_performance,
-    check_inputs=phases.check_performance_inputs,
+    run=builtin_phases.run_performance,
+    check_inputs=builtin_phases.check_performance_inputs,
     sections=(ResultsSection("performance"),),
     measure=Measure(
         "performance",
         ResultsSection("performance"),
-        phases.compare_performance,
+        builtin_phases.compare_performance,
         needs=lambda p: _needs(p.bench is not None, "performance measure without workloads.bench", "add it"),
     ),
 )

@@ -1,17 +1,17 @@
 """The ``capacity`` phase, defined once: a load sweep on the case's one launch that finds its capacity at SLO
 (``workloads.capacity``, ``budgets.capacity_s``) and the ``capacity`` measure of a comparison. The parts live where
-their layer is: the profile section in ``profile/capacity.py``, the records in ``results/capacity.py``, the search,
-the sweep and the comparison in ``workloads/capacity/``, the plots, tables and testcases in ``report/capacity.py``
+their layer is: the profile section in ``profile/capacity_spec.py``, the records in ``results/capacity_records.py``, the search,
+the sweep and the comparison in ``workloads/capacity_sweep/``, the plots, tables and testcases in ``report/capacity_report.py``
 (registered by ``phases/rendering.py``).
 """
 
 from __future__ import annotations
 
 from afd_e2e.phases.registry import Budget, Measure, Phase, ResultsSection, Workload
-from afd_e2e.profile.capacity import read_capacity
+from afd_e2e.profile.capacity_spec import read_capacity
 from afd_e2e.profile.model import Profile
-from afd_e2e.results.capacity import CapacityComparison, CaseCapacity
-from afd_e2e.workloads.capacity import phase as sweep_phase
+from afd_e2e.results.capacity_records import CapacityComparison, CaseCapacity
+from afd_e2e.workloads.capacity_sweep import sweep_phase
 
 NAME = sweep_phase.SECTION
 

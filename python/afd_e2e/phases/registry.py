@@ -1,9 +1,9 @@
 """A phase, described once, and ``register``, which hands each part to the layer that owns its table.
 
 A phase is pure data plus its functions: its name, budget and profile sections (``profile.catalogue``), the results
-sections it fills (``results.sections``), its run function (``runner.dispatch``) and, for a measure, its compare
+sections it fills (``results.result_sections``), its run function (``runner.dispatch``) and, for a measure, its compare
 function (``workloads.comparisons``). What the reports show of it (JUnit testcases, annotation parts, columns) is
-registered with ``report.sections`` by ``afd_e2e.phases.rendering``, which only the commands that render import:
+registered with ``report.section_renderers`` by ``afd_e2e.phases.rendering``, which only the commands that render import:
 so loading a profile, planning or printing a pipeline never imports a renderer.
 
 Adding a phase is one module that builds its ``Phase`` and one line in ``afd_e2e.phases.builtin``'s list, whose
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from afd_e2e.profile import catalogue
 from afd_e2e.profile.catalogue import Budget, MeasureEntry, PhaseEntry, SectionEntry, Workload, nothing_missing
-from afd_e2e.results import sections
-from afd_e2e.results.sections import ResultsSection
+from afd_e2e.results import result_sections
+from afd_e2e.results.result_sections import ResultsSection
 from afd_e2e.runner import dispatch
 from afd_e2e.runner.dispatch import PhaseRun
 from afd_e2e.tables import Registry
@@ -88,9 +88,9 @@ TABLES: tuple[Registry[Any], ...] = (
     catalogue.PHASES,
     catalogue.SECTIONS,
     catalogue.MEASURES,
-    sections.PHASES,
-    sections.CASE_SECTIONS,
-    sections.MEASURES,
+    result_sections.PHASES,
+    result_sections.CASE_SECTIONS,
+    result_sections.MEASURES,
     dispatch.RUNS,
     comparisons.COMPARES,
 )
@@ -101,18 +101,18 @@ def _parts(entry: Phase | CaseSection) -> list[tuple[Registry[Any], str, Any]]:
     if isinstance(entry, CaseSection):
         return [
             (catalogue.SECTIONS, entry.name, SectionEntry(entry.name, entry.budget, entry.doc)),
-            (sections.CASE_SECTIONS, entry.name, entry.section),
+            (result_sections.CASE_SECTIONS, entry.name, entry.section),
         ]
     run = PhaseRun(entry.name, entry.run, entry.check_inputs, entry.ends_case, entry.stall_watched)
     parts: list[tuple[Registry[Any], str, Any]] = [
         (catalogue.PHASES, entry.name, PhaseEntry(entry.name, entry.budget, entry.workloads, entry.needs, entry.doc)),
-        (sections.PHASES, entry.name, entry.sections),
+        (result_sections.PHASES, entry.name, entry.sections),
         (dispatch.RUNS, entry.name, run),
     ]
     if (measure := entry.measure) is not None:
         parts += [
             (catalogue.MEASURES, measure.name, MeasureEntry(measure.name, entry.name, measure.needs)),
-            (sections.MEASURES, measure.name, measure.section),
+            (result_sections.MEASURES, measure.name, measure.section),
             (comparisons.COMPARES, measure.name, measure.compare),
         ]
     return parts

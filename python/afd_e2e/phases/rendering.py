@@ -1,5 +1,5 @@
 """What the reports show of the built-in phases and case sections: their JUnit testcases, annotation parts and
-columns of the per-case table, registered with ``report.sections``. Only the commands that render (run, report,
+columns of the per-case table, registered with ``report.section_renderers``. Only the commands that render (run, report,
 join, trend) install these, so the cheap ones (pipeline, plan, gates, profiles, preflight) import no renderer,
 numpy or matplotlib. A phase that registers nothing here still gets a testcase per section it writes."""
 
@@ -9,13 +9,20 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from afd_e2e.phases import builtin
-from afd_e2e.report import annotation, features, forensics, junit, sections, telemetry
-from afd_e2e.report import capacity as capacity_report
-from afd_e2e.report import execution as execution_report
-from afd_e2e.report import soak as soak_report
+from afd_e2e.report import (
+    annotation,
+    capacity_report,
+    execution_report,
+    features,
+    forensics_report,
+    junit,
+    section_renderers,
+    soak_report,
+    telemetry_report,
+)
 from afd_e2e.report.junit import SuiteTestcases
-from afd_e2e.report.sections import AnnotationPart, CaseColumn, SectionReport
-from afd_e2e.results.capacity import CapacityComparison
+from afd_e2e.report.section_renderers import AnnotationPart, CaseColumn, SectionReport
+from afd_e2e.results.capacity_records import CapacityComparison
 from afd_e2e.results.model import CaseResults, Comparison, RunResults
 
 
@@ -63,8 +70,8 @@ MEASURES = (
 )
 CASE_SECTIONS = (
     SectionReport("hygiene", junit.hygiene_testcases, annotation.hygiene_section),
-    SectionReport("forensics", annotation=forensics.forensics_section),
-    SectionReport("telemetry", annotation=telemetry.telemetry_section),
+    SectionReport("forensics", annotation=forensics_report.forensics_section),
+    SectionReport("telemetry", annotation=telemetry_report.telemetry_section),
     SectionReport(
         execution_report.SECTION,
         execution_report.execution_testcases,
@@ -72,7 +79,7 @@ CASE_SECTIONS = (
         (CaseColumn("Mode", execution_report.mode_cell),),
     ),
 )
-_TABLES = (sections.PHASES, sections.MEASURES, sections.CASE_SECTIONS)
+_TABLES = (section_renderers.PHASES, section_renderers.MEASURES, section_renderers.CASE_SECTIONS)
 
 
 def install() -> None:
@@ -82,11 +89,11 @@ def install() -> None:
     if all(table.frozen for table in _TABLES):
         return
     for report in PHASES:
-        sections.PHASES.register(report.name, report)
+        section_renderers.PHASES.register(report.name, report)
     for measure, testcases in MEASURES:
-        sections.MEASURES.register(measure, testcases)
+        section_renderers.MEASURES.register(measure, testcases)
     for report in CASE_SECTIONS:
-        sections.CASE_SECTIONS.register(report.name, report)
+        section_renderers.CASE_SECTIONS.register(report.name, report)
     for table in _TABLES:
         table.freeze()
 
@@ -95,5 +102,5 @@ def install() -> None:
 def rendered(report: SectionReport) -> Iterator[SectionReport]:
     """A phase's renderers for the length of a ``with`` block (tests), after the built-in ones, which stay frozen."""
     install()
-    with sections.PHASES.extended(report.name, report):
+    with section_renderers.PHASES.extended(report.name, report):
         yield report

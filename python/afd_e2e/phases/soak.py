@@ -1,11 +1,11 @@
 """The ``soak`` phase, defined in this one module: one long ``vllm bench serve`` repetition at a steady load
 (``workloads.soak``), judged for **drift** and for **leaks**.
 
-- Drift (``workloads/soak.py``): TPOT and TTFT of the requests that started in the soak's last third against its
+- Drift (``workloads/soak_drift.py``): TPOT and TTFT of the requests that started in the soak's last third against its
   first third, each third cut into ``windows`` windows whose means are the values (overlapping requests share
   batches, so a window's mean, not a request, is the independent unit); the soak fails when a metric's 95% Welch
   interval lies above zero and its delta exceeds ``drift_pct``.
-- Leaks (``telemetry/memory.py``): each role's RSS (all its processes) and, where it has GPUs, its GPU memory, from
+- Leaks (``telemetry/soak_leaks.py``): each role's RSS (all its processes) and, where it has GPUs, its GPU memory, from
   the case's 1 Hz telemetry while the soak ran: the mean of the last third of samples against the first, per 10
   minutes; growth beyond ``leak_mib_per_10min`` fails, naming the role, the kind and the growth.
 
@@ -16,7 +16,7 @@ burstiness and range ratio are always the bench's, its ramp and named shapes nev
 engineer acts on), ``leak_mib_per_10min`` (default 256: a steady server
 holds its pools from start-up, vLLM's KV cache and CUDA graphs included, so a quarter GiB per 10 minutes is hours
 from an out-of-memory, never noise at 600 s); ``budgets.soak_s`` (default 1800) bounds the whole phase and its
-repetition. The reports show it through ``report/soak.py`` (its JUnit testcases and annotation section).
+repetition. The reports show it through ``report/soak_report.py`` (its JUnit testcases and annotation section).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from afd_e2e.phases.registry import Budget, Phase, ResultsSection, Workload
 from afd_e2e.profile import Profile
 from afd_e2e.profile.reader import Reader
 from afd_e2e.results.redaction import redact_argv
-from afd_e2e.results.soak import CaseSoak
+from afd_e2e.results.soak_records import CaseSoak
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.telemetry.memory import judge_leaks, leak_words, memory_series
+from afd_e2e.telemetry.soak_leaks import judge_leaks, leak_words, memory_series
 from afd_e2e.workloads import bench
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
-from afd_e2e.workloads.soak import judge_drift, request_samples
+from afd_e2e.workloads.soak_drift import judge_drift, request_samples
 
 NAME = "soak"
 PROGRESS_EVERY_S = 30.0

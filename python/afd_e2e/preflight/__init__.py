@@ -1,5 +1,5 @@
-"""Preflight: does this agent fit a profile? One module per check family; ``runner`` runs them all.
+"""Preflight: does this agent fit a profile? One module per check family; ``run_checks`` runs them all.
 
-The runner reads the machine once (NVML, busy ports, installed distributions) and hands the readings to the
+``run_checks`` reads the machine once (NVML, busy ports, installed distributions) and hands the readings to the
 hardware, port and software families, which are pure; the checkpoint family stats its folder itself.
 """

@@ -1,7 +1,7 @@
 """Profiles: what a model, its hardware, its cases and workloads are, loaded from YAML and validated.
 
 A profile is the only place a model or topology is described. ``model`` holds the records, ``reader`` the typed
-YAML walker, ``sections`` reads each section, ``rules`` checks across sections, ``load`` finds and reads a file,
+YAML walker, ``section_readers`` reads each section, ``rules`` checks across sections, ``load`` finds and reads a file,
 ``connectors`` holds the AFD connectors' traits.
 Validation errors are one line naming the file, the key and the fix.
 """
@@ -49,7 +49,7 @@ from afd_e2e.profile.model import (
     TrendSpec,
     percentile_key,
 )
-from afd_e2e.profile.sections import parse_profile
+from afd_e2e.profile.section_readers import parse_profile
 
 __all__ = [
     "BENCH_METRICS",

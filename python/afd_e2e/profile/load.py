@@ -10,7 +10,7 @@ import yaml
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile.model import Profile
-from afd_e2e.profile.sections import parse_profile
+from afd_e2e.profile.section_readers import parse_profile
 
 
 def _builtin_dir() -> Path:

@@ -20,12 +20,11 @@ from afd_e2e import __version__
 from afd_e2e.buildkite.env import job_id, step_key
 from afd_e2e.plan.model import BLOCKS, CasePlan
 from afd_e2e.preflight.software import describe_software
-from afd_e2e.report import formatting
-from afd_e2e.report import sections as report_sections
+from afd_e2e.report import formatting, section_renderers
 from afd_e2e.report.escape import markdown_text, preformatted
-from afd_e2e.report.sections import AnnotationPart
-from afd_e2e.report.status import icon
-from afd_e2e.results import sections as results_sections
+from afd_e2e.report.section_renderers import AnnotationPart
+from afd_e2e.report.status_icons import icon
+from afd_e2e.results import result_sections
 from afd_e2e.results.model import (
     LOG_TAIL_CHARS,
     BlockRecord,
@@ -87,8 +86,8 @@ def performance_warnings(results: RunResults) -> list[str]:
     return [
         f"{comparison_id}: {warning}"
         for comparison_id, comparison in results.comparisons.items()
-        for section in results_sections.measure_sections().values()
-        for warning in results_sections.measure_warnings(comparison.section(section))
+        for section in result_sections.measure_sections().values()
+        for warning in result_sections.measure_warnings(comparison.section(section))
     ]
 
 
@@ -296,7 +295,7 @@ def smoke_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
 def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
     """The per-case table: status and readiness, then the registered phases' and case sections' columns; then the
     phases' parts."""
-    columns = list(report_sections.case_columns())
+    columns = list(section_renderers.case_columns())
     header = ["Case", "Status", "Ready after", *(c.header for c in columns)]
     rows = [
         "### Correctness",
@@ -722,7 +721,7 @@ def _failures(results: RunResults) -> str:
         parts = [("case", case.status, case.failure)]
         parts += [
             (name, part.status, part.failure)
-            for name in results_sections.written_sections()
+            for name in result_sections.written_sections()
             if (part := case.section(name)) is not None and hasattr(part, "failure")
         ]
         failures = [
@@ -787,13 +786,13 @@ def _sections(results: RunResults, plots: Mapping[str, str], artifacts: Sequence
     of the registered phases, then of the other case sections; failures, environment, artifacts, model output."""
     phase_parts = [
         part
-        for phase in report_sections.PHASES.values()
+        for phase in section_renderers.PHASES.values()
         if phase.annotation
         for part in phase.annotation(results, plots)
     ]
     section_parts = [
         part
-        for section in report_sections.CASE_SECTIONS.values()
+        for section in section_renderers.CASE_SECTIONS.values()
         if section.annotation
         for part in section.annotation(results, plots)
     ]

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from afd_e2e.report.escape import markdown_text
-from afd_e2e.report.sections import AnnotationPart
-from afd_e2e.report.status import icon
+from afd_e2e.report.section_renderers import AnnotationPart
+from afd_e2e.report.status_icons import icon
 from afd_e2e.results.model import ProfilerResult, RunResults
 from afd_e2e.results.parity_text import parity_summary
 from afd_e2e.results.status import Status

@@ -19,10 +19,9 @@ from pathlib import Path
 
 from afd_e2e.plan.model import BLOCKS
 from afd_e2e.profile import catalogue
-from afd_e2e.report import formatting
-from afd_e2e.report import sections as report_sections
+from afd_e2e.report import formatting, section_renderers
 from afd_e2e.report.escape import cut_head, one_line, xml_text
-from afd_e2e.results import sections as results_sections
+from afd_e2e.results import result_sections
 from afd_e2e.results.model import (
     CaseResults,
     Comparison,
@@ -149,8 +148,8 @@ def build_testcases(results: RunResults) -> list[Testcase]:
         suite = builder.suite(f"comparison.{comparison_id}")
         if (runners := comparison.model_runners) is not None:
             suite.add("model runners", runners.status, message=runners.text, stdout=runners.text)
-        testcases = report_sections.MEASURES
-        for measure, name in results_sections.measure_sections().items():
+        testcases = section_renderers.MEASURES
+        for measure, name in result_sections.measure_sections().items():
             if (junit := testcases.get(measure)) is not None and (section := comparison.section(name)) is not None:
                 junit(suite, comparison, section)
     _add_verdict(builder, results)
@@ -171,21 +170,21 @@ def _add_case(suite: SuiteTestcases, case: CaseResults) -> None:
     else:
         suite.add("launch and readiness", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
     for phase in catalogue.phase_names():
-        if (report := report_sections.PHASES.get(phase)) is None:
+        if (report := section_renderers.PHASES.get(phase)) is None:
             _section_testcases(suite, case, phase)
         elif report.junit is not None:
             report.junit(suite, case)
     if case.status.is_failure and not suite.builder.reported_a_problem(suite.name):
         # The case broke between phases (a harness error, say): no phase above carries it, so this testcase does.
         suite.add("case", case.status, message=case.failure, output=suite.log_tail, whole=suite.logs)
-    for section in report_sections.CASE_SECTIONS.values():
+    for section in section_renderers.CASE_SECTIONS.values():
         if section.junit is not None:
             section.junit(suite, case)
 
 
 def _section_testcases(suite: SuiteTestcases, case: CaseResults, phase: str) -> None:
     """A phase that registered no renderer: one testcase per section it wrote, from its status and failure."""
-    for name in results_sections.phase_sections(phase):
+    for name in result_sections.phase_sections(phase):
         if isinstance(status := getattr(part := case.section(name), "status", None), Status):
             suite.add(name, status, message=getattr(part, "failure", None))
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from afd_e2e.buildkite import env as buildkite_env
 from afd_e2e.buildkite.test_engine_upload import BUDGET_S, TEST_ENGINE_URL, upload_junit
 from afd_e2e.report.annotation import annotation_context, job_step
-from afd_e2e.report.artifacts import matching_globs
+from afd_e2e.report.artifact_files import matching_globs
 from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.render import ReportPaths
-from afd_e2e.report.status import icon
+from afd_e2e.report.status_icons import icon
 
 AGENT = "buildkite-agent"
 AGENT_TIMEOUT_S = 600.0

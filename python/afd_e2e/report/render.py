@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES, render_annotation
-from afd_e2e.report.artifacts import list_artifacts
-from afd_e2e.report.capacity import write_capacity_plots
+from afd_e2e.report.artifact_files import list_artifacts
+from afd_e2e.report.capacity_report import write_capacity_plots
 from afd_e2e.report.junit import write_junit
 from afd_e2e.report.plots import write_plots
-from afd_e2e.report.telemetry import write_telemetry_plots
+from afd_e2e.report.telemetry_report import write_telemetry_plots
 from afd_e2e.report.trend_attach import attach as attach_trend
 from afd_e2e.results import load_results
 from afd_e2e.results.status import Status

@@ -6,7 +6,7 @@ nested dataclasses. A field with a default may be absent; any other absent field
 non-finite number is a ``FormatError`` naming its JSON path.
 
 A field whose metadata has ``EXTRAS`` (a function: key -> type) holds sections registered elsewhere (a phase's,
-``results/sections.py``): they are written as keys of the record itself, after its fields, and read back by their type.
+``results/result_sections.py``): they are written as keys of the record itself, after its fields, and read back by their type.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afd_e2e.plan.model import REPETITIONS, RunPlan, planned_looks
-from afd_e2e.results import sections
+from afd_e2e.results import result_sections
 from afd_e2e.results.codec import EXTRAS
-from afd_e2e.results.execution import ModelRunners
+from afd_e2e.results.execution_records import ModelRunners
 from afd_e2e.results.status import ParityVerdict, Saturation, Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
@@ -481,11 +481,11 @@ class TelemetrySummary:
 
 
 def _registered_case_sections() -> Mapping[str, Any]:
-    return sections.extra_case_sections()
+    return result_sections.extra_case_sections()
 
 
 def _registered_comparison_sections() -> Mapping[str, Any]:
-    return sections.extra_comparison_sections()
+    return result_sections.extra_comparison_sections()
 
 
 class _Sections:

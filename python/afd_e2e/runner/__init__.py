@@ -5,6 +5,6 @@ idle) -> run.py (a whole run; environment.py says what it ran on) -> case.py (on
 servers: launch via system/processes.py, wait via readiness.py, watch via watch.py, stop via teardown.py), the
 phases' run functions (dispatch.py, filled by ``afd_e2e.phases``), hygiene.py (what is left), system/progress.py
 (what it is doing), cancellation.py (SIGTERM/SIGINT and abandoning work), system/markers.py (finding a run's
-processes), system/child_env.py and layout.py (where things go), record.py (what cleanup.py needs), verdict.py
+processes), system/child_env.py and layout.py (where things go), run_record.py (what cleanup.py needs), verdict.py
 (pass or fail); side.py is how a case on several agents fails from the other side (``afd_e2e.multi_agent``).
 """

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from afd_e2e.buildkite.env import JOB_ID, job_id
 from afd_e2e.errors import UsageError
-from afd_e2e.gpu.probe import read_machine
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan import RunPlan, build_plan
 from afd_e2e.plan.addresses import placeholders

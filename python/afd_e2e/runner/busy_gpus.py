@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from afd_e2e.errors import UsageError
-from afd_e2e.gpu.probe import read_machine
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.preflight.checks import FAIL, PreflightCheck
 from afd_e2e.preflight.idle import check_idle
-from afd_e2e.preflight.runner import read_inventory
+from afd_e2e.preflight.run_checks import read_inventory
 from afd_e2e.profile import Profile
 from afd_e2e.system.pids import describe_pid
 

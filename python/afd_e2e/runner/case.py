@@ -37,7 +37,7 @@ from afd_e2e.execution.judge import judge_case
 from afd_e2e.forensics import Trigger, capture_case
 from afd_e2e.plan.model import CasePlan, RunPlan
 from afd_e2e.profile import Profile, catalogue
-from afd_e2e.results import sections
+from afd_e2e.results import result_sections
 from afd_e2e.results.model import CaseResults, CheckRecord, PreflightCheck, ProcessRecord
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Status
@@ -56,7 +56,7 @@ from afd_e2e.runner.hygiene import (
 )
 from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.readiness import StartupTimeout
-from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.run_record import RunRecord
 from afd_e2e.runner.server import CaseServers, LaunchFailed, Stalled
 from afd_e2e.runner.side import SideFailed
 from afd_e2e.runner.watch import EngineDied
@@ -173,7 +173,7 @@ class PhaseWrites:
         with self._store.lock:
             if not self._open:
                 return
-            for name in sections.written_sections():
+            for name in result_sections.written_sections():
                 if (section := self.sections.section(name)) is not None:
                     self._case.set_section(name, copy.deepcopy(section))
                     self._written.add(name)
@@ -196,7 +196,7 @@ def run_case(
     ctx: RunContext, case: CasePlan, while_up: Callable[[CaseServers, CaseResults], None] | None = None
 ) -> CaseResults:
     """Run one case; its results section is written as it goes and returned. ``while_up``: called once its phases
-    passed, before its teardown, with its servers still up (``runner.sequential``: a series, the cases a held
+    passed, before its teardown, with its servers still up (``runner.series_servers``: a series, the cases a held
     baseline waits for); a role that died meanwhile, or a performance section it failed, fails the case."""
     started = ctx.clock()
     results = ctx.store.results.cases[case.id] = new_case_results(case)
@@ -223,7 +223,7 @@ def run_case(
 def run_block(
     ctx: RunContext, case: CasePlan, block: str, work: Callable[[CaseServers, threading.Event], None]
 ) -> CaseResults:
-    """One more launch of ``case`` for a block of a ``blocks`` series (``runner.sequential``): launched and made
+    """One more launch of ``case`` for a block of a ``blocks`` series (``runner.series_servers``): launched and made
     ready, ``work`` run watched like a phase (a cancel, a dead role or a stall ends it; its event tells it to stop),
     then stopped and checked for hygiene like the case itself. Everything lands in a record of its own, returned
     (processes, timings, hygiene, status; logs under the case's folder, named ``block``): the case's record is

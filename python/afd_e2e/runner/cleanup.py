@@ -28,7 +28,7 @@ from afd_e2e.runner.hygiene import (
     record,
     remove_leftover_files,
 )
-from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.run_record import RunRecord
 from afd_e2e.runner.teardown import POLL_INTERVAL_S, terminate
 from afd_e2e.runner.verdict import decide_verdict
 from afd_e2e.system.markers import find_run, is_alive

@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 from afd_e2e.gpu.inventory import build_inventory
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.results.model import CheckpointIdentity, Environment, GpuInfo

@@ -27,12 +27,12 @@ from afd_e2e.runner.case import AgentSide, RunContext
 from afd_e2e.runner.environment import describe_environment
 from afd_e2e.runner.hygiene import read_gpu_memory, shm_entries
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.record import RunRecord
-from afd_e2e.runner.sequential import kept_up, run_cases
+from afd_e2e.runner.run_record import RunRecord
+from afd_e2e.runner.series_servers import kept_up, run_cases
 from afd_e2e.runner.verdict import decide_verdict
 from afd_e2e.system.markers import new_run_id
 from afd_e2e.system.progress import Progress
-from afd_e2e.workloads import phases
+from afd_e2e.workloads import builtin_phases
 
 
 def _close(store: ResultsStore, *, cancelled: str | None = None, crashed: str | None = None) -> None:
@@ -148,7 +148,7 @@ def execute_run(
         try:
             run_cases(ctx, plan.cases)
             if not flag.is_set():
-                results.comparisons = phases.compare(profile, results, layout.out_dir)
+                results.comparisons = builtin_phases.compare(profile, results, layout.out_dir)
                 match_model_runners(results)
                 store.flush()
         except Exception as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from afd_e2e.results import sections
+from afd_e2e.results import result_sections
 from afd_e2e.results.model import RunResults, RunVerdict
 from afd_e2e.results.status import Status
 
@@ -26,7 +26,7 @@ def decide_verdict(
     for case_id, case in cases.items():
         line = f"{case_id} ({case.label or case.kind}): {case.status}"
         reasons.append(line + (f": {case.failure}" if case.failure else ""))
-        for name in sections.written_sections():
+        for name in result_sections.written_sections():
             part = case.section(name)
             if getattr(part, "status", None) is Status.SKIPPED:
                 reasons.append(f"{case_id} {name}: skipped ({part.failure or 'not run'})")
@@ -35,7 +35,7 @@ def decide_verdict(
         if (runners := comparison.model_runners) is not None and runners.status is not Status.PASSED:
             reasons.append(f"{comparison_id} model runners: {runners.status}: {runners.text}")
             failed_measures |= runners.status.is_failure
-        for measure, section in ((m, comparison.section(s)) for m, s in sections.measure_sections().items()):
+        for measure, section in ((m, comparison.section(s)) for m, s in result_sections.measure_sections().items()):
             if section is None:
                 continue
             if getattr(section, "control", False):
@@ -61,7 +61,7 @@ def decide_verdict(
 def _with_warnings(section: object) -> str:
     """A passed measure with warnings says so, so its line never reads as a clean pass beside the warning the
     annotation lists above it ("capacity: passed" under "capacity at SLO worse")."""
-    count = len(sections.measure_warnings(section))
+    count = len(result_sections.measure_warnings(section))
     if getattr(section, "status", None) is not Status.PASSED or not count:
         return ""
     return " with a warning" if count == 1 else f" with {count} warnings"

@@ -26,7 +26,7 @@ from afd_e2e.system.process_state import case_processes, role_processes
 from afd_e2e.system.processes import ANSI, ServerProcess
 from afd_e2e.system.progress import meaningful
 from afd_e2e.telemetry.engine_metrics import EngineMetrics, read_metrics
-from afd_e2e.telemetry.gpus import GpuSampler
+from afd_e2e.telemetry.gpu_sampler import GpuSampler
 from afd_e2e.telemetry.in_flight import client_connections, server_connections
 from afd_e2e.telemetry.watchdog import Sample, Stall, Watchdog
 

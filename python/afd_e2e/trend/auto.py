@@ -16,7 +16,7 @@ from afd_e2e.buildkite.rest import BuildkiteRestError
 from afd_e2e.errors import UsageError
 from afd_e2e.report.trend_attach import TREND_DIR
 from afd_e2e.results import load_results
-from afd_e2e.trend.run import SOURCE_ENV, options_from_env, run_trend
+from afd_e2e.trend.trend_run import SOURCE_ENV, options_from_env, run_trend
 
 
 def trend_if_configured(out_dir: Path, environ: Mapping[str, str]) -> list[str]:

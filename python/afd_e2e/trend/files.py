@@ -14,9 +14,9 @@ from afd_e2e.results import write_json_atomic
 from afd_e2e.results.codec import from_json
 from afd_e2e.trend.compute import TrendReport
 from afd_e2e.trend.episodes import Episode
-from afd_e2e.trend.junit import write_trend_junit
 from afd_e2e.trend.plot import write_trend_plots
 from afd_e2e.trend.section import render_section
+from afd_e2e.trend.trend_junit import write_trend_junit
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A source yields ``Fetched`` runs (a results document, or the reason there is none) newest first; ``screen`` keeps
 those of tonight's identity and names why each other one was skipped: no results, another schema, a cancelled
 run, tonight's own run (its ``run_id``, copied into the history), another profile, profile revision or hardware. Two sources: ``FolderHistory`` (``--history DIR``, one
-sub-folder per run) here, ``BuildkiteHistory`` (earlier builds of this pipeline) in ``trend.buildkite``.
+sub-folder per run) here, ``BuildkiteHistory`` (earlier builds of this pipeline) in ``trend.buildkite_history``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from afd_e2e.results import RunResults, Status
-from afd_e2e.results.capacity import BRACKETED, CaseCapacity
+from afd_e2e.results.capacity_records import BRACKETED, CaseCapacity
 from afd_e2e.results.codec import to_json
 from afd_e2e.results.model import CaseResults
 

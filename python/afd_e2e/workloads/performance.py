@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from afd_e2e.profile import MetricGate
-from afd_e2e.results.execution import CaseExecution
+from afd_e2e.results.execution_records import CaseExecution
 from afd_e2e.results.model import (
     CasePerformance,
     MetricComparison,

@@ -13,7 +13,7 @@ the repetitions ran in. Alternating keeps slow drift of the machine (thermal, a 
 one side only.
 
 The driver knows nothing of servers: ``step(case_id, indices)`` runs those repetitions on that case (the runner
-keeps both up or launches a block, ``afd_e2e.runner.sequential``); the tests drive it with simulated repetitions.
+keeps both up or launches a block, ``afd_e2e.runner.series_servers``); the tests drive it with simulated repetitions.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from afd_e2e.plan.build import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.runner.hygiene import GpuSnapshot
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.run_record import RunRecord
 from afd_e2e.system.markers import marker_env, new_run_id
 
 rendering.install()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does

@@ -17,7 +17,7 @@ from afd_e2e.bisect.drive import BisectSettings, run_bisect
 from afd_e2e.bisect.verdicts import metric_spec
 from afd_e2e.cli import main
 from afd_e2e.profile import load_profile
-from afd_e2e.results.bisect import bisect_schema_text
+from afd_e2e.results.bisect_records import bisect_schema_text
 from afd_e2e.runner.cancellation import CancelFlag
 from bisect_plugin.make_history import BROKEN_AT, SLOW_AT, SUBJECTS, make_history
 from repo_paths import FIXTURES

@@ -16,8 +16,8 @@ from afd_e2e.bisect.drive import BisectSettings, log_text, run_bisect
 from afd_e2e.bisect.verdicts import metric_spec
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import load_profile
-from afd_e2e.report.bisect import render_bisect_section, write_bisect_report
-from afd_e2e.results.bisect import SCHEMA_FILE, CommitRef, bisect_schema, bisect_schema_text, load_bisect
+from afd_e2e.report.bisect_report import render_bisect_section, write_bisect_report
+from afd_e2e.results.bisect_records import SCHEMA_FILE, CommitRef, bisect_schema, bisect_schema_text, load_bisect
 from afd_e2e.results.status import BisectWord, Status, Verdict
 from afd_e2e.runner.cancellation import CancelFlag
 

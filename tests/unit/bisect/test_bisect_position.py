@@ -16,7 +16,7 @@ from afd_e2e.bisect.drive import BisectSettings, run_bisect
 from afd_e2e.bisect.position import locate
 from afd_e2e.bisect.verdicts import metric_spec
 from afd_e2e.profile import load_profile
-from afd_e2e.results.bisect import CommitRef
+from afd_e2e.results.bisect_records import CommitRef
 from afd_e2e.results.status import BisectWord, Status
 from afd_e2e.runner.cancellation import CancelFlag
 

@@ -18,12 +18,12 @@ from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.plan.serve_argv import OUT_DIR
 from afd_e2e.profile import load_profile
-from afd_e2e.profile.sections import parse_profile
+from afd_e2e.profile.section_readers import parse_profile
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.junit import build_testcases
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Proof, Status
-from afd_e2e.workloads.phases import compare
+from afd_e2e.workloads.builtin_phases import compare
 from repo_paths import FIXTURES, REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 

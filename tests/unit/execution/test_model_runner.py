@@ -19,9 +19,9 @@ from afd_e2e.execution.judge import judge_runner
 from afd_e2e.execution.runners import match_model_runners, match_runners
 from afd_e2e.execution.startup import read_startup
 from afd_e2e.plan import build_plan
-from afd_e2e.profile.sections import parse_profile
+from afd_e2e.profile.section_readers import parse_profile
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.results.execution import CaseExecution, ExecutionAsked, RoleExecution, StartupEvidence
+from afd_e2e.results.execution_records import CaseExecution, ExecutionAsked, RoleExecution, StartupEvidence
 from afd_e2e.results.status import Proof, Status
 from afd_e2e.runner.verdict import decide_verdict
 from repo_paths import FIXTURES, REPO

@@ -21,7 +21,7 @@ from afd_e2e.execution.trace import read_traces
 from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.preflight.proof import check_proof
-from afd_e2e.profile.sections import parse_profile
+from afd_e2e.profile.section_readers import parse_profile
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Proof, Status
 from afd_e2e.workloads.profiler_traces import request_tokens

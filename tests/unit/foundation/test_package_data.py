@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tomllib
 
-from afd_e2e.results import bisect, schema
+from afd_e2e.results import bisect_records, schema
 from repo_paths import REPO
 
 PACKAGE = REPO / "python" / "afd_e2e"
@@ -29,4 +29,4 @@ def test_every_data_file_of_the_package_ships_in_the_wheel():
 
 def test_both_schemas_ship():
     """The files ``afd-e2e schema`` regenerates (CONTRIBUTING's table) under the names the code reads them by."""
-    assert {f"results/{schema.SCHEMA_FILE.name}", f"results/{bisect.SCHEMA_FILE.name}"} <= shipped()
+    assert {f"results/{schema.SCHEMA_FILE.name}", f"results/{bisect_records.SCHEMA_FILE.name}"} <= shipped()

@@ -14,10 +14,10 @@ from afd_e2e.phases import builtin, registry, rendering
 from afd_e2e.phases.registry import Measure, Phase, ResultsSection
 from afd_e2e.phases.rendering import rendered
 from afd_e2e.profile import Profile, catalogue, load_profile, parse_profile
-from afd_e2e.report import sections as report_sections
-from afd_e2e.results import sections as results_sections
+from afd_e2e.report import section_renderers
+from afd_e2e.results import result_sections
 from afd_e2e.results.codec import json_schema, to_json
-from afd_e2e.results.execution import CaseExecution
+from afd_e2e.results.execution_records import CaseExecution
 from afd_e2e.results.model import CaseResults, Comparison, RunResults, TelemetrySummary
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import results_from_json, results_to_json
@@ -40,28 +40,28 @@ def test_every_phase_has_every_part(phase):
         assert section.name in CASE_FIELDS or section.type is not None, section
     for workload in phase.workloads:
         assert workload.key in PROFILE_FIELDS or workload.read is not None, workload
-    report = report_sections.PHASES.get(phase.name)  # a phase with no renderer gets a testcase per section (warmup)
+    report = section_renderers.PHASES.get(phase.name)  # a phase with no renderer gets a testcase per section (warmup)
     assert report is not None or phase.name == "warmup"
     assert report is None or (callable(report.junit) and callable(report.annotation))
     for column in report.columns if report else ():
         assert column.header and callable(column.cell)
     if phase.measure is not None:
         assert callable(phase.measure.compare) and callable(phase.measure.needs)
-        assert callable(report_sections.MEASURES[phase.measure.name])
+        assert callable(section_renderers.MEASURES[phase.measure.name])
         comparison_fields = {f.name for f in dataclasses.fields(Comparison)}
         assert phase.measure.section.name in comparison_fields or phase.measure.section.type is not None
 
 
 def test_case_sections_that_are_no_phase_have_a_home_too():
     assert list(catalogue.SECTIONS) == ["hygiene", "forensics", "telemetry", "execution"]
-    hygiene, forensics, telemetry, execution = report_sections.CASE_SECTIONS.values()
+    hygiene, forensics, telemetry, execution = section_renderers.CASE_SECTIONS.values()
     assert "hygiene" in CASE_FIELDS and callable(hygiene.junit) and callable(hygiene.annotation)
     assert "forensics" in CASE_FIELDS and callable(forensics.annotation)
     # telemetry: stored beside CaseResults' fields, with the budget its watchdog judges by
-    assert callable(telemetry.annotation) and results_sections.extra_case_sections()["telemetry"] is TelemetrySummary
+    assert callable(telemetry.annotation) and result_sections.extra_case_sections()["telemetry"] is TelemetrySummary
     assert (budget := catalogue.SECTIONS["telemetry"].budget) is not None and budget.key == "stall_s"
     # execution: stored beside them too, with a column of the per-case table and a testcase per role
-    assert results_sections.extra_case_sections()["execution"] is CaseExecution
+    assert result_sections.extra_case_sections()["execution"] is CaseExecution
     assert [c.header for c in execution.columns] == ["Mode"] and callable(execution.junit)
     # stalls are judged in every phase but the profiler's (stop_profile holds its request while traces are written)
     assert dispatch.stall_watched_phases() == set(catalogue.phase_names()) - {"profiler"}
@@ -82,7 +82,7 @@ def test_the_profile_reads_phase_names_budgets_and_measures_from_the_catalogue()
         "capacity",
         "soak",
     )
-    assert results_sections.written_sections() == (
+    assert result_sections.written_sections() == (
         "smoke",
         "warmup",
         "gsm8k",
@@ -116,7 +116,7 @@ def test_a_refused_test_phase_leaves_no_table_holding_it():
 
 
 def test_installed_tables_are_frozen_and_a_second_install_changes_nothing():
-    tables = (*registry.TABLES, report_sections.PHASES, report_sections.CASE_SECTIONS, report_sections.MEASURES)
+    tables = (*registry.TABLES, section_renderers.PHASES, section_renderers.CASE_SECTIONS, section_renderers.MEASURES)
     before = [dict(table) for table in tables]
     builtin.install()
     rendering.install()

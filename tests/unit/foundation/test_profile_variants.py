@@ -12,7 +12,7 @@ import yaml
 from afd_e2e.cli import main
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
-from afd_e2e.plan.render import render_text
+from afd_e2e.plan.shell_text import render_text
 from afd_e2e.profile import load_profile, parse_profile
 from afd_e2e.system.child_env import child_environment
 from repo_paths import FIXTURES, REPO

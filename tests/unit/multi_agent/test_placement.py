@@ -13,7 +13,7 @@ import yaml
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.plan.addresses import meta_data_key, placeholders, resolve
-from afd_e2e.plan.render import render_text
+from afd_e2e.plan.shell_text import render_text
 from afd_e2e.profile import load_profile, parse_profile
 from repo_paths import REPO
 

@@ -44,7 +44,7 @@ from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.hygiene import read_gpu_memory
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.run_record import RunRecord
 from afd_e2e.runner.server import CaseServers
 from unit.timing import FakeClock
 

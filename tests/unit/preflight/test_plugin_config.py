@@ -26,7 +26,7 @@ from afd_e2e.preflight.plugin_config import (
     config_queries,
     read_answer,
 )
-from afd_e2e.preflight.runner import run_preflight
+from afd_e2e.preflight.run_checks import run_preflight
 from afd_e2e.preflight.software import InstalledSoftware
 from afd_e2e.profile import load_profile
 from afd_e2e.profile.model import ArgEdit

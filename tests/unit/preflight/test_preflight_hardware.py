@@ -12,7 +12,7 @@ from afd_e2e.gpu.readings import ProcessReading, load_readings
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP, WARN
 from afd_e2e.preflight.interconnect import role_pairs
-from afd_e2e.preflight.runner import hardware_checks, read_inventory
+from afd_e2e.preflight.run_checks import hardware_checks, read_inventory
 from afd_e2e.profile import load_profile
 
 MIB = 1024 * 1024

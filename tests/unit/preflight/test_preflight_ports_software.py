@@ -11,7 +11,7 @@ from preflight_fixtures import installed_software as software
 
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
-from afd_e2e.preflight.ports import check_ports, plan_ports, port_ranges
+from afd_e2e.preflight.free_ports import check_ports, plan_ports, port_ranges
 from afd_e2e.preflight.software import check_software
 from afd_e2e.profile import load_profile
 from afd_e2e.system.ports import busy_ports

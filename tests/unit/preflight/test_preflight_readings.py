@@ -8,8 +8,8 @@ import pytest
 from preflight_fixtures import GPU_FIXTURES, H200X2, h200x2_readings
 
 from afd_e2e.errors import UsageError
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import PairReading, load_readings, readings_from_json, readings_to_json
 from afd_e2e.gpu.recorded import ReplayNvml
 

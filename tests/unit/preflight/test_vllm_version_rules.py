@@ -11,8 +11,8 @@ import pytest
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
-from afd_e2e.plan.render import render_text
 from afd_e2e.plan.serve_argv import shutdown_timeout_s
+from afd_e2e.plan.shell_text import render_text
 from afd_e2e.plan.vllm_versions import SHUTDOWN_TIMEOUT, breaches, flag_value, has_flag, release
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
 from afd_e2e.preflight.software import VERSION_RULES, InstalledSoftware, check_software

@@ -17,9 +17,9 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
-from afd_e2e.report.capacity import BOUND, STAR, Side, at_capacity, plot_capacity
-from afd_e2e.results.capacity import BRACKETED, NEVER_MISSES
-from afd_e2e.workloads.capacity.sweep import slo_percentile
+from afd_e2e.report.capacity_report import BOUND, STAR, Side, at_capacity, plot_capacity
+from afd_e2e.results.capacity_records import BRACKETED, NEVER_MISSES
+from afd_e2e.workloads.capacity_sweep.sweep import slo_percentile
 from repo_paths import FIXTURES
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 

@@ -16,14 +16,21 @@ from matplotlib.image import imread
 from matplotlib.text import Text
 
 from afd_e2e.report import render_all
-from afd_e2e.report.capacity import Side, at_capacity, capacity_section, case_testcase, plot_capacity, plot_groups
+from afd_e2e.report.capacity_report import (
+    Side,
+    at_capacity,
+    capacity_section,
+    case_testcase,
+    plot_capacity,
+    plot_groups,
+)
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.results.capacity import BRACKETED, CaseCapacity
+from afd_e2e.results.capacity_records import BRACKETED, CaseCapacity
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.trend.record import case_values
-from afd_e2e.workloads.capacity.search import SearchPlan, estimate
-from afd_e2e.workloads.capacity.sweep import observation
+from afd_e2e.workloads.capacity_sweep.level_search import SearchPlan, estimate
+from afd_e2e.workloads.capacity_sweep.sweep import observation
 from repo_paths import SHARED
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from afd_e2e.report import render_all
-from afd_e2e.report.artifacts import matching_globs
+from afd_e2e.report.artifact_files import matching_globs
 from afd_e2e.report.junit import build_testcases
 from afd_e2e.results.model import CheckRecord, ProfilerResult, RoleTrace, RunResults, ServingResult, TraceFile
 from afd_e2e.results.status import Status

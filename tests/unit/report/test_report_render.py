@@ -9,7 +9,7 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.report import render_all
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES
-from afd_e2e.report.artifacts import list_artifacts, matching_globs
+from afd_e2e.report.artifact_files import list_artifacts, matching_globs
 from junit_xsd import assert_valid_junit
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from matplotlib.image import imread
 
 from afd_e2e.report import render_all
-from afd_e2e.report.telemetry import plot_timeline, startup_spans
+from afd_e2e.report.telemetry_report import plot_timeline, startup_spans
 from afd_e2e.results.model import TelemetrySummary
 from afd_e2e.telemetry.sampler import read_telemetry
 from results_docs import RESULTS_FIXTURES, load_fixture, typed

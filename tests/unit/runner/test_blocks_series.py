@@ -1,4 +1,4 @@
-"""Unit tier: a blocks series whose relaunch fails its hygiene (``runner.sequential.run_blocks``): the series ends
+"""Unit tier: a blocks series whose relaunch fails its hygiene (``runner.series_servers.run_blocks``): the series ends
 ``failed`` naming the block, the block is recorded with its failed check, and the side's case fails. ``run_block``
 is replaced by a recorder returning the failed block's record (a teardown that needed SIGKILL), as the case's own
 lifecycle writes it: no process is started."""
@@ -15,7 +15,7 @@ from afd_e2e.plan.series import plan_series
 from afd_e2e.profile import load_profile
 from afd_e2e.results.model import CasePerformance, CaseResults, CheckRecord, Repetition
 from afd_e2e.results.status import Status
-from afd_e2e.runner import sequential
+from afd_e2e.runner import series_servers
 
 TINY = load_profile("tiny-cpu")
 BLOCKS = replace(TINY, bench=replace(TINY.bench, repetitions=2, max_repetitions=4, alternation="blocks"))
@@ -51,7 +51,7 @@ def test_a_relaunch_that_needed_sigkill_fails_the_series_and_its_sides_case(monk
         failed.hygiene = [CheckRecord("forced_kill", Status.FAILED, "SIGKILL needed for server")]
         return failed
 
-    monkeypatch.setattr(sequential, "run_block", run_block)
+    monkeypatch.setattr(series_servers, "run_block", run_block)
     cases = {c: _case(c) for c in ("twin", "base")}
     store = SimpleNamespace(results=SimpleNamespace(cases=cases), flush=lambda: None, lock=threading.Lock())
     flag = SimpleNamespace(is_set=lambda: False)
@@ -59,7 +59,7 @@ def test_a_relaunch_that_needed_sigkill_fails_the_series_and_its_sides_case(monk
         profile=BLOCKS, plan=plan, store=store, flag=flag, progress=lambda _line: None, clock=lambda: 0.0
     )
 
-    sequential.run_blocks(ctx, planned)
+    series_servers.run_blocks(ctx, planned)
 
     assert launched == [("twin", "base-vs-twin-block-2")]  # the lead's relaunch failed: base is not relaunched
     record = cases["twin"].performance.sequential

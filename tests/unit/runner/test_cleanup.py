@@ -21,7 +21,7 @@ from afd_e2e.runner.cancellation import CANCEL_GRACE_S
 from afd_e2e.runner.cleanup import clean_up
 from afd_e2e.runner.hygiene import PORT_SETTLE_S, GpuSnapshot
 from afd_e2e.runner.layout import RunLayout
-from afd_e2e.runner.record import RunRecord
+from afd_e2e.runner.run_record import RunRecord
 from afd_e2e.runner.teardown import terminate
 from afd_e2e.system.markers import find_marked, is_alive
 from junit_xsd import assert_valid_junit

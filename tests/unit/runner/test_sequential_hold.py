@@ -14,7 +14,7 @@ from afd_e2e.plan.series import plan_series
 from afd_e2e.profile import load_profile
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
-from afd_e2e.runner import sequential
+from afd_e2e.runner import series_servers
 
 TINY = load_profile("tiny-cpu")
 RANGED = replace(TINY, bench=replace(TINY.bench, repetitions=3, max_repetitions=8))
@@ -159,12 +159,12 @@ def _recorded_run(monkeypatch, plan, failing=()):
     def run_blocks(ctx, planned):
         events.append(f"blocks {planned.baseline} vs {planned.candidate}")
 
-    monkeypatch.setattr(sequential, "run_case", run_case)
-    monkeypatch.setattr(sequential, "run_series", run_series)
-    monkeypatch.setattr(sequential, "run_blocks", run_blocks)
+    monkeypatch.setattr(series_servers, "run_case", run_case)
+    monkeypatch.setattr(series_servers, "run_series", run_series)
+    monkeypatch.setattr(series_servers, "run_blocks", run_blocks)
     store = SimpleNamespace(results=SimpleNamespace(cases={}), flush=lambda: None, lock=None)
     ctx = SimpleNamespace(profile=RANGED, plan=plan, flag=SimpleNamespace(is_set=lambda: False), store=store)
-    sequential.run_cases(ctx, plan.cases)
+    series_servers.run_cases(ctx, plan.cases)
     return events
 
 

@@ -8,7 +8,7 @@ import json
 from urllib.parse import unquote
 
 from afd_e2e.buildkite.rest import BuildkiteRest
-from afd_e2e.trend.buildkite import BuildkiteHistory
+from afd_e2e.trend.buildkite_history import BuildkiteHistory
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite
 from fixtures.trend.make_history import REAL_RUNS
 from unit.timing import GUARD_S, FakeClock

@@ -9,7 +9,7 @@ import pytest
 from afd_e2e.trend.analysis import REGRESSION, STEADY, edges
 from afd_e2e.trend.compute import TrendReport
 from afd_e2e.trend.plot import REGRESSED_COLOR, plot_trend
-from afd_e2e.trend.run import TrendOptions, run_trend
+from afd_e2e.trend.trend_run import TrendOptions, run_trend
 from fixtures.trend.make_history import make_history
 
 

@@ -19,9 +19,9 @@ import pytest
 
 from afd_e2e.buildkite.rest import BuildkiteRest
 from afd_e2e.cli import main
-from afd_e2e.trend import run as trend_run
-from afd_e2e.trend.buildkite import BuildkiteHistory
-from afd_e2e.trend.run import TrendOptions
+from afd_e2e.trend import trend_run
+from afd_e2e.trend.buildkite_history import BuildkiteHistory
+from afd_e2e.trend.trend_run import TrendOptions
 from fixtures.trend.buildkite_server import ORG, PIPELINE, STEP_KEY, local_buildkite, serve_history
 from fixtures.trend.make_history import History, make_history
 from repo_paths import REPO

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from afd_e2e.results.capacity import BRACKETED, NEVER_MEETS, CaseCapacity
+from afd_e2e.results.capacity_records import BRACKETED, NEVER_MEETS, CaseCapacity
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads.capacity.compare import compare_capacity, describe
-from afd_e2e.workloads.capacity.search import SearchPlan, estimate, next_level
-from afd_e2e.workloads.capacity.sweep import observation
+from afd_e2e.workloads.capacity_sweep.compare import compare_capacity, describe
+from afd_e2e.workloads.capacity_sweep.level_search import SearchPlan, estimate, next_level
+from afd_e2e.workloads.capacity_sweep.sweep import observation
 from repo_paths import FIXTURES
 
 

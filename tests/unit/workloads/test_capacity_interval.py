@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from afd_e2e.results.capacity import (
+from afd_e2e.results.capacity_records import (
     BRACKETED,
     INTERVAL_BRACKET,
     INTERVAL_CROSSING,
@@ -24,9 +24,9 @@ from afd_e2e.results.capacity import (
 )
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Verdict
-from afd_e2e.workloads.capacity.compare import compare_capacity, describe
-from afd_e2e.workloads.capacity.search import Observation, SearchPlan, estimate
-from afd_e2e.workloads.capacity.sweep import observation
+from afd_e2e.workloads.capacity_sweep.compare import compare_capacity, describe
+from afd_e2e.workloads.capacity_sweep.level_search import Observation, SearchPlan, estimate
+from afd_e2e.workloads.capacity_sweep.sweep import observation
 from repo_paths import SHARED
 
 RUN = SHARED / "fixtures" / "gpu" / "runs-2026-12-05" / "capacity-eager-vs-graph.results.json"

@@ -13,11 +13,11 @@ import math
 
 import pytest
 
-from afd_e2e.results.capacity import BRACKETED, NEVER_MEETS, NEVER_MISSES, NOT_MEASURED, CaseCapacity
+from afd_e2e.results.capacity_records import BRACKETED, NEVER_MEETS, NEVER_MISSES, NOT_MEASURED, CaseCapacity
 from afd_e2e.results.model import Repetition
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.capacity.search import Observation, SearchPlan, estimate, next_level
-from afd_e2e.workloads.capacity.sweep import _said, observation
+from afd_e2e.workloads.capacity_sweep.level_search import Observation, SearchPlan, estimate, next_level
+from afd_e2e.workloads.capacity_sweep.sweep import _said, observation
 from repo_paths import FIXTURES
 
 CURVE_FIXTURE = FIXTURES / "capacity" / "tiny-cpu-curve.json"

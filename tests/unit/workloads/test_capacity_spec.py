@@ -8,7 +8,7 @@ import pytest
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import load_profile
-from afd_e2e.profile.capacity import read_capacity
+from afd_e2e.profile.capacity_spec import read_capacity
 from afd_e2e.profile.reader import Reader
 
 PROFILE = load_profile("tiny-cpu")

@@ -14,7 +14,7 @@ import yaml
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate
-from afd_e2e.profile.sections import parse_profile
+from afd_e2e.profile.section_readers import parse_profile
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.junit import build_testcases
 from afd_e2e.results.status import Status, Verdict

@@ -23,8 +23,8 @@ from afd_e2e.profile import PrefixRepetition, RampUp, catalogue, load_profile, p
 from afd_e2e.results.model import PerformanceComparison
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.bench import bench_argv, shape_argv, shape_flags, shape_words
-from afd_e2e.workloads.capacity.phase import capacity_spec
-from afd_e2e.workloads.phases import compare
+from afd_e2e.workloads.builtin_phases import compare
+from afd_e2e.workloads.capacity_sweep.sweep_phase import capacity_spec
 from repo_paths import REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 from unit.preflight.preflight_fixtures import installed_software

@@ -19,7 +19,7 @@ from afd_e2e.results.status import Status, Verdict
 from afd_e2e.trend.episodes import Episode
 from afd_e2e.trend.record import BuildRef, Metric
 from afd_e2e.workloads import bench
-from afd_e2e.workloads.phases import compare
+from afd_e2e.workloads.builtin_phases import compare
 from repo_paths import REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 

@@ -11,8 +11,8 @@ import pytest
 from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate, load_profile
 from afd_e2e.results.model import CasePerformance, PerformanceComparison, SideStats
 from afd_e2e.results.status import Status, Verdict
+from afd_e2e.workloads.builtin_phases import compare
 from afd_e2e.workloads.performance import compare_performance
-from afd_e2e.workloads.phases import compare
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
 SEED = typed(load_fixture("seed"))

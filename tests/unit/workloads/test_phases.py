@@ -13,14 +13,14 @@ from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
 from afd_e2e.runner.case import new_case_results
-from afd_e2e.workloads.context import PhaseOutcome
-from afd_e2e.workloads.parity import read_outputs
-from afd_e2e.workloads.phases import (
+from afd_e2e.workloads.builtin_phases import (
     check_correctness_inputs,
     check_performance_inputs,
     run_correctness,
     run_performance,
 )
+from afd_e2e.workloads.context import PhaseOutcome
+from afd_e2e.workloads.parity import read_outputs
 from repo_paths import GSM8K_DIR
 
 TINY = load_profile("tiny-cpu")

@@ -21,7 +21,7 @@ import pytest
 
 from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate
 from afd_e2e.report.annotation import render_annotation
-from afd_e2e.report.capacity import capacity_section, case_testcase
+from afd_e2e.report.capacity_report import capacity_section, case_testcase
 from afd_e2e.report.junit import write_junit
 from afd_e2e.results.model import RunResults
 from afd_e2e.results.status import Saturation, Status

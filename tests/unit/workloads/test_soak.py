@@ -1,5 +1,5 @@
 """Unit tier: the ``soak`` phase (``afd_e2e/phases/soak.py``), one module and one line of ``phases/builtin.py``: its
-profile keys and refusals, the drift verdict (``workloads/soak.py``) and the leak verdict (``telemetry/memory.py``)
+profile keys and refusals, the drift verdict (``workloads/soak_drift.py``) and the leak verdict (``telemetry/soak_leaks.py``)
 judged on recorded real runs (``tests/fixtures/soak/``: the CPU vLLM with the fault plugin's slowdown and leak; the
 GPU capacity fixture's timeline for GPU memory), and what the reports show of it. The engine proof is
 tests/engine/test_soak_cpu_vllm.py.
@@ -18,15 +18,15 @@ from afd_e2e.errors import UsageError
 from afd_e2e.phases.soak import SoakSpec
 from afd_e2e.profile import catalogue, load_profile, parse_profile
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.report.soak import soak_annotation
+from afd_e2e.report.soak_report import soak_annotation
 from afd_e2e.results.codec import to_json
 from afd_e2e.results.schema import schema_text
-from afd_e2e.results.soak import GPU_MEMORY, RSS, CaseSoak
+from afd_e2e.results.soak_records import GPU_MEMORY, RSS, CaseSoak
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.results.store import results_from_json
-from afd_e2e.telemetry.memory import judge_leaks, leak_words, memory_series
 from afd_e2e.telemetry.sampler import read_telemetry
-from afd_e2e.workloads.soak import RequestSample, judge_drift, request_samples, thirds
+from afd_e2e.telemetry.soak_leaks import judge_leaks, leak_words, memory_series
+from afd_e2e.workloads.soak_drift import RequestSample, judge_drift, request_samples, thirds
 from repo_paths import REPO
 
 FIXTURES = REPO / "tests/fixtures/soak"

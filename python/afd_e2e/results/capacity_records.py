@@ -3,7 +3,7 @@ search found (with how precise it is), and the comparison of two cases' capaciti
 
 Level metrics are means over the level's passed repetitions of ``vllm bench serve`` keys (``request_throughput``,
 ``output_throughput``, ``median_ttft_ms`` (p50), ``p90_ttft_ms``, ``p99_ttft_ms``, ... , ``request_goodput``;
-``workloads/capacity/sweep.py`` LEVEL_METRICS); ``attainment`` is the share of the level's requests that met both
+``workloads/capacity_sweep/sweep.py`` LEVEL_METRICS); ``attainment`` is the share of the level's requests that met both
 SLO targets, pooled over its passed repetitions.
 """
 

@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from afd_e2e.report.escape import markdown_text
-from afd_e2e.report.sections import AnnotationPart
+from afd_e2e.report.section_renderers import AnnotationPart
 from afd_e2e.results.model import RunResults, TelemetrySummary
 from afd_e2e.telemetry.sampler import Timeline, read_telemetry
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from afd_e2e.results.soak import GPU_MEMORY, RSS, Leak
+from afd_e2e.results.soak_records import GPU_MEMORY, RSS, Leak
 
 PER_S = 600.0  # growth is stated per 10 minutes
 MIN_SAMPLES = 3  # per third: fewer is one instant, not a window

@@ -34,8 +34,8 @@ from afd_e2e.system.child_env import client_environment
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.markers import marker_env
 from afd_e2e.workloads import bench, blocks, sequential
+from afd_e2e.workloads.builtin_phases import PROGRESS_EVERY_S
 from afd_e2e.workloads.completions import CompletionError, served_model_root
-from afd_e2e.workloads.phases import PROGRESS_EVERY_S
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 
-from afd_e2e.results.capacity import BRACKETED, NEVER_MEETS, NEVER_MISSES, CapacityComparison, CaseCapacity
+from afd_e2e.results.capacity_records import BRACKETED, NEVER_MEETS, NEVER_MISSES, CapacityComparison, CaseCapacity
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads import stats
-from afd_e2e.workloads.capacity.search import format_level
+from afd_e2e.workloads.capacity_sweep.level_search import format_level
 
 
 def _range(section: CaseCapacity, divisor: int) -> tuple[float, float] | None:

@@ -6,18 +6,18 @@ import time
 from collections.abc import Callable
 
 from afd_e2e.gpu.inventory import Inventory, build_inventory
+from afd_e2e.gpu.machine_probe import read_machine
 from afd_e2e.gpu.nvml import NvmlUnavailable
-from afd_e2e.gpu.probe import read_machine
 from afd_e2e.gpu.readings import MachineReadings
 from afd_e2e.plan import RunPlan
 from afd_e2e.preflight.checkpoint import check_checkpoint
 from afd_e2e.preflight.checks import PreflightReport
 from afd_e2e.preflight.driver import check_driver
+from afd_e2e.preflight.free_ports import check_ports, plan_ports
 from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
 from afd_e2e.preflight.plugin_config import Ask, ask_installed_plugin, check_plugin_config
-from afd_e2e.preflight.ports import check_ports, plan_ports
 from afd_e2e.preflight.proof import check_proof
 from afd_e2e.preflight.software import InstalledSoftware, check_software, control_env, read_installed
 from afd_e2e.preflight.stack_dumps import check_stack_dumps

@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 
 from afd_e2e.report import formatting
 from afd_e2e.report.escape import markdown_text, one_line
-from afd_e2e.report.status import icon
-from afd_e2e.results.bisect import BisectRecord, Probe
+from afd_e2e.report.status_icons import icon
+from afd_e2e.results.bisect_records import BisectRecord, Probe
 from afd_e2e.results.status import BisectWord, Status
 
 PLOT_FILE = "bisect.png"

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from afd_e2e.results.capacity import (
+from afd_e2e.results.capacity_records import (
     BRACKETED,
     INTERVAL_BRACKET,
     INTERVAL_CROSSING,

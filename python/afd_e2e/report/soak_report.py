@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from afd_e2e.report.junit import SuiteTestcases
-from afd_e2e.report.sections import AnnotationPart
-from afd_e2e.report.status import icon
+from afd_e2e.report.section_renderers import AnnotationPart
+from afd_e2e.report.status_icons import icon
 from afd_e2e.results.model import CaseResults, RunResults
-from afd_e2e.results.soak import CaseSoak, Drift, Leak
+from afd_e2e.results.soak_records import CaseSoak, Drift, Leak
 from afd_e2e.results.status import Status
 
 SECTION = "soak"

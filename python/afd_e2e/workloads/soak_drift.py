@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from afd_e2e.errors import UsageError
-from afd_e2e.results.soak import Drift
+from afd_e2e.results.soak_records import Drift
 from afd_e2e.results.status import Verdict
 from afd_e2e.workloads import stats
 

@@ -143,5 +143,5 @@ def load_bisect(out_dir: Path) -> BisectRecord:
         ) from None
 
 
-if __name__ == "__main__":  # python -m afd_e2e.results.bisect > python/afd_e2e/results/bisect_schema.json
+if __name__ == "__main__":  # python -m afd_e2e.results.bisect_records > python/afd_e2e/results/bisect_schema.json
     print(bisect_schema_text(), end="")

@@ -18,7 +18,7 @@ from afd_e2e.buildkite.rest import API_URL, BuildkiteRest, BuildkiteRestError
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import TrendSpec, load_profile
 from afd_e2e.results import RunResults, load_results
-from afd_e2e.trend.buildkite import WORKERS, BuildkiteHistory
+from afd_e2e.trend.buildkite_history import WORKERS, BuildkiteHistory
 from afd_e2e.trend.compute import TrendReport, compute_trend
 from afd_e2e.trend.files import TrendFiles, write_trend
 from afd_e2e.trend.history import FolderHistory, HistorySource, build_ref

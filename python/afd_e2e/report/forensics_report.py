@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from afd_e2e.report.annotation import artifact_link
 from afd_e2e.report.escape import markdown_text
-from afd_e2e.report.sections import AnnotationPart
+from afd_e2e.report.section_renderers import AnnotationPart
 from afd_e2e.results.model import ProcessDump, RunResults
 
 FORENSICS_FRAMES = 3  # innermost frames of a process's busy thread quoted in the annotation

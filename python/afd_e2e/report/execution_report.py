@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from afd_e2e.execution.judge import runner_name
 from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.junit import SuiteTestcases
-from afd_e2e.report.sections import AnnotationPart
-from afd_e2e.results.execution import SECTION, CaseExecution, RoleExecution
+from afd_e2e.report.section_renderers import AnnotationPart
+from afd_e2e.results.execution_records import SECTION, CaseExecution, RoleExecution
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Proof, Status
 

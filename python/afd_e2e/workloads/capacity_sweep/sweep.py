@@ -1,5 +1,5 @@
 """A capacity sweep on one ready case: levels measured with ``vllm bench serve --goodput`` on the case's one launch,
-chosen by ``search.next_level``, within ``budgets.capacity_s``.
+chosen by ``level_search.next_level``, within ``budgets.capacity_s``.
 
 Each repetition is read by the strict bench reader; its attainment is vLLM's own goodput count (requests meeting
 both targets) over its completed requests. A repetition that misses by far ends its level (the other repetitions
@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from afd_e2e.profile import LATENCY_PERCENTILES, BenchSpec, percentile_key
-from afd_e2e.profile.capacity import CapacitySpec
-from afd_e2e.results.capacity import CapacityLevel, CapacitySlo, CaseCapacity
+from afd_e2e.profile.capacity_spec import CapacitySpec
+from afd_e2e.results.capacity_records import CapacityLevel, CapacitySlo, CaseCapacity
 from afd_e2e.results.model import Repetition
 from afd_e2e.results.redaction import redact_argv
 from afd_e2e.results.status import Status
 from afd_e2e.workloads import bench, stats
-from afd_e2e.workloads.capacity.search import Observation, SearchPlan, estimate, format_level, next_level
+from afd_e2e.workloads.capacity_sweep.level_search import Observation, SearchPlan, estimate, format_level, next_level
 
 # The latencies a level keeps each measured percentile of; vLLM's median is the p50, kept under its own name.
 LEVEL_LATENCIES = ("ttft", "tpot", "itl")

@@ -18,7 +18,7 @@ from typing import Any
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.plan.serve_argv import trace_dir
 from afd_e2e.profile import BenchSpec, Profile, catalogue
-from afd_e2e.results import sections
+from afd_e2e.results import result_sections
 from afd_e2e.results.model import (
     CasePerformance,
     CaseResults,
@@ -275,7 +275,7 @@ def compare(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, C
     for cmp in results.plan.comparisons:
         base, cand = results.case(cmp.baseline), results.case(cmp.candidate)
         entry = Comparison(cmp.baseline, cmp.candidate, *_told_apart(labels, cmp.baseline, cmp.candidate))
-        for measure, section in sections.measure_sections().items():
+        for measure, section in result_sections.measure_sections().items():
             if measure in cmp.measures and catalogue.MEASURES[measure].needs(profile) is None:
                 entry.set_section(section, COMPARES[measure](profile, cmp, base, cand, out_dir))
         comparisons[cmp.id] = entry

@@ -21,13 +21,13 @@ from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from afd_e2e.profile import LATENCY_PERCENTILES
 from afd_e2e.report.escape import markdown_text, picture_text
-from afd_e2e.report.status import icon
-from afd_e2e.results.capacity import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity
+from afd_e2e.report.status_icons import icon
+from afd_e2e.results.capacity_records import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity
 from afd_e2e.results.model import RunResults
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.capacity.compare import describe
-from afd_e2e.workloads.capacity.search import format_level
-from afd_e2e.workloads.capacity.sweep import level_key, level_metrics, slo_percentile
+from afd_e2e.workloads.capacity_sweep.compare import describe
+from afd_e2e.workloads.capacity_sweep.level_search import format_level
+from afd_e2e.workloads.capacity_sweep.sweep import level_key, level_metrics, slo_percentile
 
 COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 DPI = 100

@@ -11,17 +11,17 @@ from pathlib import Path
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.model import ComparisonPlan
-from afd_e2e.profile.capacity import CapacitySpec
+from afd_e2e.profile.capacity_spec import CapacitySpec
 from afd_e2e.profile.model import Profile
 from afd_e2e.results import load_results
-from afd_e2e.results.capacity import CapacityComparison, CapacitySlo, CaseCapacity
+from afd_e2e.results.capacity_records import CapacityComparison, CapacitySlo, CaseCapacity
 from afd_e2e.results.codec import FormatError
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.workloads import bench
-from afd_e2e.workloads.capacity.compare import compare_capacity
-from afd_e2e.workloads.capacity.sweep import run_sweep
+from afd_e2e.workloads.capacity_sweep.compare import compare_capacity
+from afd_e2e.workloads.capacity_sweep.sweep import run_sweep
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
