@@ -29,7 +29,7 @@ from afd_e2e.system.executables import resolve_executable
 from afd_e2e.tiny_model import build_tiny_model
 from afd_e2e.workloads import bench
 
-builtin.install()  # the built-in phases, which reading a profile needs (as cli.main installs them)
+builtin.install_phases()  # the built-in phases, which reading a profile needs (as cli.main installs them)
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = load_profile("tiny-cpu")

@@ -76,7 +76,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from repo_paths import GSM8K_DIR  # noqa: E402
 from stall_support import LastToken  # noqa: E402  (the stall tests' observer of the API's token counters)
 
-rendering.install()  # this benchmark runs and renders cases, as `afd-e2e run` does
+rendering.install_renderers()  # this benchmark runs and renders cases, as `afd-e2e run` does
 PROFILE = load_profile("tiny-cpu")
 PARTS = ("overheads", "deaths", "stall", "cancel", "sampler")
 

@@ -37,7 +37,7 @@ from afd_e2e.plan import build_plan
 from afd_e2e.preflight.run_checks import hardware_checks
 from afd_e2e.profile import Profile, load_profile
 
-builtin.install()  # the built-in phases, which reading a profile needs (as cli.main installs them)
+builtin.install_phases()  # the built-in phases, which reading a profile needs (as cli.main installs them)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "gpu"

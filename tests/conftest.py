@@ -23,7 +23,7 @@ from launch_counter import LaunchCounter
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "engine", "gpu")
 
-rendering.install()  # the built-in phases and their renderers, as the commands that run or render install them
+rendering.install_renderers()  # the built-in phases and their renderers, as the commands that run or render install them
 
 
 def tier_of(path: Path) -> str | None:

@@ -33,7 +33,7 @@ def lead(args: argparse.Namespace) -> int:
     from afd_e2e.buildkite import meta_data
     from afd_e2e.multi_agent.lifecycle import RUNNING, WAITING, ended, leader_state_key
     from afd_e2e.pipeline.followers import LeaderJob, follower_pipeline
-    from afd_e2e.pipeline.upload import upload
+    from afd_e2e.pipeline.upload import upload_pipeline
     from afd_e2e.plan.build import build_plan
     from afd_e2e.profile import load_profile
 
@@ -45,7 +45,7 @@ def lead(args: argparse.Namespace) -> int:
         if not case.remote_processes:
             continue
         meta_data.set_value(state, WAITING)
-        upload(follower_pipeline(profile, case, leader, os.environ))
+        upload_pipeline(follower_pipeline(profile, case, leader, os.environ))
         print(f"afd-e2e run: {case.id}: uploaded {len(case.remote_processes)} follower(s), waiting", flush=True)
         deadline = time.monotonic() + profile.budgets.rendezvous_s
         for process in case.remote_processes:
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
         return 0
     from afd_e2e.phases import builtin
 
-    builtin.install()  # the built-in phases, as the real `afd-e2e` installs them for every command
+    builtin.install_phases()  # the built-in phases, as the real `afd-e2e` installs them for every command
     parser = argparse.ArgumentParser(prog="afd-e2e")
     commands = parser.add_subparsers(dest="command", required=True)
     if command == "join":

@@ -38,7 +38,7 @@ COMMANDS = (
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of ``afd-e2e``: every subcommand, or, given the command line, only the one it names (if any)."""
-    builtin.install()
+    builtin.install_phases()
     parser = argparse.ArgumentParser(
         prog="afd-e2e",
         description="Opt-in large-model end-to-end tests of vLLM AFD against a native baseline.",

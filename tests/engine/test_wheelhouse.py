@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from afd_e2e import __version__
-from afd_e2e.commands.install_agent import PIP, conflicts, describe, dry_run, pip_env
+from afd_e2e.commands.install_agent import PIP, conflicts, describe_python, dry_run, pip_env
 from repo_paths import FIXTURES, REPO
 
 pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
@@ -101,12 +101,12 @@ def resolution(python: str, extra: list[str]) -> tuple[list[str], list[str]]:
     """What pip's resolver would install (name==version) and what of the environment that would change."""
     report = dry_run(python, extra, "afd-e2e", pip_env(WHEELHOUSE, None))  # as install-agent --wheels runs pip
     installs = sorted(f"{i['metadata']['name']}=={i['metadata']['version']}" for i in report.get("install", []))
-    return installs, conflicts(report, describe(python)["dists"])
+    return installs, conflicts(report, describe_python(python)["dists"])
 
 
 def test_installing_from_the_folder_on_the_gpu_image_adds_afd_e2e_and_py_spy_and_changes_nothing(tmp_path, wheelhouse):
     python = gpu_image_venv(tmp_path / "gpu-image")
-    assert len(describe(python)["dists"]) >= 197
+    assert len(describe_python(python)["dists"]) >= 197
     constraints = ["-c", str(REPO / "requirements" / "gpu-image.txt")]
     for extra in (offline(wheelhouse), [*offline(wheelhouse), *constraints]):
         installs, changed = resolution(python, extra)

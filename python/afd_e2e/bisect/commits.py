@@ -30,7 +30,7 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
-def resolve(repo: Path, rev: str, flag: str) -> str:
+def resolve_sha(repo: Path, rev: str, flag: str) -> str:
     """The full sha of ``rev`` (a branch, tag or sha) in ``repo``."""
     if not _is_git(repo):
         raise UsageError(f"--repo {repo} is not a git repository", "pass the checkout of the package to bisect")
@@ -49,7 +49,7 @@ def _is_git(repo: Path) -> bool:
 
 def first_parent_commits(repo: Path, good: str, bad: str) -> list[CommitRef]:
     """The good commit, then every first-parent commit after it up to the bad one, oldest first."""
-    good_sha, bad_sha = resolve(repo, good, "--good"), resolve(repo, bad, "--bad")
+    good_sha, bad_sha = resolve_sha(repo, good, "--good"), resolve_sha(repo, bad, "--bad")
     if good_sha == bad_sha:
         raise UsageError(f"--good and --bad are the same commit {good_sha[:12]}", "pass an older --good")
     listed = _git(repo, "rev-list", "--first-parent", "--reverse", "--format=%H %s", f"{good_sha}..{bad_sha}")

@@ -24,12 +24,12 @@ def _agent(cwd: Path, *args: str) -> str | None:
     return None
 
 
-def upload(glob: str, cwd: Path) -> str | None:
+def upload_artifacts(glob: str, cwd: Path) -> str | None:
     """Upload the files ``glob`` matches below ``cwd`` (their paths relative to it)."""
     return _agent(cwd, "upload", glob)
 
 
-def download(glob: str, destination: Path) -> str | None:
+def download_artifacts(glob: str, destination: Path) -> str | None:
     """Download this build's artifacts matching ``glob`` into ``destination`` (their paths kept below it)."""
     destination.mkdir(parents=True, exist_ok=True)
     return _agent(destination, "download", glob, ".")

@@ -72,7 +72,7 @@ def say(line: str) -> None:
     print(f"[install-agent] {line}", flush=True)
 
 
-def describe(python: str) -> dict:
+def describe_python(python: str) -> dict:
     done = subprocess.run([python, "-c", DESCRIBE], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise Refused(f"{python} cannot describe itself: {done.stderr.strip()[-300:]}", "name a working Python")
@@ -101,8 +101,8 @@ def make_venv(venv: Path, base: str) -> str:
             subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
     else:
         say(f"virtual environment {venv} (already there)")
-    base_site = describe(base)["site"]
-    own = describe(str(python))["site"][0]
+    base_site = describe_python(base)["site"]
+    own = describe_python(str(python))["site"][0]
     (Path(own) / PTH_NAME).write_text("".join(f"{folder}\n" for folder in base_site if folder != own))
     if subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True, check=False).returncode != 0:
         PIP[str(python)] = [base, "-m", "pip", "--python", str(python)]
@@ -218,16 +218,16 @@ def agent_tags(afd_e2e: Path) -> str | None:
     return done.stdout.strip()
 
 
-def install(args: argparse.Namespace) -> int:
+def install_afd_e2e(args: argparse.Namespace) -> int:
     source = check_source(args.source, args.wheels, args.index_url)
     extra, env = pip_args(args.wheels, args.index_url), pip_env(args.wheels, args.index_url)
     if args.into:
         python = args.into
-        venv_option = describe(python)["prefix"]
+        venv_option = describe_python(python)["prefix"]
     else:
         python = make_venv(args.venv.resolve(), args.python or vllm_python())
         venv_option = str(args.venv.resolve())
-    before = describe(python)["dists"]
+    before = describe_python(python)["dists"]
     where = (
         "offline"
         if args.wheels
@@ -244,7 +244,7 @@ def install(args: argparse.Namespace) -> int:
     # afd-e2e itself into this environment even where the base already shows one; then what it still lacks.
     subprocess.run([*install_cmd, "--no-deps", "--ignore-installed", source], check=True, env=env)
     subprocess.run([*install_cmd, source], check=True, env=env)
-    after = describe(python)["dists"]
+    after = describe_python(python)["dists"]
     moved = [f"{n} {v} -> {after.get(n)}" for n, v in before.items() if after.get(n) != v and n != "afd-e2e"]
     if moved:
         say(f"error: the install changed {', '.join(moved)}")
@@ -296,7 +296,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     try:
-        return install(args)
+        return install_afd_e2e(args)
     except Refused as exc:
         print(f"install-agent: error: {exc}", file=sys.stderr)
         return EXIT_REFUSED

@@ -65,7 +65,7 @@ def follow(args: argparse.Namespace) -> int:
     from afd_e2e.runner.run import execute_run
     from afd_e2e.system.progress import Progress
 
-    rendering.install()
+    rendering.install_renderers()
     case_id, _, process = args.follow.partition("/")
     if not args.profile:
         raise UsageError(f"--follow {args.follow} without --profile", "pass the leader's --profile")

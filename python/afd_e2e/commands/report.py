@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rendering.install()  # this command renders: the phases' testcases and annotation parts
+    rendering.install_renderers()  # this command renders: the phases' testcases and annotation parts
     refuse_a_file(args.dir, "DIR", "pass the results folder that holds results.json (the --out of `afd-e2e run`)")
     name = args.test_engine_token_env
     if name and not args.publish:
@@ -54,13 +54,13 @@ def run(args: argparse.Namespace) -> int:
         )
     # Imported here so that the other subcommands run on agents without the report's plotting stack.
     from afd_e2e.report import render_all
-    from afd_e2e.report.publish import describe, publish
+    from afd_e2e.report.publish import describe_report, publish
     from afd_e2e.trend.auto import trend_if_configured
 
     for warning in trend_if_configured(args.dir, os.environ):
         print(f"afd-e2e report: warning: {warning}", file=sys.stderr)
     paths = render_all(args.dir)
-    print("\n".join(describe(paths, os.environ)), flush=True)
+    print("\n".join(describe_report(paths, os.environ)), flush=True)
     if args.publish:
         for warning in publish(paths, env=os.environ, test_engine_token_env=name):
             print(f"afd-e2e report: warning: {warning}", file=sys.stderr)

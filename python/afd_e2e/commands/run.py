@@ -94,7 +94,7 @@ def leader_side(profile: Profile, plan: RunPlan, progress: Callable[[str], None]
 
 
 def run(args: argparse.Namespace) -> int:
-    rendering.install()  # this command renders: the phases' testcases and annotation parts
+    rendering.install_renderers()  # this command renders: the phases' testcases and annotation parts
     from afd_e2e.results.status import Status
     from afd_e2e.runner.run import execute_run
     from afd_e2e.system.progress import Progress

@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rendering.install()  # this command renders: the phases' testcases and annotation parts
+    rendering.install_renderers()  # this command renders: the phases' testcases and annotation parts
     from afd_e2e.report import render_all
     from afd_e2e.trend.trend_run import SOURCE_ENV, TrendOptions, options_from_env, run_trend
 

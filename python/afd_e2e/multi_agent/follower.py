@@ -251,7 +251,7 @@ class Follower:
     def upload(self, out_dir: Path, case_id: str) -> str | None:
         """Upload the follower's records (results folder) and say where they are; a warning when it failed."""
         name = out_dir.name
-        problem = artifacts.upload(f"{name}/**/*", out_dir.parent)
+        problem = artifacts.upload_artifacts(f"{name}/**/*", out_dir.parent)
         if self.board is None:
             self.board = Board(self.leader_job, case_id)
         self.board.publish_records(self.process, f"{name}/**/*")

@@ -2,7 +2,7 @@
 
 Parity between a case spread over agents and its single-agent twin means nothing when the agents run different
 code or weights. At the rendezvous every agent (the leader and each follower) publishes an ``AgentIdentity`` in
-build meta-data (``to_meta_data``; key ``<case>/<process>/identity``, ``board.py``); the leader reads them all and ``compare`` names every
+build meta-data (``to_meta_data``; key ``<case>/<process>/identity``, ``board.py``); the leader reads them all and ``identity_mismatches`` names every
 field that differs, with both sides. ``checks`` turns that into preflight checks (the one status vocabulary), so
 the mismatch reaches results.json, JUnit and the annotation as every other agent check does.
 
@@ -82,7 +82,7 @@ class IdentityMismatch:
         )
 
 
-def compare(identities: Sequence[AgentIdentity]) -> tuple[IdentityMismatch, ...]:
+def identity_mismatches(identities: Sequence[AgentIdentity]) -> tuple[IdentityMismatch, ...]:
     """Every difference from the first identity (the leader's), field by field, agent by agent."""
     if not identities:
         return ()
@@ -97,7 +97,7 @@ def compare(identities: Sequence[AgentIdentity]) -> tuple[IdentityMismatch, ...]
 
 def checks(identities: Sequence[AgentIdentity]) -> list[PreflightCheck]:
     """One check per compared field: passed when every agent agrees, else failed naming both sides."""
-    mismatches = compare(identities)
+    mismatches = identity_mismatches(identities)
     agents = ", ".join(i.side for i in identities)
     out = []
     for what, label in COMPARED.items():

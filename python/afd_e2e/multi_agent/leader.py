@@ -160,7 +160,7 @@ class Leader:
             )
             return
         leader = LeaderJob.from_env(self.env, self.profile_ref or self.profile.name)
-        pipeline_upload.upload(follower_pipeline(self.profile, case, leader, self.env))
+        pipeline_upload.upload_pipeline(follower_pipeline(self.profile, case, leader, self.env))
         self.progress(f"rendezvous: uploaded {len(case.remote_processes)} follower step(s)")
 
     def _before_launch(self, servers: CaseServers, process: ProcessPlan) -> None:
@@ -262,7 +262,7 @@ class Leader:
                 )
                 continue
             into = out_dir / FOLLOWERS_DIR
-            problem = artifacts.download(glob, into)
+            problem = artifacts.download_artifacts(glob, into)
             folder = into / glob.split("*", 1)[0].rstrip("/")
             try:
                 follower = results_from_json(_read_json(folder / "results.json"), str(folder / "results.json"))

@@ -3,7 +3,7 @@
 Each descriptor names, once, what the layers below the reports need of its phase: the profile sections it reads
 and what it needs of them, its budget, its run and compare functions and its results sections. What the reports
 show of each is in ``afd_e2e.phases.rendering``. Adding a phase: one module building its ``Phase`` (see
-``afd_e2e.phases.registry``) and one line in ``BUILTIN`` below. ``install`` registers them all and freezes the
+``afd_e2e.phases.registry``) and one line in ``BUILTIN`` below. ``install_phases`` registers them all and freezes the
 tables; the entry points call it (``cli.main``, the benchmarks, the test conftest).
 """
 
@@ -19,7 +19,7 @@ from afd_e2e.phases.registry import (
     Phase,
     ResultsSection,
     Workload,
-    register,
+    register_phase,
 )
 from afd_e2e.phases.soak import SOAK
 from afd_e2e.phases.warmup import WARMUP
@@ -158,13 +158,13 @@ BUILTIN = (
 )
 
 
-def install() -> None:
+def install_phases() -> None:
     """Register every built-in phase and case section, then freeze the tables: nothing registers once profiles may
     have been read against them. Every entry point calls it, the test conftest before them; a second call finds the
     tables frozen, the built-ins in them, and does nothing, so the freeze is the only record of an install."""
     if all(table.frozen for table in TABLES):
         return
     for entry in BUILTIN:
-        register(entry)
+        register_phase(entry)
     for table in TABLES:
         table.freeze()

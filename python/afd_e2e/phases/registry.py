@@ -1,4 +1,4 @@
-"""A phase, described once, and ``register``, which hands each part to the layer that owns its table.
+"""A phase, described once, and ``register_phase``, which hands each part to the layer that owns its table.
 
 A phase is pure data plus its functions: its name, budget and profile sections (``profile.catalogue``), the results
 sections it fills (``results.result_sections``), its run function (``runner.dispatch``) and, for a measure, its compare
@@ -7,7 +7,7 @@ registered with ``report.section_renderers`` by ``afd_e2e.phases.rendering``, wh
 so loading a profile, planning or printing a pipeline never imports a renderer.
 
 Adding a phase is one module that builds its ``Phase`` and one line in ``afd_e2e.phases.builtin``'s list, whose
-``install`` registers them and freezes the tables (a test adds a throwaway one with ``registered``). A section
+``install_phases`` registers them and freezes the tables (a test adds a throwaway one with ``registered``). A section
 whose type is not a field of ``CaseResults`` (or ``Comparison``) is stored beside them; ``afd-e2e schema results``
 then lists it (regenerate ``results/schema.json``). A phase that registers no renderer still gets a JUnit testcase
 per section it writes, from the section's ``status`` and ``failure``.
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from afd_e2e.results.model import CaseResults
     from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
-__all__ = ["Budget", "CaseSection", "Measure", "Phase", "ResultsSection", "Workload", "register", "registered"]
+__all__ = ["Budget", "CaseSection", "Measure", "Phase", "ResultsSection", "Workload", "register_phase", "registered"]
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class CaseSection:
     doc: str = ""
 
 
-# Every table ``register`` fills: ``afd_e2e.phases.builtin.install`` freezes them once the built-in phases are in.
+# Every table ``register_phase`` fills: ``afd_e2e.phases.builtin.install_phases`` freezes them once the built-in phases are in.
 TABLES: tuple[Registry[Any], ...] = (
     catalogue.PHASES,
     catalogue.SECTIONS,
@@ -118,7 +118,7 @@ def _parts(entry: Phase | CaseSection) -> list[tuple[Registry[Any], str, Any]]:
     return parts
 
 
-def register(entry: Phase | CaseSection) -> None:
+def register_phase(entry: Phase | CaseSection) -> None:
     """Hand each part to its layer's table: a phase runs in the order registered; a name used twice is refused, and
     so is any once the tables are frozen."""
     for table, name, part in _parts(entry):

@@ -82,10 +82,10 @@ CASE_SECTIONS = (
 _TABLES = (section_renderers.PHASES, section_renderers.MEASURES, section_renderers.CASE_SECTIONS)
 
 
-def install() -> None:
-    """The built-in phases (``builtin.install``) and their renderers, then the renderers' tables frozen, as
-    ``builtin.install`` freezes the phases' (a second call finds them frozen and does nothing)."""
-    builtin.install()
+def install_renderers() -> None:
+    """The built-in phases (``builtin.install_phases``) and their renderers, then the renderers' tables frozen, as
+    ``builtin.install_phases`` freezes the phases' (a second call finds them frozen and does nothing)."""
+    builtin.install_phases()
     if all(table.frozen for table in _TABLES):
         return
     for report in PHASES:
@@ -101,6 +101,6 @@ def install() -> None:
 @contextmanager
 def rendered(report: SectionReport) -> Iterator[SectionReport]:
     """A phase's renderers for the length of a ``with`` block (tests), after the built-in ones, which stay frozen."""
-    install()
+    install_renderers()
     with section_renderers.PHASES.extended(report.name, report):
         yield report

@@ -12,7 +12,7 @@ AGENT = "buildkite-agent"
 TIMEOUT_S = 60.0
 
 
-def upload(pipeline: Pipeline) -> None:
+def upload_pipeline(pipeline: Pipeline) -> None:
     """Add ``pipeline``'s steps to this build, right after this job's step. Written without interpolation: every
     value is literal (steps.render)."""
     argv = [AGENT, "pipeline", "upload", "--no-interpolation"]

@@ -48,7 +48,7 @@ def placeholders(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_PLACEHOLDER.findall(text)))
 
 
-def resolve(text: str, values: Mapping[str, str]) -> str:
+def fill_addresses(text: str, values: Mapping[str, str]) -> str:
     """``text`` with each address placeholder replaced; one without a value is a one-line error naming it."""
     missing = [name for name in placeholders(text) if name not in values]
     if missing:
@@ -66,14 +66,14 @@ def resolve_case(case: CasePlan, values: Mapping[str, str], hosted: Collection[s
     def process(p: ProcessPlan) -> ProcessPlan:
         if p.name not in hosted:
             return p
-        placement = p.placement and replace(p.placement, listen_host=resolve(p.placement.listen_host, values))
-        argv = tuple(resolve(arg, values) for arg in p.argv)
-        env = {name: resolve(value, values) for name, value in p.env_set.items()}
+        placement = p.placement and replace(p.placement, listen_host=fill_addresses(p.placement.listen_host, values))
+        argv = tuple(fill_addresses(arg, values) for arg in p.argv)
+        env = {name: fill_addresses(value, values) for name, value in p.env_set.items()}
         return replace(p, argv=argv, env_set=env, placement=placement)
 
     return replace(
         case,
         processes=tuple(process(p) for p in case.processes),
-        base_url=resolve(case.base_url, values),
-        ready_url=resolve(case.ready_url, values),
+        base_url=fill_addresses(case.base_url, values),
+        ready_url=fill_addresses(case.ready_url, values),
     )

@@ -25,7 +25,7 @@ def port_ranges(ports: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def check_ports(plan: RunPlan, host: str, busy: Mapping[int, str]) -> list[PreflightCheck]:
+def check_plan_ports(plan: RunPlan, host: str, busy: Mapping[int, str]) -> list[PreflightCheck]:
     """``busy`` maps each port that cannot be bound on ``host`` to its holder (``afd_e2e.system.ports.busy_ports``)."""
     ports = plan_ports(plan)
     wanted = f"free on {host}: {port_ranges(ports)}"

@@ -4,7 +4,7 @@ plugin the profile targets), but the plugin that will run the roles is the autho
 ``afd_plugin.config.parse_afd_config`` is CPU-safe, so the ``vllm`` executable's interpreter runs it on each
 process's ``--additional-config`` (``plugin_config_script.py``, one subprocess for all), before any model loads.
 
-What is asked and what is concluded are pure (``config_queries``, ``read_answer``, ``judge``); only
+What is asked and what is concluded are pure (``config_queries``, ``read_answer``, ``judge_plugin_answer``); only
 ``ask_installed_plugin`` runs anything.
 """
 
@@ -130,7 +130,7 @@ def reader_rules(profile: Profile, plan: RunPlan) -> str:
     return "; ".join(rules.values())
 
 
-def judge(
+def judge_plugin_answer(
     queries: Sequence[ConfigQuery], answer: PluginAnswer, installed: InstalledSoftware, plugin_rules: str
 ) -> PreflightCheck:
     """The check from the plugin's answer to the readable queries (an unreadable one is refused here)."""
@@ -189,4 +189,4 @@ def check_plugin_config(
         )
     readable = [q for q in queries if q.unreadable is None]
     answer = ask(installed.vllm_python, readable) if readable else PluginAnswer()
-    return judge(queries, answer, installed, profile.software.afd_plugin_rules)
+    return judge_plugin_answer(queries, answer, installed, profile.software.afd_plugin_rules)

@@ -13,7 +13,7 @@ from afd_e2e.plan import RunPlan
 from afd_e2e.preflight.checkpoint import check_checkpoint
 from afd_e2e.preflight.checks import PreflightReport
 from afd_e2e.preflight.driver import check_driver
-from afd_e2e.preflight.free_ports import check_ports, plan_ports
+from afd_e2e.preflight.free_ports import check_plan_ports, plan_ports
 from afd_e2e.preflight.gpus import check_gpus
 from afd_e2e.preflight.idle import check_idle
 from afd_e2e.preflight.interconnect import check_interconnect
@@ -65,7 +65,7 @@ def run_preflight(
     installed = installed or read_installed(profile.engine.executable, routing_env=control_env(plan))
     checks = [
         *hardware_checks(profile, plan, inventory, why_none),
-        *check_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
+        *check_plan_ports(plan, profile.engine.host, busy_ports(plan_ports(plan), profile.engine.host)),
         *check_checkpoint(profile.model.checkpoint, model_path, profile.gates.model_env, plan),
         *check_software(profile, plan, installed),
         check_plugin_config(profile, plan, installed, ask_plugin),

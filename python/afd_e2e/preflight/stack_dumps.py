@@ -69,7 +69,7 @@ def probe_dump(pyspy: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
         child.wait()
 
 
-def judge(pyspy: str | None, probe_failure: str | None, scope: int | None, cap: bool) -> PreflightCheck:
+def judge_stack_dumps(pyspy: str | None, probe_failure: str | None, scope: int | None, cap: bool) -> PreflightCheck:
     """The check from what was found (pure)."""
     rights = "CAP_SYS_PTRACE" if cap else (_SCOPES.get(scope or 0) or f"kernel.yama.ptrace_scope = {scope or 0}")
     if pyspy is None:
@@ -89,4 +89,6 @@ def check_stack_dumps(
     """The check, from a live probe given ``timeout_s`` (a test on a loaded machine gives it a hang guard: what it
     judges is whether py-spy may read a process here, not how fast)."""
     pyspy = find()
-    return [judge(pyspy, probe_dump(pyspy, timeout_s) if pyspy else None, ptrace_scope(), has_cap_sys_ptrace())]
+    return [
+        judge_stack_dumps(pyspy, probe_dump(pyspy, timeout_s) if pyspy else None, ptrace_scope(), has_cap_sys_ptrace())
+    ]

@@ -94,7 +94,7 @@ def _phases() -> Registry[PhaseEntry]:
     if not PHASES:
         raise UsageError(
             "no phases are installed, so no profile can be read",
-            "call afd_e2e.phases.builtin.install() first, as cli.main does",
+            "call afd_e2e.phases.builtin.install_phases() first, as cli.main does",
         )
     return PHASES
 

@@ -190,7 +190,7 @@ def read_declared(r: Reader) -> dict[str, ConnectorTraits]:
     return declared
 
 
-def resolve(r: Reader, name: str, declared: Mapping[str, ConnectorTraits]) -> ConnectorTraits:
+def resolve_connector(r: Reader, name: str, declared: Mapping[str, ConnectorTraits]) -> ConnectorTraits:
     """A case's connector's traits: the profile's declaration, else the table's; neither is a one-line error."""
     if name not in declared and name not in KNOWN:
         r.fail(

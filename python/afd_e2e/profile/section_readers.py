@@ -286,7 +286,7 @@ def _read_case(
         if parent is None or "ffn" in r.data:
             ffn = _read_role(r.child("ffn"), default_ep=True)
         connector = r.get("connector", str, connector or DEFAULT_CONNECTOR)
-        traits = connectors.resolve(r, connector, declared)
+        traits = connectors.resolve_connector(r, connector, declared)
         extra_config = r.get("connector_extra_config", dict, extra_config)
         connectors.check_extra_config(r, connector, traits, extra_config)
         assert attention and ffn

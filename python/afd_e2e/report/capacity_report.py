@@ -25,7 +25,7 @@ from afd_e2e.report.status_icons import icon
 from afd_e2e.results.capacity_records import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity
 from afd_e2e.results.model import RunResults
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.capacity_sweep.compare import describe
+from afd_e2e.workloads.capacity_sweep.compare import describe_capacity
 from afd_e2e.workloads.capacity_sweep.level_search import format_level
 from afd_e2e.workloads.capacity_sweep.sweep import level_key, level_metrics, slo_percentile
 
@@ -49,7 +49,7 @@ class Side:
     capacity: CaseCapacity
 
 
-def plot_name(key: str) -> str:
+def capacity_plot_name(key: str) -> str:
     return "capacity-" + re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".png"
 
 
@@ -272,7 +272,7 @@ def write_capacity_plots(results: RunResults, plots_dir: Path) -> dict[str, Path
     plots_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for key, (title, sides) in plot_groups(results).items():
-        path = plots_dir / plot_name(key)
+        path = plots_dir / capacity_plot_name(key)
         plot_capacity(title, sides).savefig(path, format="png", dpi=DPI)
         written[PLOT_KEY + key] = path
     return written
@@ -360,7 +360,7 @@ def capacity_section(results: RunResults, plots: Mapping[str, str]) -> str:
             line = (
                 cap.failure
                 if cap.status is Status.SKIPPED
-                else describe(cap, comparison.baseline_label, comparison.candidate_label)
+                else describe_capacity(cap, comparison.baseline_label, comparison.candidate_label)
             )
             verdict = f"{icon(capacity_status(cap))} {cap.verdict}" + (" (per GPU)" if cap.per_gpu else "")
             out.append(f"| <code>{markdown_text(comparison_id)}</code> | {markdown_text(line, 600)} | {verdict} |")
@@ -415,6 +415,6 @@ def case_testcase(section: CaseCapacity) -> CapacityTestcase:
 
 
 def comparison_testcase(cap: CapacityComparison, baseline_label: str, candidate_label: str) -> CapacityTestcase:
-    line = cap.failure if cap.status is Status.SKIPPED else describe(cap, baseline_label, candidate_label)
+    line = cap.failure if cap.status is Status.SKIPPED else describe_capacity(cap, baseline_label, candidate_label)
     message = cap.failure or "; ".join([line or "", *cap.warnings])
     return CapacityTestcase("capacity at SLO", capacity_status(cap), message, line or "")

@@ -33,7 +33,7 @@ from afd_e2e.results.model import (
     RunResults,
     SequentialRecord,
 )
-from afd_e2e.results.parity_text import describe, parity_summary
+from afd_e2e.results.parity_text import describe_prompt, parity_summary
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.bench import load_text
 from afd_e2e.workloads.blocks import drift_lines
@@ -296,12 +296,12 @@ def _repetition_line(rep: Repetition) -> str:
 
 def parity_testcases(suite: SuiteTestcases, comparison: Comparison, parity: ParityComparison) -> None:
     message = parity.failure or parity_summary(parity)
-    lines = "\n".join(describe(prompt, comparison.baseline, comparison.candidate) for prompt in parity.prompts)
+    lines = "\n".join(describe_prompt(prompt, comparison.baseline, comparison.candidate) for prompt in parity.prompts)
     suite.add("parity", parity.status, message=message, stdout=lines)
 
 
 def replay_parity_testcases(suite: SuiteTestcases, comparison: Comparison, replay: ParityComparison) -> None:
-    lines = "\n".join(describe(prompt, comparison.baseline, comparison.candidate) for prompt in replay.prompts)
+    lines = "\n".join(describe_prompt(prompt, comparison.baseline, comparison.candidate) for prompt in replay.prompts)
     suite.add("replay parity", replay.status, message=replay.failure or parity_summary(replay), stdout=lines)
 
 

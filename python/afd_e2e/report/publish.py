@@ -26,7 +26,7 @@ AGENT_TIMEOUT_S = 600.0
 SUMMARY_CONTEXT = "afd-e2e-summary"
 
 
-def describe(paths: ReportPaths, env: Mapping[str, str]) -> list[str]:
+def describe_report(paths: ReportPaths, env: Mapping[str, str]) -> list[str]:
     """The report's files, one line each, for people reading a terminal or a job log."""
     context = annotation_context(paths.profile, env)
     lines = [f"annotation: {paths.annotation} (style {paths.annotation_style}, context {context})"]

@@ -24,7 +24,7 @@ PLOT_KEY = "telemetry/"  # plots mapping key prefix: telemetry/<case id>
 DPI = 100
 
 
-def plot_name(case_id: str) -> str:
+def telemetry_plot_name(case_id: str) -> str:
     return "telemetry-" + re.sub(r"[^A-Za-z0-9._-]", "_", case_id) + ".png"
 
 
@@ -167,7 +167,7 @@ def write_telemetry_plots(results: RunResults, out_dir: Path, plots_dir: Path) -
         if not timeline.samples:
             continue
         plots_dir.mkdir(parents=True, exist_ok=True)
-        path = plots_dir / plot_name(case_id)
+        path = plots_dir / telemetry_plot_name(case_id)
         plot_timeline(timeline).canvas.print_png(str(path))
         written[PLOT_KEY + case_id] = path
     return written

@@ -15,7 +15,7 @@ def _token_text(side: ParitySide) -> str:
     return f"{side.token_id} {side.text!r} ({logprob}{other})"
 
 
-def describe(prompt: ParityPrompt, baseline_id: str, candidate_id: str) -> str:
+def describe_prompt(prompt: ParityPrompt, baseline_id: str, candidate_id: str) -> str:
     """One line for a prompt's verdict: where the outputs part and both tokens with their logprobs."""
     verdict = prompt.outcome
     if verdict in (ParityVerdict.IDENTICAL, ParityVerdict.NOT_COMPARED):

@@ -148,7 +148,7 @@ def execute_run(
         try:
             run_cases(ctx, plan.cases)
             if not flag.is_set():
-                results.comparisons = builtin_phases.compare(profile, results, layout.out_dir)
+                results.comparisons = builtin_phases.run_comparisons(profile, results, layout.out_dir)
                 match_model_runners(results)
                 store.flush()
         except Exception as exc:

@@ -126,7 +126,7 @@ def _run_cases(
             nonlocal ran_inner
             baseline = held.get(series.get(case.id, ""))
             if baseline is not None:
-                run_series(ctx, baseline, case, results, servers)
+                run_held_series(ctx, baseline, case, results, servers)
             if inner:
                 ran_inner = True
                 _run_cases(ctx, inner, series, {**held, case.id: Held(case, results, servers)}, state)
@@ -215,7 +215,7 @@ class _Budget:
         return None
 
 
-def run_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
+def run_held_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseResults, servers: CaseServers) -> None:
     """The candidate's series against the held baseline, watched like a phase (a cancel, a death, a stall); the
     record lands on the candidate's performance section. A candidate that dies or stalls fails its case; a
     baseline that does fails the series (and its own case, once its hold ends)."""

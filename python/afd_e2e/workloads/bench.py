@@ -570,7 +570,7 @@ def run_one(
     return rep, ended_by_itself
 
 
-def run_series(
+def run_bench_series(
     spec: BenchSpec,
     target: Target,
     *,

@@ -126,7 +126,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
             )
         sections.append(PhaseOutcome(section.status, f"gsm8k: {section.failure}" if section.failure else None))
     if profile.parity is not None and not ctx.cancelled.is_set():
-        records_rel = parity.records_path(case.id)
+        records_rel = parity.parity_records_path(case.id)
 
         def publish_outputs(outputs: list[ParityOutput]) -> None:
             write_records(ctx.out_dir / records_rel, outputs)
@@ -176,7 +176,7 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
         with bench.case_client(executable, target, ctx.out_dir) as client:
 
             def series(spec: BenchSpec, shape: str, publish: Callable[[CasePerformance], None]) -> CasePerformance:
-                return bench.run_series(
+                return bench.run_bench_series(
                     spec,
                     target,
                     executable=executable,
@@ -214,7 +214,7 @@ def _publish_shape(
 
 def run_replay(ctx: PhaseContext) -> PhaseOutcome:
     """Rounds of concurrent requests at the capture batch size (``workloads.replay``), token ids recorded."""
-    section = replay.run_replay(
+    section = replay.run_replay_rounds(
         ctx.profile.replay,
         ctx.profile.parity,
         base_url=ctx.case.base_url,
@@ -266,7 +266,7 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
 
-def compare(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, Comparison]:
+def run_comparisons(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, Comparison]:
     """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results
     (and the side files they wrote in ``out_dir``): each registered measure the comparison names, by its phase's
     compare function."""
@@ -303,7 +303,7 @@ def compare_replay(
 ) -> ParityComparison:
     assert profile.parity is not None
     sides = [replay.read_requests(out_dir, case.replay) if case and case.replay else None for case in (base, cand)]
-    return replay.compare_replay(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
+    return replay.compare_replay_requests(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
 
 
 def compare_performance(
@@ -316,7 +316,7 @@ def compare_performance(
     sections = [case.performance if case else None for case in (base, cand)]
 
     def judged(spec: BenchSpec, sides: list[CasePerformance | None]) -> PerformanceComparison:
-        return performance.compare_performance(
+        return performance.compare_case_performance(
             cmp.baseline,
             sides[0],
             cmp.candidate,

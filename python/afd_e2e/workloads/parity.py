@@ -17,7 +17,7 @@ from pathlib import Path
 
 from afd_e2e.profile import ParitySpec
 from afd_e2e.results.model import CaseResults, ParityComparison, ParityOutput, ParityPrompt, ParitySide
-from afd_e2e.results.parity_text import describe
+from afd_e2e.results.parity_text import describe_prompt
 from afd_e2e.results.side_files import read_records
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.completions import CompletionError, complete, token_texts
@@ -67,7 +67,7 @@ def collect_outputs(
     return outputs
 
 
-def records_path(case_id: str) -> str:
+def parity_records_path(case_id: str) -> str:
     """Where a case's parity outputs go, relative to the results folder."""
     return f"parity/{case_id}.jsonl"
 
@@ -175,7 +175,7 @@ def compare_outputs(
         result.status, result.failure = Status.FAILED, f"{len(errors)} parity requests failed; {errors[0]}"
     elif different:
         beyond = "differ" if spec.mode == "exact" else f"differ beyond the top-{spec.top_logprobs} logprobs"
-        first = describe(different[0], baseline_id, candidate_id)
+        first = describe_prompt(different[0], baseline_id, candidate_id)
         result.status, result.failure = Status.FAILED, f"{len(different)}/{len(spec.prompts)} prompts {beyond}; {first}"
     else:
         result.status = Status.PASSED

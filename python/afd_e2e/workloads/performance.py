@@ -250,7 +250,7 @@ def look(
     return verdicts
 
 
-def compare_performance(
+def compare_case_performance(
     baseline_id: str,
     baseline: CasePerformance | None,
     candidate_id: str,

@@ -45,7 +45,7 @@ def _one(
     return ReplayRequest(round=number, index=index, output=outputs[0])
 
 
-def records_path(case_id: str) -> str:
+def replay_records_path(case_id: str) -> str:
     """Where a case's replay requests go, relative to the results folder."""
     return f"replay/{case_id}.jsonl"
 
@@ -55,7 +55,7 @@ def read_requests(out_dir: Path, result: ReplayResult) -> list[ReplayRequest]:
     return result.requests if result.records is None else read_records(out_dir, result.records, ReplayRequest)
 
 
-def run_replay(
+def run_replay_rounds(
     spec: ReplaySpec,
     prompts: ParitySpec,
     *,
@@ -70,7 +70,7 @@ def run_replay(
 ) -> ReplayResult:
     """Every round's requests sent together, written to ``replay/<case>.jsonl`` after each round; a request that
     fails fails the phase, naming the first error."""
-    records = records_path(case_id)
+    records = replay_records_path(case_id)
     result = ReplayResult(status=Status.RUNNING, failure=None, rounds=spec.rounds, batch=spec.batch, records=records)
     requests: list[ReplayRequest] = []
     write_records(out_dir / records, requests)
@@ -100,7 +100,7 @@ def run_replay(
     return result
 
 
-def compare_replay(
+def compare_replay_requests(
     spec: ParitySpec,
     baseline_id: str,
     baseline: list[ReplayRequest] | None,

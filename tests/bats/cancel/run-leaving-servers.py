@@ -23,7 +23,7 @@ from afd_e2e.runner.layout import RunLayout
 from afd_e2e.runner.run_record import RunRecord
 from afd_e2e.system.markers import marker_env, new_run_id
 
-rendering.install()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
+rendering.install_renderers()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
 
 SERVER = (
     "import os, signal, socket, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "

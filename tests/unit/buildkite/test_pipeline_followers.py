@@ -28,7 +28,7 @@ from afd_e2e.pipeline.followers import (
 )
 from afd_e2e.pipeline.generate import GpuStepSettings, build_pipeline
 from afd_e2e.pipeline.steps import render, step_timeout_minutes
-from afd_e2e.pipeline.upload import upload
+from afd_e2e.pipeline.upload import upload_pipeline
 from afd_e2e.plan.build import build_plan
 from afd_e2e.profile import load_profile
 
@@ -234,7 +234,7 @@ def test_the_leader_uploads_through_the_agent_without_interpolation(tmp_path, mo
     monkeypatch.setenv("STUB_BUILDKITE_STORE", str(tmp_path / "store"))
     (case,) = build_plan(tiny, model_path="/m").cases
     pipeline = follower_pipeline(tiny, case, LEADER, GATES)
-    upload(pipeline)
+    upload_pipeline(pipeline)
     assert (tmp_path / "store" / "pipelines" / "000.yml").read_text(encoding="utf-8") == render(pipeline)
     assert (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines() == [
         "buildkite-agent pipeline upload --no-interpolation"
@@ -249,7 +249,7 @@ def test_a_failed_upload_is_one_line(tmp_path, monkeypatch, tiny):
     monkeypatch.setenv("STUB_BUILDKITE_AGENT_PIPELINE_EXIT", "1")
     (case,) = build_plan(tiny, model_path="/m").cases
     with pytest.raises(UsageError, match="buildkite-agent pipeline upload exited 1"):
-        upload(follower_pipeline(tiny, case, LEADER, GATES))
+        upload_pipeline(follower_pipeline(tiny, case, LEADER, GATES))
 
 
 def test_a_profile_sets_pool_with_a_multi_agent_profile_leads_over_its_pool_set(valid_pipeline, tiny):

@@ -118,12 +118,12 @@ def test_a_refused_test_phase_leaves_no_table_holding_it():
 def test_installed_tables_are_frozen_and_a_second_install_changes_nothing():
     tables = (*registry.TABLES, section_renderers.PHASES, section_renderers.CASE_SECTIONS, section_renderers.MEASURES)
     before = [dict(table) for table in tables]
-    builtin.install()
-    rendering.install()
+    builtin.install_phases()
+    rendering.install_renderers()
     assert [dict(table) for table in tables] == before
     assert all(table.frozen for table in tables)
     with pytest.raises(RuntimeError, match="phases: cannot register 'echo', the table is frozen"):
-        registry.register(ECHO)
+        registry.register_phase(ECHO)
     assert "echo" not in catalogue.PHASES
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
-from afd_e2e.plan.addresses import meta_data_key, placeholders, resolve
+from afd_e2e.plan.addresses import fill_addresses, meta_data_key, placeholders
 from afd_e2e.plan.shell_text import render_text
 from afd_e2e.profile import load_profile, parse_profile
 from repo_paths import REPO
@@ -167,7 +167,7 @@ def test_a_native_server_on_a_follower_listens_where_the_profile_says_and_the_le
     assert case.base_url == "http://${AFD_E2E_HOST_SERVER}:18600"
     assert case.rendezvous == {"AFD_E2E_HOST_SERVER": "cpu-tp1-remote/server/host"}
     assert meta_data_key("job-7", case.rendezvous["AFD_E2E_HOST_SERVER"]) == "afd-e2e/job-7/cpu-tp1-remote/server/host"
-    assert resolve(case.ready_url, {"AFD_E2E_HOST_SERVER": "10.0.0.2"}) == "http://10.0.0.2:18600/v1/models"
+    assert fill_addresses(case.ready_url, {"AFD_E2E_HOST_SERVER": "10.0.0.2"}) == "http://10.0.0.2:18600/v1/models"
 
 
 def test_a_single_agent_plan_is_unchanged_by_placement():
@@ -258,13 +258,13 @@ def test_plan_text_says_which_agent_runs_which_process_and_stays_paste_able(tmp_
     ).stdout.splitlines()
     (second,) = [p for p in plan.cases[0].processes if p.name == "attention-node1"]
     values = {"AFD_E2E_LISTEN_HOST": "10.0.0.5", "AFD_E2E_HOST_ATTENTION": "10.0.0.4", "AFD_E2E_HOST_FFN": "10.0.0.3"}
-    assert printed == [resolve(arg, values) for arg in second.argv]
+    assert printed == [fill_addresses(arg, values) for arg in second.argv]
 
 
 def test_an_address_without_a_value_is_a_one_line_error():
     with pytest.raises(UsageError, match="no address for AFD_E2E_HOST_FFN"):
-        resolve('{"host":"${AFD_E2E_HOST_FFN}"}', {"AFD_E2E_LISTEN_HOST": "1.2.3.4"})
-    assert resolve("${AFD_GPU_E2E_MODEL}", {}) == "${AFD_GPU_E2E_MODEL}"  # not an address: left alone
+        fill_addresses('{"host":"${AFD_E2E_HOST_FFN}"}', {"AFD_E2E_LISTEN_HOST": "1.2.3.4"})
+    assert fill_addresses("${AFD_GPU_E2E_MODEL}", {}) == "${AFD_GPU_E2E_MODEL}"  # not an address: left alone
 
 
 def test_run_refuses_a_case_placed_on_another_agent_outside_a_buildkite_job(tmp_path: Path):

@@ -11,7 +11,7 @@ from preflight_fixtures import installed_software as software
 
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
-from afd_e2e.preflight.free_ports import check_ports, plan_ports, port_ranges
+from afd_e2e.preflight.free_ports import check_plan_ports, plan_ports, port_ranges
 from afd_e2e.preflight.software import check_software
 from afd_e2e.profile import load_profile
 from afd_e2e.system.ports import busy_ports
@@ -30,12 +30,12 @@ def test_a_held_port_fails_naming_its_holder_and_free_ports_pass():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
         holder.bind(("127.0.0.1", 20722))
         holder.listen()
-        [check] = check_ports(plan, "127.0.0.1", busy_ports(plan_ports(plan), "127.0.0.1"))
+        [check] = check_plan_ports(plan, "127.0.0.1", busy_ports(plan_ports(plan), "127.0.0.1"))
     assert check.status == FAIL
     assert check.measured.startswith(f"20722 held by pid {os.getpid()} (")
     assert check.wanted == "free on 127.0.0.1: 20700, 20720-20723"
     assert "--port-base" in check.fix
-    [check] = check_ports(plan, "127.0.0.1", busy_ports(plan_ports(plan), "127.0.0.1"))
+    [check] = check_plan_ports(plan, "127.0.0.1", busy_ports(plan_ports(plan), "127.0.0.1"))
     assert check.status == PASS and check.measured == "5 ports free"
 
 

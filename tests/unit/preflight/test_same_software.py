@@ -17,7 +17,7 @@ from afd_e2e.multi_agent.identity import (
     AgentIdentity,
     checkpoint_fingerprint,
     checks,
-    compare,
+    identity_mismatches,
 )
 from afd_e2e.preflight.checks import FAIL, PASS
 
@@ -39,7 +39,7 @@ LEADER = AgentIdentity("gpu-a", "leader", "0.1.0", "0.26.0", "0.3.1", "sha256:aa
 
 def test_the_same_software_everywhere_passes():
     follower = dataclasses.replace(LEADER, agent="gpu-b", hosts="ffn")
-    assert compare([LEADER, follower]) == ()
+    assert identity_mismatches([LEADER, follower]) == ()
     results = checks([LEADER, follower])
     assert [c.status for c in results] == [PASS] * 4
     assert results[1].name == "same software: vLLM"
@@ -49,7 +49,7 @@ def test_the_same_software_everywhere_passes():
 def test_a_mismatch_fails_naming_both_sides():
     ffn = dataclasses.replace(LEADER, agent="gpu-b", hosts="ffn", vllm="0.26.1")
     node = dataclasses.replace(LEADER, agent="gpu-c", hosts="attention-node1", afd_plugin=None, checkpoint="sha256:bb")
-    mismatches = compare([LEADER, ffn, node])
+    mismatches = identity_mismatches([LEADER, ffn, node])
     assert [(m.what, m.other.agent) for m in mismatches] == [
         ("vllm", "gpu-b"),
         ("afd_plugin", "gpu-c"),

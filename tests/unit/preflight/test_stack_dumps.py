@@ -4,7 +4,7 @@ process (the live probe given a hang guard, not the product's 5 s: a loaded mach
 from __future__ import annotations
 
 from afd_e2e.forensics.pyspy import find_pyspy
-from afd_e2e.preflight.stack_dumps import check_stack_dumps, has_cap_sys_ptrace, judge
+from afd_e2e.preflight.stack_dumps import check_stack_dumps, has_cap_sys_ptrace, judge_stack_dumps
 from afd_e2e.results.status import Status
 from unit.timing import GUARD_S
 
@@ -25,11 +25,13 @@ def test_no_pyspy_is_a_warning_with_the_install_line():
 
 
 def test_a_refused_dump_names_the_ptrace_scope_and_the_fix():
-    check = judge("/venv/bin/py-spy", "ptrace not permitted (...): Error: Operation not permitted", 1, False)
+    check = judge_stack_dumps(
+        "/venv/bin/py-spy", "ptrace not permitted (...): Error: Operation not permitted", 1, False
+    )
     assert check.status is Status.WARNED
     assert "kernel.yama.ptrace_scope = 1: only a process's ancestors may read it" in check.measured
     assert check.fix == "give the agent CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE) or set kernel.yama.ptrace_scope=0"
-    assert judge("/p", None, 3, True).measured == "/p dumped a Python process (CAP_SYS_PTRACE)"
+    assert judge_stack_dumps("/p", None, 3, True).measured == "/p dumped a Python process (CAP_SYS_PTRACE)"
 
 
 def test_cap_sys_ptrace_is_read_from_the_effective_set():

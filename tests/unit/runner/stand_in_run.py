@@ -12,7 +12,7 @@ from afd_e2e.profile import load_profile
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.run import execute_run
 
-rendering.install()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
+rendering.install_renderers()  # the built-in phases and their renderers: this script runs cases as `afd-e2e run` does
 
 if __name__ == "__main__":
     out, port = Path(sys.argv[1]), int(sys.argv[2])

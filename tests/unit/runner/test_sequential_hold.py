@@ -153,14 +153,14 @@ def _recorded_run(monkeypatch, plan, failing=()):
         ctx.store.results.cases[case.id] = results
         return results
 
-    def run_series(ctx, held, case, results, servers):
+    def run_held_series(ctx, held, case, results, servers):
         events.append(f"series {held.case.id} vs {case.id}")
 
     def run_blocks(ctx, planned):
         events.append(f"blocks {planned.baseline} vs {planned.candidate}")
 
     monkeypatch.setattr(series_servers, "run_case", run_case)
-    monkeypatch.setattr(series_servers, "run_series", run_series)
+    monkeypatch.setattr(series_servers, "run_held_series", run_held_series)
     monkeypatch.setattr(series_servers, "run_blocks", run_blocks)
     store = SimpleNamespace(results=SimpleNamespace(cases={}), flush=lambda: None, lock=None)
     ctx = SimpleNamespace(profile=RANGED, plan=plan, flag=SimpleNamespace(is_set=lambda: False), store=store)

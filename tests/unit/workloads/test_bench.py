@@ -210,7 +210,7 @@ def _fake_bench(tmp_path: Path, body: str) -> str:
 def _series(tmp_path, executable, cancelled=None, spec=SPEC, on_timeout=lambda _reason: None, clock=None):
     published = []
     timing = {} if clock is None else {"clock": clock, "sleep": clock.sleep}
-    section = bench.run_series(
+    section = bench.run_bench_series(
         spec,
         bench.Target("cpu-tp1", "http://127.0.0.1:9", "m", "/m", bench.client_env(os.environ)),
         executable=executable,

@@ -11,7 +11,7 @@ import pytest
 from afd_e2e.results.capacity_records import BRACKETED, NEVER_MEETS, CaseCapacity
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads.capacity_sweep.compare import compare_capacity, describe
+from afd_e2e.workloads.capacity_sweep.compare import compare_capacity, describe_capacity
 from afd_e2e.workloads.capacity_sweep.level_search import SearchPlan, estimate, next_level
 from afd_e2e.workloads.capacity_sweep.sweep import observation
 from repo_paths import FIXTURES
@@ -56,7 +56,7 @@ def test_the_same_curve_on_equal_hardware_is_parity(curve):
     assert result.delta_pct == 0.0 and result.verdict is Verdict.PARITY
     assert result.ci95_pct[0] <= 0.0 <= result.ci95_pct[1]  # from the repetitions at the bracketing levels
     assert result.common_levels == [lv.level for lv in side.levels]
-    assert "delta +0.0%" in describe(result, "native", "AFD")
+    assert "delta +0.0%" in describe_capacity(result, "native", "AFD")
 
 
 def test_unequal_gpu_counts_compare_per_gpu_and_the_gate_fails_a_worse_candidate(curve):

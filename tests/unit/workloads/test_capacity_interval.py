@@ -24,7 +24,7 @@ from afd_e2e.results.capacity_records import (
 )
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Verdict
-from afd_e2e.workloads.capacity_sweep.compare import compare_capacity, describe
+from afd_e2e.workloads.capacity_sweep.compare import compare_capacity, describe_capacity
 from afd_e2e.workloads.capacity_sweep.level_search import Observation, SearchPlan, estimate
 from afd_e2e.workloads.capacity_sweep.sweep import observation
 from repo_paths import SHARED
@@ -97,7 +97,7 @@ def test_the_12_05_comparison_holds_its_delta(run: dict) -> None:
     # the lowest graph capacity over the highest eager one, and the highest over the lowest: 68/20 and 76/12.79
     assert low == pytest.approx(68 / 20 * 100 - 100) and high == pytest.approx(76 / eager_est.interval[0] * 100 - 100)
     assert result.verdict is Verdict.BETTER
-    assert "delta +375.6% [+240.0%, +494.2%]: better" in describe(result, "eager", "graph")
+    assert "delta +375.6% [+240.0%, +494.2%]: better" in describe_capacity(result, "eager", "graph")
 
 
 def reps(pooled: float, spread: float) -> Observation:

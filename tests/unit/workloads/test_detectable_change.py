@@ -19,7 +19,7 @@ from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.junit import build_testcases
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads import stats
-from afd_e2e.workloads.performance import compare_performance
+from afd_e2e.workloads.performance import compare_case_performance
 from repo_paths import REPO
 from results_docs import load_fixture, typed
 
@@ -79,7 +79,7 @@ def _seed_with_detect(detect_pct: float):
         for m in DEFAULT_BENCH_METRICS
     )
     native, afd = (copy.deepcopy(SEED.cases[c].performance) for c in ("native-eager-dp8", "afd-eager-4a4f"))
-    return compare_performance("native", native, "afd", afd, threshold_pct=2.0, control=False, metrics=gates)
+    return compare_case_performance("native", native, "afd", afd, threshold_pct=2.0, control=False, metrics=gates)
 
 
 def test_a_metric_that_cannot_see_the_asked_change_fails_saying_how_many_repetitions_would():

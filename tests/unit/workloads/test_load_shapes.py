@@ -23,7 +23,7 @@ from afd_e2e.profile import PrefixRepetition, RampUp, catalogue, load_profile, p
 from afd_e2e.results.model import PerformanceComparison
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.bench import bench_argv, shape_argv, shape_flags, shape_words
-from afd_e2e.workloads.builtin_phases import compare
+from afd_e2e.workloads.builtin_phases import run_comparisons
 from afd_e2e.workloads.capacity_sweep.sweep_phase import capacity_spec
 from repo_paths import REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
@@ -234,7 +234,9 @@ def test_each_shape_is_judged_on_its_own_repetitions_and_a_failing_one_fails_the
             case.performance.shapes["worse"] = copy.deepcopy(case.performance)
     for rep in results.cases["afd-eager-4a4f"].performance.shapes["worse"].repetitions:
         rep.metrics["mean_ttft_ms"] *= 1.3
-    performance: PerformanceComparison = compare(profile, results, RESULTS_FIXTURES / "seed")["performance"].performance
+    performance: PerformanceComparison = run_comparisons(profile, results, RESULTS_FIXTURES / "seed")[
+        "performance"
+    ].performance
     assert list(performance.shapes) == ["burst", "worse"]
     burst, worse = performance.shapes["burst"], performance.shapes["worse"]
     assert [m.key for m in burst.metrics] == ["mean_ttft_ms"] and burst.status is Status.PASSED
@@ -248,6 +250,6 @@ def test_a_shape_a_side_never_measured_fails_the_comparison():
     data = tiny(shapes={"burst": {"burstiness": 0.25}})
     base = load_profile("qwen3.5-122b-a10b")
     profile = replace(base, bench=replace(base.bench, shapes=parse_profile(data, "p.yaml").bench.shapes))
-    performance = compare(profile, copy.deepcopy(SEED), RESULTS_FIXTURES / "seed")["performance"].performance
+    performance = run_comparisons(profile, copy.deepcopy(SEED), RESULTS_FIXTURES / "seed")["performance"].performance
     assert performance.shapes["burst"].status is Status.SKIPPED
     assert performance.status is Status.FAILED and "shape burst: " in performance.failure

@@ -11,7 +11,7 @@ import pytest
 
 from afd_e2e.profile import ParitySpec, builtin_profiles, load_profile
 from afd_e2e.results.model import ParityOutput, ParityPrompt, ParitySide
-from afd_e2e.results.parity_text import describe, parity_summary
+from afd_e2e.results.parity_text import describe_prompt, parity_summary
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.parity import compare_outputs, first_difference
 from fixtures.parity.record_tiny_cpu import load_fixture
@@ -58,7 +58,7 @@ def test_real_fp32_vs_bf16_is_close_at_a_near_tie_and_passes():
     # each side's token is within the other's top-5, and each side ranked its own token at least as high
     assert base.other_in_top_k and cand.other_in_top_k
     assert base.logprob >= base.other_logprob and cand.logprob >= cand.other_logprob
-    line = describe(close, "bf16", "fp32")
+    line = describe_prompt(close, "bf16", "fp32")
     assert line.startswith(f"close at token {close.first_diff_token}: ") and f"fp32 {cand.token_id} " in line
 
 
@@ -116,7 +116,7 @@ def test_a_side_that_ends_early_is_different():
     cand = _outputs(([1], [{1: -0.1}]), ([4], [{4: -0.1}]), ([6], [{6: -0.1}]))
     result = compare_outputs(SMALL, "one", base, "two", cand)
     assert _verdicts(result) == [ParityVerdict.DIFFERENT, ParityVerdict.IDENTICAL, ParityVerdict.IDENTICAL]
-    assert describe(result.prompts[0], "one", "two").endswith("vs two ended")
+    assert describe_prompt(result.prompts[0], "one", "two").endswith("vs two ended")
 
 
 def test_a_failed_request_fails_parity_and_names_it():

@@ -19,7 +19,7 @@ from afd_e2e.results.status import Status, Verdict
 from afd_e2e.trend.episodes import Episode
 from afd_e2e.trend.record import BuildRef, Metric
 from afd_e2e.workloads import bench
-from afd_e2e.workloads.builtin_phases import compare
+from afd_e2e.workloads.builtin_phases import run_comparisons
 from repo_paths import REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
@@ -47,7 +47,7 @@ def test_a_profile_gating_p90_tpot_judges_it_on_the_recorded_repetitions() -> No
     profile = _profile({"p90_tpot_ms": {"on_worse": "fail", "margin_pct": 10, "require": "parity"}})
     (gate,) = profile.bench.metrics
     assert (gate.metric.key, gate.metric.name, gate.on_worse) == ("p90_tpot_ms", "TPOT p90", "fail")
-    comparison = compare(profile, RUN, RESULTS_FIXTURES / "tiny-cpu")["tp1-vs-tp2"].performance
+    comparison = run_comparisons(profile, RUN, RESULTS_FIXTURES / "tiny-cpu")["tp1-vs-tp2"].performance
     assert comparison is not None
     (judged,) = comparison.metrics
     assert judged.key == "p90_tpot_ms" and judged.on_worse == "fail" and judged.margin_pct == 10

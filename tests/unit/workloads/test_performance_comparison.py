@@ -11,8 +11,8 @@ import pytest
 from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate, load_profile
 from afd_e2e.results.model import CasePerformance, PerformanceComparison, SideStats
 from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads.builtin_phases import compare
-from afd_e2e.workloads.performance import compare_performance
+from afd_e2e.workloads.builtin_phases import run_comparisons
+from afd_e2e.workloads.performance import compare_case_performance
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
 SEED = typed(load_fixture("seed"))
@@ -47,7 +47,7 @@ WARN_ALL = _gates()
 
 
 def _compare(native, afd, metrics=WARN_ALL, control: bool = False) -> PerformanceComparison:
-    return compare_performance("native", native, "afd", afd, threshold_pct=2.0, control=control, metrics=metrics)
+    return compare_case_performance("native", native, "afd", afd, threshold_pct=2.0, control=control, metrics=metrics)
 
 
 def _seed_sides() -> tuple[CasePerformance, CasePerformance]:
@@ -59,7 +59,7 @@ def _metric(result: PerformanceComparison, key: str):
 
 
 def test_seed_table_reproduced_from_five_repetitions_per_side():
-    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"]
+    comparison = run_comparisons(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"]
     assert comparison.performance is not None
     metrics = {m.key: m for m in comparison.performance.metrics}
     assert set(metrics) == set(SEED_TABLE)
@@ -73,7 +73,7 @@ def test_seed_table_reproduced_from_five_repetitions_per_side():
 
 
 def test_seed_verdicts_parity_except_ttft_which_warns():
-    comparison = compare(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"].performance
+    comparison = run_comparisons(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"].performance
     assert comparison is not None
     verdicts = {m.key: m.verdict for m in comparison.metrics}
     assert verdicts.pop("mean_ttft_ms") is Verdict.WORSE
@@ -141,7 +141,7 @@ def test_a_zero_baseline_mean_has_no_delta_and_no_claim():
 
 
 def test_fixture_comparisons_are_what_compare_computes():
-    assert compare(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR) == SEED.comparisons
+    assert run_comparisons(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR) == SEED.comparisons
 
 
 def test_failed_repetitions_fail_the_comparison_and_are_left_out():
@@ -180,7 +180,7 @@ def test_cases_that_read_the_same_are_told_apart_by_their_ids_in_a_comparison():
         results.plan,
         cases=[replace(c, label=baseline.label) if c.id == comparison.candidate else c for c in results.plan.cases],
     )
-    entry = compare(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)[comparison.id]
+    entry = run_comparisons(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)[comparison.id]
     assert (entry.baseline_label, entry.candidate_label) == (
         f"{baseline.label} ({comparison.baseline})",
         f"{baseline.label} ({comparison.candidate})",

@@ -26,7 +26,7 @@ from afd_e2e.report.junit import write_junit
 from afd_e2e.results.model import RunResults
 from afd_e2e.results.status import Saturation, Status
 from afd_e2e.workloads import bench
-from afd_e2e.workloads.performance import compare_performance
+from afd_e2e.workloads.performance import compare_case_performance
 from repo_paths import FIXTURES
 from results_docs import load_fixture, typed
 
@@ -113,7 +113,7 @@ def _saturated_tiny_cpu() -> RunResults:
     for rep in side.repetitions:
         rep.load = bench.load_of(_real(CPU, request_rate=32.0))
     comparison = results.comparisons["tp1-vs-tp2"]
-    comparison.performance = compare_performance(
+    comparison.performance = compare_case_performance(
         "cpu-tp1",
         base,
         "cpu-tp2",

@@ -86,7 +86,7 @@ def test_the_final_comparison_is_the_last_look_and_judges_only_the_series_repeti
     assert found.stopped == "decided"
     sections["base"].repetitions.append(_rep(99, 500.0))  # another comparison's repetition of a shared baseline
     sections["cand"].sequential = found
-    compared = performance.compare_performance(
+    compared = performance.compare_case_performance(
         "base",
         sections["base"],
         "cand",

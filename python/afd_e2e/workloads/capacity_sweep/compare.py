@@ -56,7 +56,7 @@ def _apart(baseline: tuple[float, float], candidate: tuple[float, float]) -> Ver
     return None
 
 
-def worse_line(result: CapacityComparison) -> str:
+def capacity_worse_line(result: CapacityComparison) -> str:
     figure = "capacity per GPU" if result.per_gpu else "capacity at SLO"
     if result.delta_pct is None or result.ci95_pct is None:
         return f"{figure} worse: the candidate's range lies below the baseline's"
@@ -125,15 +125,15 @@ def compare_capacity(
             result.warnings.append(f"case {cid}: sweep cut short, {est.text}")
     if result.verdict is Verdict.WORSE and not control:
         if on_worse == "fail":
-            problems.append(worse_line(result))
+            problems.append(capacity_worse_line(result))
         elif on_worse == "warn":
-            result.warnings.append(worse_line(result))
+            result.warnings.append(capacity_worse_line(result))
     if problems:
         result.status, result.failure = Status.FAILED, "; ".join(problems)
     return result
 
 
-def describe(result: CapacityComparison, baseline_label: str, candidate_label: str) -> str:
+def describe_capacity(result: CapacityComparison, baseline_label: str, candidate_label: str) -> str:
     """One line: both capacities, per GPU where compared so, the delta, its interval and the verdict."""
 
     def side(label: str, value: float | None, text: str | None) -> str:
