@@ -3,9 +3,10 @@ phase a ready server serves, run once per session by the runner's own lifecycle 
 launch, readiness, the phases, teardown, hygiene, reports). Tests that only need a ready real vLLM or a finished
 run read its results folder instead of launching their own (``tests/engine/conftest.py``: ``tiny_cpu_run``).
 
-Its bench also measures two named load shapes after tiny-cpu's own Poisson one (``SHAPES``: a burst with
-burstiness < 1 and a shared-prefix set), each with its own repetitions and verdicts, on the same launches and warm
-bench client (``tests/engine/test_load_shapes_cpu_vllm.py`` judges them).
+Its bench also measures three named load shapes after tiny-cpu's own Poisson one (``SHAPES``: a burst with
+burstiness < 1, a shared-prefix set and an overload), each with its own repetitions and verdicts, on the same
+launches and warm bench client (``tests/engine/test_load_shapes_cpu_vllm.py`` and
+``tests/engine/test_saturation_cpu_vllm.py`` judge them).
 
 Beside the shipped phases (smoke, correctness, performance, capacity) each case runs ``warmup``, ``serving`` and
 ``replay``
@@ -43,11 +44,21 @@ from repo_paths import GSM8K_DIR, REPO
 PORT_BASE = 19200  # the shared run's block: 19200 (cpu-tp1), 19220 (cpu-tp2)
 WRONG_NAME = "tiny-cpu-renamed"
 SHIPPED = load_profile("tiny-cpu")
-# Load shapes measured after tiny-cpu's own (16 prompts at 8 req/s, Poisson): the same load in bursts (gamma gaps of
-# shape 0.25: the same mean rate, far burstier) and 2 shared prefixes of 32 tokens each with 16 tokens of its own.
+# Load shapes measured after tiny-cpu's own (16 prompts at 8 req/s, Poisson, at most 4 in flight), 8 prompts each:
+# the same rate in bursts (gamma gaps of shape 0.25: the same mean rate, far burstier), 2 shared prefixes of 32
+# tokens each with 16 tokens of its own, and an overload: 1000 req/s served one at a time, far beyond what the tiny
+# model serves (a 16-token answer takes 30-300 ms on these CPUs: 3-30 req/s), so the cap, not the arrivals, sets
+# the pace (tests/engine/test_saturation_cpu_vllm.py judges it saturated and tiny-cpu's own shape not).
 SHAPES = {
-    "burst": {"burstiness": 0.25},
-    "shared-prefix": {"dataset": "prefix_repetition", "prefix_len": 32, "suffix_len": 16, "num_prefixes": 2},
+    "burst": {"burstiness": 0.25, "num_prompts": 8},
+    "shared-prefix": {
+        "dataset": "prefix_repetition",
+        "prefix_len": 32,
+        "suffix_len": 16,
+        "num_prefixes": 2,
+        "num_prompts": 8,
+    },
+    "overload": {"request_rate": 1000, "max_concurrency": 1, "num_prompts": 8},
 }
 
 

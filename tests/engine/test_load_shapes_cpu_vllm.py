@@ -1,15 +1,16 @@
 """Engine tier: load shapes as profile keys (issue 44 part 1) on the real CPU vLLM. One case is measured under
-several shapes in one run: tiny-cpu's own Poisson bench, a burst (burstiness 0.25) and a shared-prefix set
-(``dataset: prefix_repetition``), each shape with its own repetitions, metrics and verdicts in results.json, the
-JUnit XML and the annotation; the installed ``vllm bench serve`` is asked for every flag the shapes add before
-anything is launched.
+several shapes in one run: tiny-cpu's own Poisson bench, a burst (burstiness 0.25), a shared-prefix set
+(``dataset: prefix_repetition``) and an overload (a rate and a cap of its own), each shape with its own
+repetitions, metrics and verdicts in results.json, the JUnit XML and the annotation; the installed ``vllm bench
+serve`` is asked for every flag the shapes add before anything is launched.
 
 Launches no server of its own: it reads the session's shared run (``tiny_cpu_run``, tests/shared_run.py, whose
-``SHAPES`` add the two shapes to its bench); its two serverless tests ask the installed vLLM's interpreter (0.2 s
+``SHAPES`` add the three shapes to its bench); its two serverless tests ask the installed vLLM's interpreter (0.2 s
 each). What the shapes add to the shared run: 2 repetitions per shape per case, no warmup (the case is warm from
-its own), 16 requests each, in the case's warm bench client: 8 more ``vllm bench serve`` repetitions of 3-5.5 s,
-measured at 27.4 s (14.4 s on cpu-tp1, 13.0 s on cpu-tp2) and 36.7 s (15.6 s + 21.1 s, with another engine tier
-and a unit tier on the same 2 cores), from the last repetition of each case's own shape to the last of its shapes.
+its own), 8 requests each, in the case's warm bench client: 12 more ``vllm bench serve`` repetitions of 1-6 s,
+measured at 10.4 s on cpu-tp1 and 11.0 s on cpu-tp2, from the last repetition of a case's own shape to the last of
+its shapes (two shapes of 16 requests took 14.4 s and 13.0 s, and 36.7 s on both with another engine tier and a
+unit tier beside them).
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ def test_each_case_is_measured_under_every_shape_with_its_own_repetitions(tiny_c
             for rep in shaped.repetitions:
                 assert rep.status.value == "passed" and rep.completed == spec.num_prompts
                 assert rep.path == f"bench/{case_id}/{name}/rep-{rep.index}.json"
-                assert shape_argv(spec) and all(arg in rep.argv for arg in shape_argv(spec))
+                asked = dict(zip(rep.argv, rep.argv[1:], strict=False))
+                assert asked["--num-prompts"] == str(spec.num_prompts)
+                assert asked["--request-rate"] == f"{spec.request_rate:g}"
+                assert asked["--max-concurrency"] == str(spec.max_concurrency)
+                assert all(arg in rep.argv for arg in shape_argv(spec))
 
 
 def test_vllm_ran_each_shape_as_asked(tiny_cpu_run):
@@ -61,7 +66,8 @@ def test_vllm_ran_each_shape_as_asked(tiny_cpu_run):
         assert raw["burst"]["burstiness"] == 0.25
         prefix = PROFILE.bench.shape("shared-prefix").prefix
         prompt = prefix.prefix_len + prefix.suffix_len
-        assert raw["shared-prefix"]["total_input_tokens"] == pytest.approx(prompt * 16, rel=0.25)
+        count = PROFILE.bench.shape("shared-prefix").num_prompts
+        assert raw["shared-prefix"]["total_input_tokens"] == pytest.approx(prompt * count, rel=0.25)
 
 
 def test_each_shape_has_its_own_verdicts_in_results_junit_and_the_annotation(tiny_cpu_run):
