@@ -52,6 +52,7 @@ from pathlib import Path
 import psutil
 
 from afd_e2e.phases import rendering
+from afd_e2e.phases.smoke import smoke_spec
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
@@ -191,7 +192,8 @@ def upstream_terminate_processes(processes: list[subprocess.Popen]) -> None:
 
 
 def upstream_completion(base_url: str, model: str) -> float:
-    payload = {"model": model, "prompt": PROFILE.smoke.prompt, "max_tokens": PROFILE.smoke.max_tokens, "temperature": 0}
+    smoke = smoke_spec(PROFILE)
+    payload = {"model": model, "prompt": smoke.prompt, "max_tokens": smoke.max_tokens, "temperature": 0}
     request = urllib.request.Request(
         f"{base_url}/v1/completions", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
     )
@@ -241,11 +243,10 @@ def ours_case(model: Path, port_base: int, out: Path) -> dict[str, float]:
     wall = time.monotonic() - started
     first_ok.stop()
     result = data.cases[case.id]
-    assert result.status is Status.PASSED and result.smoke is not None, result.failure
+    smoke = result.section("smoke")
+    assert result.status is Status.PASSED and smoke is not None, result.failure
     b = clock.began
-    return figures(
-        wall, b["startup"], first_ok.at, b["smoke"], result.smoke.latency_s, b["teardown"], gone.at, b["hygiene"]
-    )
+    return figures(wall, b["startup"], first_ok.at, b["smoke"], smoke.latency_s, b["teardown"], gone.at, b["hygiene"])
 
 
 def upstream_case(model: Path, port_base: int, out: Path) -> dict[str, float]:

@@ -35,8 +35,8 @@ from afd_e2e.plan.model import RunPlan
 from afd_e2e.profile import Profile, ReplaySpec, ServingSpec, load_profile, parse_profile
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
+from afd_e2e.runner.dispatch import RUNS
 from afd_e2e.system.progress import Progress
-from afd_e2e.workloads.builtin_phases import run_serving
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from fixtures.parity.record_tiny_cpu import PROMPTS as PARITY_PROMPTS
 from repo_paths import GSM8K_DIR, REPO
@@ -110,7 +110,7 @@ def probe_phase(probed: Probed, model: Path, work: Path) -> Phase:
             case_results=CaseResults(renamed.id, renamed.label, renamed.kind),
             flush=lambda: None,
         )
-        probed.wrong_name_outcome = run_serving(wrong)
+        probed.wrong_name_outcome = RUNS["serving"].run(wrong)
         probed.wrong_name = wrong.case_results
         if (python := lm_eval_reference.find_python(REPO)) is not None:
             spec = ctx.profile.gsm8k

@@ -17,11 +17,11 @@ def run(args: argparse.Namespace) -> int:
     names = [args.profile] if args.profile else builtin_profiles()
     for name in names:
         profile = load_profile(name)
-        smoke = " [SMOKE]" if profile.smoke_only else ""
+        banner = " [SMOKE]" if profile.smoke_only else ""
         description = profile.description
         if profile.smoke_only:  # the tag says it once: "tiny-cpu [SMOKE]: tiny random-weight MoE ..."
             description = description.removeprefix("SMOKE:").removeprefix("SMOKE").strip()
-        print(f"{profile.name}{smoke}: {description}")
+        print(f"{profile.name}{banner}: {description}")
         if args.profile:
             print(f"  platform {profile.platform}, {profile.device_count} GPUs, gates: {profile.gates.backend}")
             for case in profile.cases:

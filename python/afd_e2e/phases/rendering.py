@@ -17,6 +17,7 @@ from afd_e2e.report import (
     forensics_report,
     junit,
     section_renderers,
+    smoke_report,
     soak_report,
     telemetry_report,
 )
@@ -24,11 +25,6 @@ from afd_e2e.report.junit import SuiteTestcases
 from afd_e2e.report.section_renderers import AnnotationPart, CaseColumn, SectionReport
 from afd_e2e.results.capacity_records import CapacityComparison
 from afd_e2e.results.model import CaseResults, Comparison, RunResults
-
-
-def _no_parts(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
-    """A phase whose whole annotation is its columns of the per-case table."""
-    return []
 
 
 def _capacity_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
@@ -48,7 +44,12 @@ def _capacity_annotation(results: RunResults, plots: Mapping[str, str]) -> list[
 
 
 PHASES = (
-    SectionReport("smoke", junit.smoke_testcases, _no_parts, (CaseColumn("Smoke", annotation.smoke_cell),)),
+    SectionReport(
+        smoke_report.SECTION,
+        smoke_report.smoke_testcases,
+        columns=(CaseColumn("Smoke", smoke_report.smoke_cell),),
+        model_output=smoke_report.smoke_output,
+    ),
     SectionReport(
         "correctness",
         junit.correctness_testcases,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from afd_e2e.phases.registry import Budget, Phase, ResultsSection, Workload
+from afd_e2e.phases.smoke import smoke_spec
 from afd_e2e.profile import Profile
 from afd_e2e.profile.reader import Reader
 from afd_e2e.results.status import Status
@@ -49,10 +50,11 @@ class WarmupResult:
 
 
 def read_warmup(r: Reader, profile: Profile) -> WarmupSpec:
+    smoke = smoke_spec(profile)
     spec = WarmupSpec(
         requests=r.positive_int("requests", DEFAULT_REQUESTS),
-        prompt=r.get("prompt", str, profile.smoke.prompt),
-        max_tokens=r.positive_int("max_tokens", profile.smoke.max_tokens),
+        prompt=r.get("prompt", str, smoke.prompt),
+        max_tokens=r.positive_int("max_tokens", smoke.max_tokens),
     )
     r.done()
     return spec
@@ -61,7 +63,8 @@ def read_warmup(r: Reader, profile: Profile) -> WarmupSpec:
 def spec_of(profile: Profile) -> WarmupSpec:
     """The profile's ``workloads.warmup``, or the defaults when the profile has none."""
     found = profile.workloads.get(NAME)
-    return found or WarmupSpec(DEFAULT_REQUESTS, profile.smoke.prompt, profile.smoke.max_tokens)
+    smoke = smoke_spec(profile)
+    return found or WarmupSpec(DEFAULT_REQUESTS, smoke.prompt, smoke.max_tokens)
 
 
 def warm_up(

@@ -67,7 +67,7 @@ class CapacitySpec:
     far_miss_below: float  # a repetition whose attainment is below this ends its level and every level above
     on_worse: str  # what a comparison judged worse does: fail | warn | note
     parity_threshold_pct: float
-    meaningful: bool = True  # False: the numbers mean nothing (smoke profiles); the report says so
+    meaningful: bool = True  # False: the numbers mean nothing (smoke_only profiles); the report says so
     shape: str = ""  # the workloads.bench shape whose load shape every level carries; "": workloads.bench's own
 
     @property

@@ -252,12 +252,6 @@ class CaseSpec:
 
 
 @dataclass(frozen=True)
-class SmokeSpec:
-    prompt: str
-    max_tokens: int
-
-
-@dataclass(frozen=True)
 class Gsm8kSpec:
     questions: int
     shots: int
@@ -439,10 +433,12 @@ class ReplaySpec:
 
 @dataclass(frozen=True)
 class ServingSpec:
-    """The OpenAI API checks: a completion, its usage counts, an unknown model rejected, concurrent requests."""
+    """The OpenAI API checks: a completion, its usage counts, an unknown model rejected, concurrent requests.
+    ``prompt`` and ``max_tokens`` are None where the profile leaves them out: the phase's registration
+    (``afd_e2e.phases.builtin``) then runs it with another phase's plain completion."""
 
-    prompt: str
-    max_tokens: int
+    prompt: str | None
+    max_tokens: int | None
     concurrency: int
 
 
@@ -458,7 +454,7 @@ class BudgetSpec:
 
     startup_s: float  # launch to the API answering
     teardown_s: float  # SIGTERM to the whole tree gone, then SIGKILL
-    request_s: float  # one smoke, GSM8K or parity request
+    request_s: float  # one request of a phase: a completion, a GSM8K question, a parity prompt
     phases: Mapping[str, float] = field(default_factory=dict)  # a phase's budget key -> seconds
     # A case whose roles run on several agents: from the leader uploading its followers to every follower ready.
     # A follower that gets no agent within it ends the leader's case; it then finds nothing to join.
@@ -552,7 +548,6 @@ class Profile:
     device_groups: Mapping[str, tuple[int, int]]
     engine: EngineSpec
     cases: tuple[CaseSpec, ...]
-    smoke: SmokeSpec
     gsm8k: Gsm8kSpec | None
     parity: ParitySpec | None
     bench: BenchSpec | None

@@ -17,7 +17,7 @@ def check_cross_fields(p: Profile) -> None:
         raise UsageError(f"{p.source}: {key}: {problem}", fix)
 
     if p.gsm8k is not None and p.gsm8k.min_correct == 0 and not p.smoke_only:
-        # min_correct 0 passes any answers: only a smoke profile (random weights) may say its accuracy means nothing
+        # min_correct 0 passes any answers: only a smoke_only profile (random weights) may say its accuracy means nothing
         fail(
             "workloads.gsm8k.min_correct",
             "0 passes any answers, and the profile is not smoke_only",

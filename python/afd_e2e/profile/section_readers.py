@@ -55,7 +55,6 @@ from afd_e2e.profile.model import (
     ReplaySpec,
     RoleSpec,
     ServingSpec,
-    SmokeSpec,
     SoftwareSpec,
     TrendSpec,
 )
@@ -770,9 +769,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         r.fail("cases", "no cases", "declare at least one case")
 
     w = r.child("workloads")
-    sm = w.child("smoke", {"prompt": "The capital of France is", "max_tokens": 16})
-    smoke = SmokeSpec(prompt=sm.get("prompt", str), max_tokens=sm.positive_int("max_tokens"))
-    sm.done()
     gsm8k = None
     if (gr := w.child("gsm8k", None)) is not None:
         gsm8k = Gsm8kSpec(
@@ -796,8 +792,8 @@ def parse_profile(data: Any, source: str) -> Profile:
     serving = None
     if (sr := w.child("serving", None)) is not None:
         serving = ServingSpec(
-            prompt=sr.get("prompt", str, smoke.prompt),
-            max_tokens=sr.positive_int("max_tokens", smoke.max_tokens),
+            prompt=sr.get("prompt", str, None),
+            max_tokens=sr.positive_int("max_tokens") if "max_tokens" in sr.data else None,
             concurrency=sr.positive_int("concurrency", 4),
         )
         sr.done()
@@ -836,7 +832,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         device_groups=groups,
         engine=engine,
         cases=cases,
-        smoke=smoke,
         gsm8k=gsm8k,
         parity=parity,
         bench=bench,
@@ -847,9 +842,10 @@ def parse_profile(data: Any, source: str) -> Profile:
         trend=_read_trend(r.child("trend", {})),
         execution=_read_execution(r.child("execution", {})),
     )
-    if extra:
-        read = {workload.key: workload.read(wr, profile) for workload, wr in extra if workload.read is not None}
-        profile = dataclasses.replace(profile, workloads=read)
+    for workload, wr in extra:  # in the order registered: a reader sees the sections read before its own
+        if workload.read is not None:
+            read = {**profile.workloads, workload.key: workload.read(wr, profile)}
+            profile = dataclasses.replace(profile, workloads=read)
     r.done()
     check_cross_fields(profile)
     return profile

@@ -1,6 +1,6 @@
 """The Buildkite annotation, ``annotation.md``: what a reviewer reads first.
 
-Order: headline verdict (with a SMOKE banner for smoke profiles, and what did not finish for partial runs),
+Order: headline verdict (with a SMOKE banner for smoke_only profiles, and what did not finish for partial runs),
 the per-case table (Correctness: each registered phase's columns), the phases' Features tables and their own
 sections (one performance table per comparison laid out like the seed PR's, with its plot), the other case sections'
 (hygiene), environment, artifact links; then failure details, log tails and model output. Everything that comes from the model,
@@ -23,7 +23,7 @@ from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting, section_renderers
 from afd_e2e.report.escape import markdown_text, preformatted
 from afd_e2e.report.section_renderers import AnnotationPart
-from afd_e2e.report.status_icons import icon
+from afd_e2e.report.status_icons import icon, status_cell
 from afd_e2e.results import result_sections
 from afd_e2e.results.model import (
     LOG_TAIL_CHARS,
@@ -113,11 +113,6 @@ def _label(case_id: str, case: CaseResults | CasePlan | None) -> str:
     )
 
 
-def _status_cell(status: Status | None, detail: str = "") -> str:
-    text = f"{icon(status)} {markdown_text(status or 'not started')}"
-    return f"{text}: {detail}" if detail else text
-
-
 def _planned(results: RunResults, case_id: str) -> CasePlan | None:
     """The plan's record of a case (it has the label) for cases the results do not hold yet."""
     return next((c for c in results.plan.cases if c.id == case_id), None)
@@ -150,8 +145,8 @@ def _headline(results: RunResults) -> str:
         passed_icon = "⚠️" if performance_warnings(results) else "✅"
         headline_icon = {Status.PASSED: passed_icon, Status.FAILED: "❌"}.get(verdict.status, "⚠️")
         word = markdown_text(verdict.status)
-    smoke = "SMOKE " if results.smoke_only else ""
-    lines = [f"## {headline_icon} {smoke}afd-e2e {markdown_text(results.profile)}: {word}", ""]
+    banner = "SMOKE " if results.smoke_only else ""
+    lines = [f"## {headline_icon} {banner}afd-e2e {markdown_text(results.profile)}: {word}", ""]
     if results.smoke_only:
         lines += [
             "> **SMOKE profile**: it proves the harness end to end on a tiny model; its accuracy and performance "
@@ -217,7 +212,7 @@ def _preflight(results: RunResults) -> str:
         counts[check.status] = counts.get(check.status, 0) + 1
     tally = " · ".join(f"{icon(status)} {count} {status}" for status, count in counts.items())
     seconds = f" in {preflight.seconds:.2f} s" if preflight.seconds is not None else ""
-    lines = [f"**Preflight** {_status_cell(preflight.status)}: {tally or 'no checks'}{seconds}"]
+    lines = [f"**Preflight** {status_cell(preflight.status)}: {tally or 'no checks'}{seconds}"]
     notable = [check for check in preflight.checks if check.status is not Status.PASSED]
     if notable:  # the table lists these only: say so, and name the passed ones, so the tally and the table agree
         passed = [markdown_text(c.name) for c in preflight.checks if c.status is Status.PASSED]
@@ -225,7 +220,7 @@ def _preflight(results: RunResults) -> str:
         caption += f"; passed: {', '.join(passed)}):" if passed else "):"
         lines += ["", caption, "", "| Check | Status | Measured | Wanted | Fix |", "| --- | --- | --- | --- | --- |"]
         lines += [
-            f"| {markdown_text(c.name)} | {_status_cell(c.status)} "
+            f"| {markdown_text(c.name)} | {status_cell(c.status)} "
             f"| {markdown_text(c.measured, 120)} | {markdown_text(c.wanted, 120)} "
             f"| {markdown_text(c.fix, 200)} |"
             for c in notable
@@ -256,7 +251,7 @@ def gsm8k_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
     if gsm8k is None:
         return formatting.MISSING
     if gsm8k.status in (Status.SKIPPED, Status.RUNNING, Status.CANCELLED, Status.CRASHED) and not gsm8k.questions:
-        return _status_cell(gsm8k.status, markdown_text(gsm8k.failure or "", 120))  # never scored: say why
+        return status_cell(gsm8k.status, markdown_text(gsm8k.failure or "", 120))  # never scored: say why
     cell = f"{icon(gsm8k.status)} {gsm8k.correct}/{gsm8k.total}"
     if not gsm8k.accuracy_meaningful:
         cell += " (not meaningful)"
@@ -278,18 +273,8 @@ def parity_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
             counts += [f"{n} {word}" for word, n in (("close", parity.close), ("different", parity.different)) if n]
             cells.append(f"{icon(parity.status)} {', '.join(counts)} vs {markdown_text(comparison.baseline_label)}")
         else:  # not compared: say why
-            cells.append(_status_cell(parity.status, markdown_text(parity.failure or "", 120)))
+            cells.append(status_cell(parity.status, markdown_text(parity.failure or "", 120)))
     return "; ".join(cells) or formatting.MISSING
-
-
-def smoke_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
-    smoke = case.smoke
-    if smoke is None:
-        return formatting.MISSING
-    if smoke.failure:
-        return _status_cell(smoke.status, markdown_text(smoke.failure, 120))
-    timing = f"{smoke.completion_tokens} tokens in {smoke.latency_s:.2f} s" if smoke.latency_s is not None else ""
-    return f"{icon(smoke.status)} {timing}".rstrip()
 
 
 def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
@@ -307,12 +292,12 @@ def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
         case = results.case(case_id)
         if case is None:
             missing = " | ".join(["—"] * (1 + len(columns)))
-            rows.append(f"| {_label(case_id, _planned(results, case_id))} | {_status_cell(None)} | {missing} |")
+            rows.append(f"| {_label(case_id, _planned(results, case_id))} | {status_cell(None)} | {missing} |")
             continue
         failure = markdown_text(case.failure, 120) if case.failure else ""
         cells = [
             _label(case_id, case),
-            _status_cell(case.status, failure),
+            status_cell(case.status, failure),
             formatting.duration(case.timings.launch_to_ready_s),
             *(column.cell(results, case_id, case) for column in columns),
         ]
@@ -371,7 +356,7 @@ def _parity_details(comparison_id: str, comparison: Comparison) -> str:
             f"Close: at the first differing token each side's token is within the other's top-{parity.top_logprobs} "
             "logprobs (a near-tie), as vLLM's own tests accept; exact mode would count it as different.",
         ]
-    summary = f"Parity per prompt, <code>{markdown_text(comparison_id)}</code>: {_status_cell(parity.status)}"
+    summary = f"Parity per prompt, <code>{markdown_text(comparison_id)}</code>: {status_cell(parity.status)}"
     opened = " open" if parity.status is Status.FAILED else ""
     return f"<details{opened}><summary>{summary}</summary>\n\n" + "\n".join(rows) + "\n\n</details>"
 
@@ -605,9 +590,9 @@ def _performance_body(
         lines += [f"⚠️ Compared in saturation: {markdown_text(side, 500)}", ""]
     failure = markdown_text(performance.failure or "", 300)
     if not metrics:
-        lines += [f"No metrics: {_status_cell(performance.status, failure)}", ""]
+        lines += [f"No metrics: {status_cell(performance.status, failure)}", ""]
     elif performance.status is not Status.PASSED:
-        lines += [f"Performance gate: {_status_cell(performance.status, failure)}", ""]
+        lines += [f"Performance gate: {status_cell(performance.status, failure)}", ""]
     for side, label in ((comparison.baseline, baseline), (comparison.candidate, candidate)):
         case = results.case(side)
         section = case.performance if case else None
@@ -749,16 +734,15 @@ def _failures(results: RunResults) -> str:
 
 
 def _model_output(results: RunResults) -> str:
+    """Each case's block: the registered phases' lines of what the model said, then its GSM8K answers."""
     blocks = []
     for case_id, case in results.cases.items():
-        lines = []
-        smoke = case.smoke
-        if smoke is not None and smoke.completion is not None:
-            lines += [
-                f"Smoke prompt: {markdown_text(smoke.prompt, 500)}  ",
-                f"Completion: {markdown_text(smoke.completion, 2000)}",
-                "",
-            ]
+        lines = [
+            line
+            for report in section_renderers.PHASES.values()
+            if report.model_output
+            for line in report.model_output(case)
+        ]
         questions = case.gsm8k.questions if case.gsm8k else []
         if questions:
             lines += [

@@ -1,7 +1,7 @@
 """JUnit XML for Buildkite Test Engine and JUnit viewers, written to ``junit/<profile>-<n>.xml``.
 
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
-testcases: smoke, GSM8K aggregate and per question, replay, serving checks, profiler traces, the performance runs;
+testcases: GSM8K aggregate and per question, replay, serving checks, profiler traces, the performance runs;
 then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, replay parity, each
 performance metric) and ``.run`` (the verdict). The phases' renderers are registered by
 ``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A GSM8K question answered wrongly fails only where the profile says
@@ -190,19 +190,6 @@ def _section_testcases(suite: SuiteTestcases, case: CaseResults, phase: str) -> 
 
 
 # ---- each phase's and section's testcases (registered by ``afd_e2e.phases.rendering``) ----------------------------
-
-
-def smoke_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
-    if smoke := case.smoke:
-        suite.add(
-            "smoke",
-            smoke.status,
-            message=smoke.failure,
-            output=suite.log_tail,
-            whole=suite.logs,
-            stdout=f"prompt: {smoke.prompt}\ncompletion: {smoke.completion}",
-            elapsed=smoke.latency_s,
-        )
 
 
 def correctness_testcases(suite: SuiteTestcases, case: CaseResults) -> None:

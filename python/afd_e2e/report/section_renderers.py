@@ -38,12 +38,14 @@ class CaseColumn:
 @dataclass(frozen=True)
 class SectionReport:
     """What the reports show of one phase or case section: its testcases in its case's suite, its annotation
-    parts (given the plots by comparison id) and its columns of the per-case table."""
+    parts (given the plots by comparison id), its columns of the per-case table and its markdown lines in its
+    case's block of the annotation's Model output (what the model said, shown in full)."""
 
     name: str
     junit: Callable[[SuiteTestcases, CaseResults], None] | None = None
     annotation: Callable[[RunResults, Mapping[str, str]], list[AnnotationPart]] | None = None
     columns: tuple[CaseColumn, ...] = ()
+    model_output: Callable[[CaseResults], list[str]] | None = None
 
 
 PHASES: Registry[SectionReport] = Registry("phases' renderers")

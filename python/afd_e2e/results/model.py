@@ -164,16 +164,6 @@ class ProcessRecord:
 
 
 @dataclass
-class SmokeResult:
-    status: Status
-    prompt: str
-    completion: str | None = None
-    completion_tokens: int | None = None
-    latency_s: float | None = None
-    failure: str | None = None
-
-
-@dataclass
 class Gsm8kQuestion:
     index: int
     prompt_sha256: str
@@ -515,7 +505,6 @@ class CaseResults(_Sections):
     timings: Timings = field(default_factory=Timings)
     processes: list[ProcessRecord] = field(default_factory=list)
     log_tail: str | None = None  # the end of the failing process's log, at most LOG_TAIL_CHARS (whole: logs/<case>/)
-    smoke: SmokeResult | None = None
     gsm8k: Gsm8kResult | None = None
     parity_outputs: list[ParityOutput] | None = None  # only in results written before ``parity_records``
     parity_records: str | None = None  # parity/<case>.jsonl: each parity prompt's ParityOutput, one a line

@@ -437,8 +437,8 @@ def _follow(ctx: RunContext, results: CaseResults, servers: CaseServers, side: A
 def _run_phases(
     ctx: RunContext, case: CasePlan, results: CaseResults, servers: CaseServers, side: AgentSide | None = None
 ) -> None:
-    """In plan order; a failed phase ends the case only where its descriptor says so (smoke: nothing else makes
-    sense if it fails); a failed workload phase does not stop the next one."""
+    """In plan order; a failed phase ends the case only where its descriptor says so (a server that does not
+    answer: nothing else makes sense); a failed workload phase does not stop the next one."""
     failures = []
     for phase in case.phases:
         ctx.flag.check()

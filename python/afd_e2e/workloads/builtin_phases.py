@@ -44,7 +44,6 @@ from afd_e2e.workloads import (
 from afd_e2e.workloads.comparisons import COMPARES
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
-from afd_e2e.workloads.smoke import smoke_completion
 
 PROGRESS_EVERY_S = 10.0
 
@@ -77,18 +76,6 @@ def _outcome(sections: list[PhaseOutcome]) -> PhaseOutcome:
         if failures:
             return PhaseOutcome(status, "; ".join(failures))
     return PhaseOutcome(Status.PASSED)
-
-
-def run_smoke(ctx: PhaseContext) -> PhaseOutcome:
-    """One greedy completion of the profile's smoke prompt: the served model answers at all."""
-    spec = ctx.profile.smoke
-    smoke = smoke_completion(
-        ctx.case.base_url, ctx.case.served_model_name, spec.prompt, spec.max_tokens, ctx.profile.budgets.request_s
-    )
-    _publisher(ctx, "smoke")(smoke)
-    if smoke.status is Status.PASSED:
-        ctx.progress(f"smoke: {smoke.completion!r} ({smoke.completion_tokens} tokens in {smoke.latency_s} s)")
-    return PhaseOutcome(smoke.status, smoke.failure)
 
 
 def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
@@ -229,10 +216,17 @@ def run_replay(ctx: PhaseContext) -> PhaseOutcome:
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
 
-def run_serving(ctx: PhaseContext) -> PhaseOutcome:
-    """The OpenAI API checks (``workloads.serving``), each recorded as it finishes."""
+def run_serving(ctx: PhaseContext, prompt: str, max_tokens: int) -> PhaseOutcome:
+    """The OpenAI API checks (``workloads.serving``), each recorded as it finishes; ``prompt`` and ``max_tokens``
+    where the section sets none (its registration passes another phase's: ``afd_e2e.phases.builtin``)."""
+    spec = ctx.profile.serving
+    spec = dataclasses.replace(
+        spec,
+        prompt=prompt if spec.prompt is None else spec.prompt,
+        max_tokens=max_tokens if spec.max_tokens is None else spec.max_tokens,
+    )
     section = serving_checks.run_serving_checks(
-        ctx.profile.serving,
+        spec,
         base_url=ctx.case.base_url,
         model=ctx.case.served_model_name,
         progress=ctx.progress,
@@ -242,8 +236,9 @@ def run_serving(ctx: PhaseContext) -> PhaseOutcome:
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
 
-def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
-    """Every AFD role's profiler trace under ``traces/<case>/<role>/``, and which of them are uploaded."""
+def run_profiler(ctx: PhaseContext, prompt: str) -> PhaseOutcome:
+    """Every AFD role's profiler trace under ``traces/<case>/<role>/``, and which of them are uploaded; ``prompt`` is
+    the completion sent while profiling (its registration passes another phase's: ``afd_e2e.phases.builtin``)."""
     case = ctx.case
     spec = ctx.profile.case(case.id).profiler
     if case.kind == "native":  # vLLM's own profiler, folder named in argv (plan.serve_argv.native_profiler_args)
@@ -256,7 +251,7 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
         role_dirs=role_dirs,
         base_url=case.base_url,
         model=case.served_model_name,
-        prompt=ctx.profile.smoke.prompt,
+        prompt=prompt,
         progress=ctx.progress,
         cancelled=ctx.cancelled,
         request_timeout_s=ctx.profile.budgets.request_s,

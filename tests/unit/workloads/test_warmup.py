@@ -16,6 +16,7 @@ import yaml
 
 from afd_e2e.errors import UsageError
 from afd_e2e.phases import warmup
+from afd_e2e.phases.smoke import smoke_spec
 from afd_e2e.phases.warmup import WarmupResult, WarmupSpec, spec_of, warm_up
 from afd_e2e.profile import catalogue, load_profile, parse_profile
 from afd_e2e.report.junit import build_testcases
@@ -48,10 +49,11 @@ def test_it_is_a_built_in_phase_after_smoke_with_its_budget():
 def test_its_profile_keys_and_their_defaults():
     profile = parse_profile(tiny_with({"requests": 2, "max_tokens": 3}), "x.yaml")
     assert profile.cases[0].phases[:2] == ("smoke", "warmup")
-    assert spec_of(profile) == WarmupSpec(2, profile.smoke.prompt, 3)
+    assert spec_of(profile) == WarmupSpec(2, smoke_spec(profile).prompt, 3)
     # without workloads.warmup: four requests of the smoke's prompt and length
     bare = parse_profile(tiny_with(None), "x.yaml")
-    assert spec_of(bare) == WarmupSpec(4, bare.smoke.prompt, bare.smoke.max_tokens)
+    smoke = smoke_spec(bare)
+    assert spec_of(bare) == WarmupSpec(4, smoke.prompt, smoke.max_tokens)
 
 
 @pytest.mark.parametrize(
