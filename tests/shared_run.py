@@ -29,10 +29,12 @@ from typing import Any
 import yaml
 
 import lm_eval_reference
+from afd_e2e.phases import serving
 from afd_e2e.phases.registry import Budget, Phase
+from afd_e2e.phases.serving import ServingSpec
 from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import RunPlan
-from afd_e2e.profile import Profile, ReplaySpec, ServingSpec, load_profile, parse_profile
+from afd_e2e.profile import Profile, ReplaySpec, load_profile, parse_profile
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner.dispatch import RUNS
@@ -69,9 +71,13 @@ def _with_shapes() -> Profile:
     return parse_profile(data, "tiny-cpu.yaml with tests/shared_run.py's SHAPES")
 
 
+_SHAPED = _with_shapes()
 PROFILE = dataclasses.replace(
-    _with_shapes(),
-    serving=ServingSpec(prompt="The capital of France is", max_tokens=6, concurrency=4),
+    _SHAPED,
+    workloads={
+        **_SHAPED.workloads,
+        serving.NAME: ServingSpec(prompt="The capital of France is", max_tokens=6, concurrency=4),
+    },
     replay=ReplaySpec(rounds=2, batch=4),
     parity=dataclasses.replace(SHIPPED.parity, prompts=PARITY_PROMPTS),  # the parity test's bf16 side
 )

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from afd_e2e.results.serving_records import SECTION
 from afd_e2e.results.status import Status
 from afd_e2e.workloads import replay
 from afd_e2e.workloads.context import PhaseOutcome
@@ -28,8 +29,9 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def measured(tiny_cpu_run):
     right = tiny_cpu_run.results.cases["cpu-tp1"]
+    serving = right.section(SECTION)
     outcomes = {
-        "serving": PhaseOutcome(right.serving.status, right.serving.failure),
+        "serving": PhaseOutcome(serving.status, serving.failure),
         "replay": PhaseOutcome(right.replay.status, right.replay.failure),
         "wrong name": tiny_cpu_run.probed.wrong_name_outcome,
     }
@@ -43,7 +45,7 @@ def measured(tiny_cpu_run):
 
 
 def test_serving_checks_pass_on_the_real_engine(measured):
-    checks = {c.check: c for c in measured.right.serving.checks}
+    checks = {c.check: c for c in measured.right.section(SECTION).checks}
     assert list(checks) == ["completion", "usage", "unknown_model", "concurrent"]
     assert all(c.status is Status.PASSED for c in checks.values()), checks
     assert "= total" in checks["usage"].detail and "matching the token ids" in checks["usage"].detail
@@ -53,7 +55,7 @@ def test_serving_checks_pass_on_the_real_engine(measured):
 
 
 def test_serving_checks_fail_for_a_served_name_mismatch(measured):
-    checks = {c.check: c.status for c in measured.wrong.serving.checks}
+    checks = {c.check: c.status for c in measured.wrong.section(SECTION).checks}
     assert checks == {"completion": "failed", "usage": "failed", "unknown_model": "passed", "concurrent": "failed"}
     outcome = measured.outcomes["wrong name"]
     assert outcome.status is Status.FAILED and "completion: HTTP 404" in outcome.failure

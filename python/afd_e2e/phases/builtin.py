@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from afd_e2e.phases.capacity import CAPACITY
 from afd_e2e.phases.execution_section import EXECUTION
+from afd_e2e.phases.profiler import PROFILER
 from afd_e2e.phases.registry import (
     TABLES,
     Budget,
@@ -21,13 +22,13 @@ from afd_e2e.phases.registry import (
     Workload,
     register_phase,
 )
-from afd_e2e.phases.smoke import SMOKE, smoke_spec
+from afd_e2e.phases.serving import SERVING
+from afd_e2e.phases.smoke import SMOKE
 from afd_e2e.phases.soak import SOAK
 from afd_e2e.phases.warmup import WARMUP
 from afd_e2e.profile.model import Profile
 from afd_e2e.results.model import TelemetrySummary
 from afd_e2e.workloads import builtin_phases
-from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
 
 def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
@@ -39,17 +40,6 @@ def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
 
 def _needs(condition: bool, problem: str, fix: str) -> tuple[str, str] | None:
     return None if condition else (problem, fix)
-
-
-def _run_serving(ctx: PhaseContext) -> PhaseOutcome:
-    """The serving checks, with the smoke's prompt and length where ``workloads.serving`` sets none."""
-    smoke = smoke_spec(ctx.profile)
-    return builtin_phases.run_serving(ctx, smoke.prompt, smoke.max_tokens)
-
-
-def _run_profiler(ctx: PhaseContext) -> PhaseOutcome:
-    """The profiler phase, profiling a completion of the smoke's prompt."""
-    return builtin_phases.run_profiler(ctx, smoke_spec(ctx.profile).prompt)
 
 
 CORRECTNESS = Phase(
@@ -87,25 +77,6 @@ REPLAY = Phase(
         builtin_phases.compare_replay,
         needs=lambda p: _needs(p.parity is not None, "replay measure without workloads.parity", "add workloads.parity"),
     ),
-)
-
-SERVING = Phase(
-    name="serving",
-    doc="the OpenAI API checks: a completion, its usage, an unknown model refused, concurrent requests",
-    workloads=(Workload("serving"),),
-    needs=lambda p: _needs(p.serving is not None, "serving phase without workloads.serving", "add workloads.serving"),
-    budget=Budget("serving_s", 300.0),
-    run=_run_serving,
-    sections=(ResultsSection("serving"),),
-)
-
-PROFILER = Phase(
-    name="profiler",
-    doc="every AFD role's torch profiler trace, and which of them are uploaded",
-    budget=Budget("profiler_s", 300.0),
-    run=_run_profiler,
-    stall_watched=False,  # stop_profile holds its request open while the traces are written
-    sections=(ResultsSection("profiler"),),
 )
 
 PERFORMANCE = Phase(

@@ -67,7 +67,7 @@ class Phase:
     check_inputs: Callable[[Profile, Path | None], None] | None = None  # before any model loads: a UsageError
     ends_case: bool = False  # a failure ends its case: no later phase makes sense (the server does not answer)
     # the progress watchdog judges stalls while it runs (budgets.stall_s); False for a phase that may hold a request
-    # open with no token moving by design (profiler: stop_profile writes the traces)
+    # open with no token moving by design (a torch profile's stop holds its request while the traces are written)
     stall_watched: bool = True
     doc: str = ""
 

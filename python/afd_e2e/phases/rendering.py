@@ -1,7 +1,8 @@
-"""What the reports show of the built-in phases and case sections: their JUnit testcases, annotation parts and
-columns of the per-case table, registered with ``report.section_renderers``. Only the commands that render (run, report,
-join, trend) install these, so the cheap ones (pipeline, plan, gates, profiles, preflight) import no renderer,
-numpy or matplotlib. A phase that registers nothing here still gets a testcase per section it writes."""
+"""What the reports show of the built-in phases and case sections: their JUnit testcases, annotation parts,
+columns of the per-case table, model output and files to upload, registered with ``report.section_renderers``. Only
+the commands that render (run, report, join, trend) install these, so the cheap ones (pipeline, plan, gates,
+profiles, preflight) import no renderer, numpy or matplotlib. A phase that registers nothing here still gets a
+testcase per section it writes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from afd_e2e.report import (
     features,
     forensics_report,
     junit,
+    profiler_report,
     section_renderers,
+    serving_report,
     smoke_report,
     soak_report,
     telemetry_report,
@@ -57,8 +60,13 @@ PHASES = (
         (CaseColumn("GSM8K strict match", annotation.gsm8k_cell), CaseColumn("Parity", annotation.parity_cell)),
     ),
     SectionReport("replay", junit.replay_testcases, features.replay_tables),
-    SectionReport("serving", junit.serving_testcases, features.serving_tables),
-    SectionReport("profiler", junit.profiler_testcases, features.profiler_tables),
+    SectionReport(serving_report.SECTION, serving_report.serving_testcases, serving_report.serving_tables),
+    SectionReport(
+        profiler_report.SECTION,
+        profiler_report.profiler_testcases,
+        profiler_report.profiler_tables,
+        artifacts=profiler_report.uploaded_traces,
+    ),
     SectionReport("performance", junit.performance_testcases, annotation.performance_sections),
     SectionReport("capacity", _capacity_testcases, _capacity_annotation),
     SectionReport(soak_report.SECTION, soak_report.soak_testcases, soak_report.soak_annotation),

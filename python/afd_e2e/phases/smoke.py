@@ -43,7 +43,7 @@ def read_smoke(r: Reader, profile: Profile) -> SmokeSpec:
 
 def smoke_spec(profile: Profile) -> SmokeSpec:
     """The profile's ``workloads.smoke``, or the defaults when the profile has none: what the phase sends, and what
-    the phases that send a plain completion of their own (warmup, serving, profiler) default to."""
+    the phases that send a plain completion of their own default to."""
     return profile.workloads.get(NAME) or SmokeSpec(DEFAULT_PROMPT, DEFAULT_MAX_TOKENS)
 
 

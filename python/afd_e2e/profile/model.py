@@ -431,17 +431,6 @@ class ReplaySpec:
     batch: int
 
 
-@dataclass(frozen=True)
-class ServingSpec:
-    """The OpenAI API checks: a completion, its usage counts, an unknown model rejected, concurrent requests.
-    ``prompt`` and ``max_tokens`` are None where the profile leaves them out: the phase's registration
-    (``afd_e2e.phases.builtin``) then runs it with another phase's plain completion."""
-
-    prompt: str | None
-    max_tokens: int | None
-    concurrency: int
-
-
 # The budgets BudgetSpec holds as fields; the phases' budgets are the catalogue's.
 OWN_BUDGETS = ("startup_s", "teardown_s", "request_s", "rendezvous_s", "heartbeat_lost_s", "drain_s")
 
@@ -554,7 +543,6 @@ class Profile:
     comparisons: tuple[ComparisonSpec, ...]
     budgets: BudgetSpec
     replay: ReplaySpec | None = None
-    serving: ServingSpec | None = None
     trend: TrendSpec = TrendSpec()
     execution: ExecutionSpec = ExecutionSpec()
     workloads: Mapping[str, Any] = field(default_factory=dict)  # ``workloads.<key>`` of registered phases

@@ -54,7 +54,6 @@ from afd_e2e.profile.model import (
     RampUp,
     ReplaySpec,
     RoleSpec,
-    ServingSpec,
     SoftwareSpec,
     TrendSpec,
 )
@@ -789,14 +788,6 @@ def parse_profile(data: Any, source: str) -> Profile:
     if (rr := w.child("replay", None)) is not None:
         replay = ReplaySpec(rounds=rr.positive_int("rounds", 3), batch=rr.positive_int("batch"))
         rr.done()
-    serving = None
-    if (sr := w.child("serving", None)) is not None:
-        serving = ServingSpec(
-            prompt=sr.get("prompt", str, None),
-            max_tokens=sr.positive_int("max_tokens") if "max_tokens" in sr.data else None,
-            concurrency=sr.positive_int("concurrency", 4),
-        )
-        sr.done()
     extra = [
         (workload, wr) for workload in catalogue.extra_workloads() if (wr := w.child(workload.key, None)) is not None
     ]
@@ -838,7 +829,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         comparisons=tuple(comparisons),
         budgets=budgets,
         replay=replay,
-        serving=serving,
         trend=_read_trend(r.child("trend", {})),
         execution=_read_execution(r.child("execution", {})),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from afd_e2e.errors import UsageError
+from afd_e2e.report import section_renderers
 from afd_e2e.results.store import load_results
 
 ARTIFACT_GLOBS = (
@@ -28,21 +29,23 @@ ARTIFACT_GLOBS = (
 )
 
 
-def profiler_traces(out_dir: Path) -> list[str]:
-    """The profiler traces a run chose to upload (newest first within the profile's size cap), that still exist."""
+def section_artifacts(out_dir: Path) -> list[str]:
+    """The files the registered renderers name for upload, case by case, that still exist: what no glob can choose
+    (files picked by what the run recorded, such as traces within an upload cap)."""
     try:
         cases = load_results(out_dir).cases.values()
     except UsageError:
         return []
-    chosen = [t.path for case in cases if case.profiler for t in case.profiler.traces if t.uploaded]
+    reports = (*section_renderers.PHASES.values(), *section_renderers.CASE_SECTIONS.values())
+    chosen = [path for case in cases for report in reports if report.artifacts for path in report.artifacts(case)]
     return [path for path in chosen if (out_dir / path).is_file()]
 
 
 def matching_globs(out_dir: Path) -> list[str]:
     """The globs that match at least one file (an upload of a glob matching nothing is an agent error), then the
-    profiler traces chosen for upload, each by its path."""
+    files the sections name for upload, each by its path."""
     globs = [pattern for pattern in ARTIFACT_GLOBS if any(p.is_file() for p in out_dir.glob(pattern))]
-    return globs + profiler_traces(out_dir)
+    return globs + section_artifacts(out_dir)
 
 
 def list_artifacts(out_dir: Path) -> list[str]:
@@ -52,4 +55,4 @@ def list_artifacts(out_dir: Path) -> list[str]:
         if pattern.startswith("annotation"):
             continue
         files += sorted(str(p.relative_to(out_dir)) for p in out_dir.glob(pattern) if p.is_file())
-    return files + profiler_traces(out_dir)
+    return files + section_artifacts(out_dir)

@@ -1,7 +1,7 @@
 """JUnit XML for Buildkite Test Engine and JUnit viewers, written to ``junit/<profile>-<n>.xml``.
 
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
-testcases: GSM8K aggregate and per question, replay, serving checks, profiler traces, the performance runs;
+testcases: GSM8K aggregate and per question, replay, the performance runs, ...;
 then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, replay parity, each
 performance metric) and ``.run`` (the verdict). The phases' renderers are registered by
 ``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A GSM8K question answered wrongly fails only where the profile says
@@ -224,21 +224,6 @@ def replay_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
     if replay := case.replay:
         summary = f"{replay.answered} of {replay.rounds} x {replay.batch} requests answered"
         suite.add("replay", replay.status, message=replay.failure or summary, stdout=summary)
-
-
-def serving_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
-    for check in case.serving.checks if case.serving else []:
-        suite.add(f"serving {check.check}", check.status, message=check.detail)
-
-
-def profiler_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
-    """Each role's trace a testcase; the phase's own failure when no role was checked."""
-    if (profiler := case.profiler) is None:
-        return
-    if not profiler.roles:
-        suite.add("profiler", profiler.status, message=profiler.failure, output=suite.log_tail)
-    for role in profiler.roles:
-        suite.add(f"profiler trace {role.role}", role.status, message=role.detail)
 
 
 def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:

@@ -38,14 +38,16 @@ class CaseColumn:
 @dataclass(frozen=True)
 class SectionReport:
     """What the reports show of one phase or case section: its testcases in its case's suite, its annotation
-    parts (given the plots by comparison id), its columns of the per-case table and its markdown lines in its
-    case's block of the annotation's Model output (what the model said, shown in full)."""
+    parts (given the plots by comparison id), its columns of the per-case table, its markdown lines in its
+    case's block of the annotation's Model output (what the model said, shown in full) and the files of the
+    results folder it names for upload beside the artifact globs (``report/artifact_files.py``), by their paths."""
 
     name: str
     junit: Callable[[SuiteTestcases, CaseResults], None] | None = None
     annotation: Callable[[RunResults, Mapping[str, str]], list[AnnotationPart]] | None = None
     columns: tuple[CaseColumn, ...] = ()
     model_output: Callable[[CaseResults], list[str]] | None = None
+    artifacts: Callable[[CaseResults], list[str]] | None = None
 
 
 PHASES: Registry[SectionReport] = Registry("phases' renderers")

@@ -330,7 +330,7 @@ class BlockEffect:
 
 @dataclass
 class CheckRecord:
-    """One named check with its detail: hygiene after a case, cleanup after a run, a serving check."""
+    """One named check with its detail: hygiene after a case, cleanup after a run, one of a phase's checks."""
 
     check: str  # processes, ports, gpu_memory, forced_kill, leftover_files, runner, completion, usage, ...
     status: Status
@@ -362,39 +362,6 @@ class ReplayResult:
     answered: int = 0
     requests: list[ReplayRequest] = field(default_factory=list)  # only in results written before ``records``
     records: str | None = None  # replay/<case>.jsonl
-
-
-@dataclass
-class ServingResult:
-    status: Status
-    failure: str | None = None
-    checks: list[CheckRecord] = field(default_factory=list)  # completion, usage, unknown_model, concurrent
-
-
-@dataclass
-class TraceFile:
-    role: str
-    path: str  # traces/<case>/<role>/... (profiles/<case>/<role>/... in results written before the rename)
-    size_bytes: int
-    uploaded: bool = False  # within the profile's upload cap, newest first
-
-
-@dataclass
-class RoleTrace:
-    role: str
-    status: Status
-    detail: str
-
-
-@dataclass
-class ProfilerResult:
-    """The AFD profiler's traces: one check per role, every trace file, and which of them are uploaded."""
-
-    status: Status
-    failure: str | None
-    upload_limit_mib: float
-    roles: list[RoleTrace] = field(default_factory=list)
-    traces: list[TraceFile] = field(default_factory=list)
 
 
 @dataclass
@@ -511,8 +478,6 @@ class CaseResults(_Sections):
     performance: CasePerformance | None = None
     hygiene: list[CheckRecord] = field(default_factory=list)
     replay: ReplayResult | None = None
-    serving: ServingResult | None = None
-    profiler: ProfilerResult | None = None
     forensics: list[CaseForensics] = field(default_factory=list)  # stacks of every process, on a failure
     # sections of phases registered beyond the fields above, each under its own key in results.json
     extra: dict[str, Any] = field(default_factory=dict, metadata={EXTRAS: _registered_case_sections})

@@ -26,7 +26,7 @@ class PhaseRun:
     check_inputs: Callable[[Profile, Path | None], None] | None = None
     ends_case: bool = False  # a failure ends its case: no later phase makes sense (the server does not answer)
     # the progress watchdog judges stalls while it runs (budgets.stall_s); False for a phase that may hold a request
-    # open with no token moving by design (profiler: stop_profile writes the traces)
+    # open with no token moving by design (a torch profile's stop holds its request while the traces are written)
     stall_watched: bool = True
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from afd_e2e.plan.model import ComparisonPlan
-from afd_e2e.plan.serve_argv import trace_dir
 from afd_e2e.profile import BenchSpec, Profile, catalogue
 from afd_e2e.results import result_sections
 from afd_e2e.results.model import (
@@ -31,16 +30,7 @@ from afd_e2e.results.model import (
 from afd_e2e.results.side_files import write_records
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.workloads import (
-    bench,
-    gsm8k,
-    gsm8k_eval,
-    parity,
-    performance,
-    profiler_traces,
-    replay,
-    serving_checks,
-)
+from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance, replay
 from afd_e2e.workloads.comparisons import COMPARES
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
@@ -213,51 +203,6 @@ def run_replay(ctx: PhaseContext) -> PhaseOutcome:
         cancelled=ctx.cancelled,
         request_timeout_s=ctx.profile.budgets.request_s,
     )
-    return _outcome([PhaseOutcome(section.status, section.failure)])
-
-
-def run_serving(ctx: PhaseContext, prompt: str, max_tokens: int) -> PhaseOutcome:
-    """The OpenAI API checks (``workloads.serving``), each recorded as it finishes; ``prompt`` and ``max_tokens``
-    where the section sets none (its registration passes another phase's: ``afd_e2e.phases.builtin``)."""
-    spec = ctx.profile.serving
-    spec = dataclasses.replace(
-        spec,
-        prompt=prompt if spec.prompt is None else spec.prompt,
-        max_tokens=max_tokens if spec.max_tokens is None else spec.max_tokens,
-    )
-    section = serving_checks.run_serving_checks(
-        spec,
-        base_url=ctx.case.base_url,
-        model=ctx.case.served_model_name,
-        progress=ctx.progress,
-        request_timeout_s=ctx.profile.budgets.request_s,
-    )
-    _publisher(ctx, "serving")(section)
-    return _outcome([PhaseOutcome(section.status, section.failure)])
-
-
-def run_profiler(ctx: PhaseContext, prompt: str) -> PhaseOutcome:
-    """Every AFD role's profiler trace under ``traces/<case>/<role>/``, and which of them are uploaded; ``prompt`` is
-    the completion sent while profiling (its registration passes another phase's: ``afd_e2e.phases.builtin``)."""
-    case = ctx.case
-    spec = ctx.profile.case(case.id).profiler
-    if case.kind == "native":  # vLLM's own profiler, folder named in argv (plan.serve_argv.native_profiler_args)
-        role_dirs = {p.name: trace_dir(case.id, p.name) for p in case.processes}
-    else:  # the AFD plugin's per-role profiler, folder named in the environment
-        role_dirs = {p.role: folder for p in case.processes for folder in p.out_dir_env.values()}
-    section = profiler_traces.check_traces(
-        spec,
-        out_dir=ctx.out_dir,
-        role_dirs=role_dirs,
-        base_url=case.base_url,
-        model=case.served_model_name,
-        prompt=prompt,
-        progress=ctx.progress,
-        cancelled=ctx.cancelled,
-        request_timeout_s=ctx.profile.budgets.request_s,
-        started_by_request=case.kind == "native",
-    )
-    _publisher(ctx, "profiler")(section)
     return _outcome([PhaseOutcome(section.status, section.failure)])
 
 

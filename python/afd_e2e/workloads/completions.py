@@ -1,5 +1,5 @@
 """The one HTTP client the workloads use: greedy ``/v1/completions``, the served model's card on ``/v1/models``, and control
-requests (the profiler's start and stop)."""
+requests (a torch profile's start and stop)."""
 
 from __future__ import annotations
 

@@ -18,13 +18,13 @@ from afd_e2e.execution.judge import judge_role
 from afd_e2e.execution.provable import unprovable
 from afd_e2e.execution.startup import read_startup
 from afd_e2e.execution.trace import read_traces
+from afd_e2e.phases.profiler import request_tokens
 from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import RunPlan
 from afd_e2e.preflight.proof import check_proof
 from afd_e2e.profile.section_readers import parse_profile
 from afd_e2e.results.codec import from_json
 from afd_e2e.results.status import Proof, Status
-from afd_e2e.workloads.profiler_traces import request_tokens
 from repo_paths import FIXTURES, REPO
 
 GPU_RUN = REPO.parent / "shared" / "fixtures" / "gpu" / "runs-2026-12-05"

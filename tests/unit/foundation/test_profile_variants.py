@@ -221,8 +221,8 @@ def on_a_fake_clock() -> dict:
 
 
 def test_profiler_traces_fail_naming_the_missing_role_and_cap_uploads_newest_first(tmp_path: Path):
+    from afd_e2e.phases.profiler import judge_traces
     from afd_e2e.profile import ProfilerSpec
-    from afd_e2e.workloads.profiler_traces import judge_traces
 
     spec = ProfilerSpec(0, 1, 1, 1, 0, wait_s=1.5, upload_limit_mib=1.0)
     attention = tmp_path / "profiles/c/attention"

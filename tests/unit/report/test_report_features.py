@@ -8,7 +8,10 @@ from pathlib import Path
 from afd_e2e.report import render_all
 from afd_e2e.report.artifact_files import matching_globs
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.results.model import CheckRecord, ProfilerResult, RoleTrace, RunResults, ServingResult, TraceFile
+from afd_e2e.results import profiler_records, serving_records
+from afd_e2e.results.model import CheckRecord, RunResults
+from afd_e2e.results.profiler_records import ProfilerResult, RoleTrace, TraceFile
+from afd_e2e.results.serving_records import ServingResult
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore
 from results_docs import load_fixture, typed
@@ -19,8 +22,9 @@ FAILED, PASSED = Status.FAILED, Status.PASSED
 def with_features(results: RunResults, out: Path) -> RunResults:
     case = next(iter(results.cases.values()))
     unknown = CheckRecord("unknown_model", FAILED, "model 'afd-e2e-no-such-model' answered HTTP 200")
-    case.serving = ServingResult(
-        FAILED, f"unknown_model: {unknown.detail}", [CheckRecord("completion", PASSED, "ok"), unknown]
+    case.set_section(
+        serving_records.SECTION,
+        ServingResult(FAILED, f"unknown_model: {unknown.detail}", [CheckRecord("completion", PASSED, "ok"), unknown]),
     )
     traces = [
         TraceFile("attention", "profiles/c/attention/new.pt.trace.json", 10, uploaded=True),
@@ -30,7 +34,7 @@ def with_features(results: RunResults, out: Path) -> RunResults:
         (out / trace.path).parent.mkdir(parents=True, exist_ok=True)
         (out / trace.path).write_text("{}")
     roles = [RoleTrace("attention", PASSED, "2 trace file(s)"), RoleTrace("ffn", FAILED, "no trace from the ffn role")]
-    case.profiler = ProfilerResult(FAILED, "no trace from the ffn role", 1.0, roles, traces)
+    case.set_section(profiler_records.SECTION, ProfilerResult(FAILED, "no trace from the ffn role", 1.0, roles, traces))
     return results
 
 

@@ -1,11 +1,21 @@
-"""Profiler traces: each role's torch profiler must write a non-empty trace; what is uploaded is capped.
+"""The ``profiler`` phase, defined in this one module: each role's torch profiler must write a non-empty trace; what
+is uploaded is capped.
 
 The case's roles write into ``traces/<case>/<role>/`` of the results folder (``plan.serve_argv``): an AFD role's
 through the plugin's per-role profiler, a native server's through vLLM's own, which the phase starts and stops
-(``/start_profile``, ``/stop_profile``: the stop writes the trace). The phase sends
-a few requests, each long enough for the whole schedule (``request_tokens``), so the profiler's schedule completes, then waits for every role's trace (the tensorboard trace
-handler writes a file when the active steps end) until its size holds still. Uploads take the newest traces first
-while they fit the profile's size limit; the rest stay on the agent.
+(``/start_profile``, ``/stop_profile``: the stop writes the trace). The phase sends a few completions of the smoke's
+prompt (``smoke_spec``), each long enough for the whole schedule (``request_tokens``), so the profiler's schedule
+completes, then waits for every role's trace (the tensorboard trace handler writes a file when the active steps end)
+until its size holds still. Uploads take the newest traces first while they fit the profile's size limit; the rest
+stay on the agent.
+
+Profile keys (docs/reference.md): the case option ``cases.<case>.profiler`` (its schedule, ``wait_s`` and
+``upload_limit_mib``), which a case sets exactly where it lists the phase; it stays a case option of the profile
+layer (``ProfilerSpec``) because the plan launches the roles with it; ``budgets.profiler_s`` (default 300). The
+progress watchdog does not judge stalls while it runs: ``/stop_profile`` holds its request open, no token moving,
+while the traces are written. The case's ``profiler`` section is ``results/profiler_records.py``'s; the reports show
+it through ``report/profiler_report.py`` (a testcase per role, the annotation's Features table with the trace links,
+and the traces chosen for upload).
 """
 
 from __future__ import annotations
@@ -15,10 +25,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from afd_e2e.phases.registry import Budget, Phase, ResultsSection
+from afd_e2e.phases.smoke import smoke_spec
+from afd_e2e.plan.serve_argv import trace_dir
 from afd_e2e.profile import ProfilerSpec
-from afd_e2e.results.model import ProfilerResult, RoleTrace, TraceFile
+from afd_e2e.results.profiler_records import SECTION, ProfilerResult, RoleTrace, TraceFile
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import CompletionError, complete, post
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+
+NAME = "profiler"
 
 POLL_S = 1.0
 REQUESTS = 3  # as the plugin's own profiler test: the schedule's steps several times over
@@ -131,3 +147,39 @@ def judge_traces(
     result.status = Status.CANCELLED if cancelled.is_set() else Status.FAILED if failed else Status.PASSED
     result.failure = "cancelled" if cancelled.is_set() else "; ".join(r.detail for r in failed) or None
     return result
+
+
+def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
+    """Every role's profiler trace under ``traces/<case>/<role>/``, and which of them are uploaded."""
+    case = ctx.case
+    spec = ctx.profile.case(case.id).profiler
+    if case.kind == "native":  # vLLM's own profiler, folder named in argv (plan.serve_argv.native_profiler_args)
+        role_dirs = {p.name: trace_dir(case.id, p.name) for p in case.processes}
+    else:  # the AFD plugin's per-role profiler, folder named in the environment
+        role_dirs = {p.role: folder for p in case.processes for folder in p.out_dir_env.values()}
+    section = check_traces(
+        spec,
+        out_dir=ctx.out_dir,
+        role_dirs=role_dirs,
+        base_url=case.base_url,
+        model=case.served_model_name,
+        prompt=smoke_spec(ctx.profile).prompt,
+        progress=ctx.progress,
+        cancelled=ctx.cancelled,
+        request_timeout_s=ctx.profile.budgets.request_s,
+        started_by_request=case.kind == "native",
+    )
+    ctx.case_results.set_section(SECTION, section)
+    ctx.flush()
+    return PhaseOutcome(section.status, section.failure)
+
+
+PROFILER = Phase(
+    name=NAME,
+    doc="every AFD role's torch profiler trace, and which of them are uploaded",
+    budget=Budget("profiler_s", 300.0),
+    run=run_profiler,
+    stall_watched=False,  # stop_profile holds its request open while the traces are written
+    # ``| None``: results written while the profiler was a field of every case hold ``"profiler": null``
+    sections=(ResultsSection(SECTION, ProfilerResult | None),),
+)

@@ -1,23 +1,63 @@
-"""Serving checks: what any OpenAI client relies on, asked of the case's API.
+"""The ``serving`` phase, defined in this one module: what any OpenAI client relies on, asked of the case's API. A
+completion comes back well formed; its usage counts match the token ids returned; a request for a model the server
+does not serve is rejected with an HTTP client error; concurrent requests are all answered. Each check is recorded
+whatever the others did, and is a JUnit testcase of its own.
 
-A completion comes back well formed; its usage counts match the token ids returned; a request for a model the
-server does not serve is rejected with an HTTP client error; concurrent requests are all answered. Each check is a
-JUnit testcase of its own.
+Profile keys (docs/reference.md): ``workloads.serving.prompt`` and ``workloads.serving.max_tokens`` (default: the
+smoke's, through ``smoke_spec``), ``workloads.serving.concurrency`` (default 4); ``budgets.serving_s`` (default 300).
+A case lists the phase only in a profile that has ``workloads.serving``. The case's ``serving`` section is
+``results/serving_records.py``'s; the reports show it through ``report/serving_report.py`` (a testcase per check and
+the annotation's Features table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import requests
 
-from afd_e2e.profile import ServingSpec
-from afd_e2e.results.model import CheckRecord, ServingResult
+from afd_e2e.phases.registry import Budget, Phase, ResultsSection, Workload
+from afd_e2e.phases.smoke import smoke_spec
+from afd_e2e.profile import Profile
+from afd_e2e.profile.reader import Reader
+from afd_e2e.results.model import CheckRecord
+from afd_e2e.results.serving_records import SECTION, ServingResult
 from afd_e2e.results.status import Status
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
+NAME = "serving"
+DEFAULT_CONCURRENCY = 4
 UNKNOWN_MODEL = "afd-e2e-no-such-model"
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    """``workloads.serving``: the completion the checks ask for, and how many requests go at once."""
+
+    prompt: str
+    max_tokens: int
+    concurrency: int
+
+
+def read_serving(r: Reader, profile: Profile) -> ServingSpec:
+    smoke = smoke_spec(profile)
+    spec = ServingSpec(
+        prompt=r.get("prompt", str, smoke.prompt),
+        max_tokens=r.positive_int("max_tokens", smoke.max_tokens),
+        concurrency=r.positive_int("concurrency", DEFAULT_CONCURRENCY),
+    )
+    r.done()
+    return spec
+
+
+def _needs_section(profile: Profile) -> tuple[str, str] | None:
+    """The checks run only where the profile asks for them: it has ``workloads.serving``."""
+    if NAME in profile.workloads:
+        return None
+    return "serving phase without workloads.serving", "add workloads.serving"
 
 
 class _Problem(Exception):
@@ -129,3 +169,29 @@ def run_serving_checks(
     result.status = Status.FAILED if failed else Status.PASSED
     result.failure = "; ".join(f"{c.check}: {c.detail}" for c in failed) or None
     return result
+
+
+def run_serving(ctx: PhaseContext) -> PhaseOutcome:
+    """The checks of ``workloads.serving`` against the case's API, recorded once all four are done."""
+    section = run_serving_checks(
+        ctx.profile.workloads[NAME],
+        base_url=ctx.case.base_url,
+        model=ctx.case.served_model_name,
+        progress=ctx.progress,
+        request_timeout_s=ctx.profile.budgets.request_s,
+    )
+    ctx.case_results.set_section(SECTION, section)
+    ctx.flush()
+    return PhaseOutcome(section.status, section.failure)
+
+
+SERVING = Phase(
+    name=NAME,
+    doc="the OpenAI API checks: a completion, its usage, an unknown model refused, concurrent requests",
+    workloads=(Workload(NAME, read=read_serving),),
+    needs=_needs_section,
+    budget=Budget("serving_s", 300.0),
+    run=run_serving,
+    # ``| None``: results written while the serving checks were a field of every case hold ``"serving": null``
+    sections=(ResultsSection(SECTION, ServingResult | None),),
+)
