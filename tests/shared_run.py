@@ -29,12 +29,13 @@ from typing import Any
 import yaml
 
 import lm_eval_reference
-from afd_e2e.phases import serving
+from afd_e2e.phases import replay, serving
 from afd_e2e.phases.registry import Budget, Phase
+from afd_e2e.phases.replay import ReplaySpec
 from afd_e2e.phases.serving import ServingSpec
 from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import RunPlan
-from afd_e2e.profile import Profile, ReplaySpec, load_profile, parse_profile
+from afd_e2e.profile import Profile, load_profile, parse_profile
 from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner.dispatch import RUNS
@@ -77,8 +78,8 @@ PROFILE = dataclasses.replace(
     workloads={
         **_SHAPED.workloads,
         serving.NAME: ServingSpec(prompt="The capital of France is", max_tokens=6, concurrency=4),
+        replay.NAME: ReplaySpec(rounds=2, batch=4),
     },
-    replay=ReplaySpec(rounds=2, batch=4),
     parity=dataclasses.replace(SHIPPED.parity, prompts=PARITY_PROMPTS),  # the parity test's bf16 side
 )
 PHASES = ("smoke", "warmup", "correctness", "performance", "capacity", "serving", "replay", "echo")

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from afd_e2e.phases import replay
+from afd_e2e.results import replay_records
 from afd_e2e.results.serving_records import SECTION
 from afd_e2e.results.status import Status
-from afd_e2e.workloads import replay
 from afd_e2e.workloads.context import PhaseOutcome
 
 pytestmark = [
@@ -29,10 +30,10 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def measured(tiny_cpu_run):
     right = tiny_cpu_run.results.cases["cpu-tp1"]
-    serving = right.section(SECTION)
+    serving, rounds = right.section(SECTION), right.section(replay_records.SECTION)
     outcomes = {
         "serving": PhaseOutcome(serving.status, serving.failure),
-        "replay": PhaseOutcome(right.replay.status, right.replay.failure),
+        "replay": PhaseOutcome(rounds.status, rounds.failure),
         "wrong name": tiny_cpu_run.probed.wrong_name_outcome,
     }
     return SimpleNamespace(
@@ -62,7 +63,7 @@ def test_serving_checks_fail_for_a_served_name_mismatch(measured):
 
 
 def test_replay_rounds_are_answered_and_compared_by_the_parity_rule(measured):
-    section = measured.right.replay
+    section = measured.right.section(replay_records.SECTION)
     assert measured.outcomes["replay"].status is Status.PASSED
     assert (section.rounds, section.batch, section.answered, section.records) == (2, 4, 8, "replay/cpu-tp1.jsonl")
     assert section.requests == []  # in the side file, not in results.json

@@ -22,6 +22,7 @@ from afd_e2e.phases.registry import (
     Workload,
     register_phase,
 )
+from afd_e2e.phases.replay import REPLAY
 from afd_e2e.phases.serving import SERVING
 from afd_e2e.phases.smoke import SMOKE
 from afd_e2e.phases.soak import SOAK
@@ -58,24 +59,6 @@ CORRECTNESS = Phase(
         ResultsSection("parity"),
         builtin_phases.compare_parity,
         needs=lambda p: _needs(p.parity is not None, "parity measure without workloads.parity", "add workloads.parity"),
-    ),
-)
-
-REPLAY = Phase(
-    name="replay",
-    doc="rounds of concurrent requests at the CUDA-graph capture size, token ids recorded",
-    workloads=(Workload("replay"), Workload("parity")),
-    needs=lambda p: _needs(
-        p.replay is not None and p.parity is not None, "replay phase without workloads.replay and parity", "add both"
-    ),
-    budget=Budget("replay_s", 600.0),
-    run=builtin_phases.run_replay,
-    sections=(ResultsSection("replay"),),
-    measure=Measure(
-        "replay",
-        ResultsSection("replay"),
-        builtin_phases.compare_replay,
-        needs=lambda p: _needs(p.parity is not None, "replay measure without workloads.parity", "add workloads.parity"),
     ),
 )
 

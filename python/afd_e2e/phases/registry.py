@@ -43,7 +43,7 @@ __all__ = ["Budget", "CaseSection", "Measure", "Phase", "ResultsSection", "Workl
 class Measure:
     """What a comparison of two cases that both ran the phase measures: ``comparisons[].measures`` names it, and
     ``compare`` fills the comparison's ``section`` (the results folder last: side files the cases wrote there, such as
-    ``replay/<case>.jsonl``). ``needs``: what the profile lacks for it and the fix, or None."""
+    ``parity/<case>.jsonl``). ``needs``: what the profile lacks for it and the fix, or None."""
 
     name: str
     section: ResultsSection

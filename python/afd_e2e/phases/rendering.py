@@ -14,10 +14,10 @@ from afd_e2e.report import (
     annotation,
     capacity_report,
     execution_report,
-    features,
     forensics_report,
     junit,
     profiler_report,
+    replay_report,
     section_renderers,
     serving_report,
     smoke_report,
@@ -59,7 +59,7 @@ PHASES = (
         annotation.parity_details,
         (CaseColumn("GSM8K strict match", annotation.gsm8k_cell), CaseColumn("Parity", annotation.parity_cell)),
     ),
-    SectionReport("replay", junit.replay_testcases, features.replay_tables),
+    SectionReport(replay_report.SECTION, replay_report.replay_testcases, replay_report.replay_tables),
     SectionReport(serving_report.SECTION, serving_report.serving_testcases, serving_report.serving_tables),
     SectionReport(
         profiler_report.SECTION,
@@ -73,7 +73,7 @@ PHASES = (
 )
 MEASURES = (
     ("parity", junit.parity_testcases),
-    ("replay", junit.replay_parity_testcases),
+    (replay_report.SECTION, replay_report.replay_parity_testcases),
     ("performance", junit.performance_comparison_testcases),
     ("capacity", _capacity_comparison_testcases),
 )

@@ -423,14 +423,6 @@ class BenchSpec:
         return self.block_size or self.repetitions
 
 
-@dataclass(frozen=True)
-class ReplaySpec:
-    """Rounds of ``batch`` concurrent requests (the parity prompts, cycled), enough to replay captured graphs."""
-
-    rounds: int
-    batch: int
-
-
 # The budgets BudgetSpec holds as fields; the phases' budgets are the catalogue's.
 OWN_BUDGETS = ("startup_s", "teardown_s", "request_s", "rendezvous_s", "heartbeat_lost_s", "drain_s")
 
@@ -542,7 +534,6 @@ class Profile:
     bench: BenchSpec | None
     comparisons: tuple[ComparisonSpec, ...]
     budgets: BudgetSpec
-    replay: ReplaySpec | None = None
     trend: TrendSpec = TrendSpec()
     execution: ExecutionSpec = ExecutionSpec()
     workloads: Mapping[str, Any] = field(default_factory=dict)  # ``workloads.<key>`` of registered phases

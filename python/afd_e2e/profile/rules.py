@@ -134,9 +134,3 @@ def _check_features(p: Profile, case: CaseSpec, fail: Callable[[str, str, str], 
             fail(f"{key}.{name}", f"{name} needs platform cuda", f"remove {name} or use a cuda profile")
     if (case.profiler is not None) != ("profiler" in case.phases):
         fail(f"{key}.phases", "the profiler option and the profiler phase go together", "set both or neither")
-    if case.graph and "replay" in case.phases and p.replay and p.replay.batch > case.graph.capture_size:
-        fail(
-            "workloads.replay.batch",
-            f"{p.replay.batch} is above case {case.id}'s capture size {case.graph.capture_size}: no graph replays it",
-            f"set batch to at most {case.graph.capture_size}",
-        )

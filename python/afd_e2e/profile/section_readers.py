@@ -52,7 +52,6 @@ from afd_e2e.profile.model import (
     Profile,
     ProfilerSpec,
     RampUp,
-    ReplaySpec,
     RoleSpec,
     SoftwareSpec,
     TrendSpec,
@@ -784,10 +783,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         gr.done()
     parity = _read_parity(pr) if (pr := w.child("parity", None)) is not None else None
     bench = _read_bench(br, budgets) if (br := w.child("bench", None)) is not None else None
-    replay = None
-    if (rr := w.child("replay", None)) is not None:
-        replay = ReplaySpec(rounds=rr.positive_int("rounds", 3), batch=rr.positive_int("batch"))
-        rr.done()
     extra = [
         (workload, wr) for workload in catalogue.extra_workloads() if (wr := w.child(workload.key, None)) is not None
     ]
@@ -828,7 +823,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         bench=bench,
         comparisons=tuple(comparisons),
         budgets=budgets,
-        replay=replay,
         trend=_read_trend(r.child("trend", {})),
         execution=_read_execution(r.child("execution", {})),
     )

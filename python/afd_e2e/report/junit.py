@@ -1,9 +1,9 @@
 """JUnit XML for Buildkite Test Engine and JUnit viewers, written to ``junit/<profile>-<n>.xml``.
 
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
-testcases: GSM8K aggregate and per question, replay, the performance runs, ...;
-then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, replay parity, each
-performance metric) and ``.run`` (the verdict). The phases' renderers are registered by
+testcases: GSM8K aggregate and per question, the performance runs, ...;
+then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, each performance
+metric, ...) and ``.run`` (the verdict). The phases' renderers are registered by
 ``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A GSM8K question answered wrongly fails only where the profile says
 accuracy is meaningful; a performance metric fails only when it is worse and its profile says ``on_worse: fail``
 (``warn`` passes with a warning). At most 5000 testcases per file, as Test Engine requires.
@@ -220,12 +220,6 @@ def correctness_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
         suite.add(f"gsm8k question {question.index}", status, message=answer, stdout=note)
 
 
-def replay_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
-    if replay := case.replay:
-        summary = f"{replay.answered} of {replay.rounds} x {replay.batch} requests answered"
-        suite.add("replay", replay.status, message=replay.failure or summary, stdout=summary)
-
-
 def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
     """The case's repetitions a testcase, and each named load shape's another (``performance runs burst``)."""
     if performance := case.performance:
@@ -270,11 +264,6 @@ def parity_testcases(suite: SuiteTestcases, comparison: Comparison, parity: Pari
     message = parity.failure or parity_summary(parity)
     lines = "\n".join(describe_prompt(prompt, comparison.baseline, comparison.candidate) for prompt in parity.prompts)
     suite.add("parity", parity.status, message=message, stdout=lines)
-
-
-def replay_parity_testcases(suite: SuiteTestcases, comparison: Comparison, replay: ParityComparison) -> None:
-    lines = "\n".join(describe_prompt(prompt, comparison.baseline, comparison.candidate) for prompt in replay.prompts)
-    suite.add("replay parity", replay.status, message=replay.failure or parity_summary(replay), stdout=lines)
 
 
 def performance_comparison_testcases(

@@ -339,32 +339,6 @@ class CheckRecord:
 
 
 @dataclass
-class ReplayRequest:
-    """One request of a replay round, collected as a parity output."""
-
-    round: int
-    index: int  # position in the round's batch
-    output: ParityOutput
-
-
-@dataclass
-class ReplayResult:
-    """Rounds of ``batch`` concurrent requests (the parity prompts, cycled): what a captured graph replays.
-
-    Every request (its output with token ids and top-k logprobs: about 2.5 KB each) is in the side file ``records``,
-    ``replay/<case>.jsonl``, one ``ReplayRequest`` a line; results written before the side file hold them inline in
-    ``requests`` (``workloads.replay.read_requests`` reads either)."""
-
-    status: Status
-    failure: str | None
-    rounds: int
-    batch: int
-    answered: int = 0
-    requests: list[ReplayRequest] = field(default_factory=list)  # only in results written before ``records``
-    records: str | None = None  # replay/<case>.jsonl
-
-
-@dataclass
 class ProcessDump:
     """One process of a case when forensics were taken: its OS state and, when py-spy could read it, its stacks in
     ``path``. ``busy_frames``: the innermost frames of its busy thread (the active one, else the main thread),
@@ -477,7 +451,6 @@ class CaseResults(_Sections):
     parity_records: str | None = None  # parity/<case>.jsonl: each parity prompt's ParityOutput, one a line
     performance: CasePerformance | None = None
     hygiene: list[CheckRecord] = field(default_factory=list)
-    replay: ReplayResult | None = None
     forensics: list[CaseForensics] = field(default_factory=list)  # stacks of every process, on a failure
     # sections of phases registered beyond the fields above, each under its own key in results.json
     extra: dict[str, Any] = field(default_factory=dict, metadata={EXTRAS: _registered_case_sections})
@@ -615,7 +588,6 @@ class Comparison(_Sections):
     candidate_label: str
     parity: ParityComparison | None = None
     performance: PerformanceComparison | None = None
-    replay: ParityComparison | None = None  # the parity rule over every paired replay request
     model_runners: ModelRunners | None = None  # the runners each side ran (None: a side has no execution section)
     # measures of phases registered beyond the fields above, each under its own key in results.json
     extra: dict[str, Any] = field(default_factory=dict, metadata={EXTRAS: _registered_comparison_sections})

@@ -30,7 +30,7 @@ from afd_e2e.results.model import (
 from afd_e2e.results.side_files import write_records
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance, replay
+from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance
 from afd_e2e.workloads.comparisons import COMPARES
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
@@ -189,23 +189,6 @@ def _publish_shape(
     publish(section)
 
 
-def run_replay(ctx: PhaseContext) -> PhaseOutcome:
-    """Rounds of concurrent requests at the capture batch size (``workloads.replay``), token ids recorded."""
-    section = replay.run_replay_rounds(
-        ctx.profile.replay,
-        ctx.profile.parity,
-        base_url=ctx.case.base_url,
-        model=ctx.case.served_model_name,
-        out_dir=ctx.out_dir,
-        case_id=ctx.case.id,
-        publish=_publisher(ctx, "replay"),
-        progress=ctx.progress,
-        cancelled=ctx.cancelled,
-        request_timeout_s=ctx.profile.budgets.request_s,
-    )
-    return _outcome([PhaseOutcome(section.status, section.failure)])
-
-
 def run_comparisons(profile: Profile, results: RunResults, out_dir: Path) -> dict[str, Comparison]:
     """The ``comparisons`` section, from the plan's comparisons (controls included, marked) and the cases' results
     (and the side files they wrote in ``out_dir``): each registered measure the comparison names, by its phase's
@@ -236,14 +219,6 @@ def compare_parity(
     assert profile.parity is not None
     sides = [parity.read_outputs(out_dir, case) if case else None for case in (base, cand)]
     return parity.compare_outputs(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
-
-
-def compare_replay(
-    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
-) -> ParityComparison:
-    assert profile.parity is not None
-    sides = [replay.read_requests(out_dir, case.replay) if case and case.replay else None for case in (base, cand)]
-    return replay.compare_replay_requests(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
 
 
 def compare_performance(

@@ -286,8 +286,8 @@ def test_the_cpu_variant_profile_inherits_all_but_what_it_names():
 
 
 def test_a_side_without_replay_requests_is_skipped_naming_the_case():
+    from afd_e2e.phases.replay import compare_replay_requests
     from afd_e2e.results.status import Status
-    from afd_e2e.workloads.replay import compare_replay_requests
 
     spec = load_profile("tiny-gpu-features").parity
     result = compare_replay_requests(spec, "afd-1a1f", None, "afd-1a1f-graph", [])

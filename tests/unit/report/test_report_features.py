@@ -8,7 +8,7 @@ from pathlib import Path
 from afd_e2e.report import render_all
 from afd_e2e.report.artifact_files import matching_globs
 from afd_e2e.report.junit import build_testcases
-from afd_e2e.results import profiler_records, serving_records
+from afd_e2e.results import profiler_records, replay_records, serving_records
 from afd_e2e.results.model import CheckRecord, RunResults
 from afd_e2e.results.profiler_records import ProfilerResult, RoleTrace, TraceFile
 from afd_e2e.results.serving_records import ServingResult
@@ -55,7 +55,7 @@ def test_features_render_as_testcases_links_and_capped_uploads(tiny_results: dic
 
 def test_a_real_cpu_run_with_replay_and_serving_renders_them(tmp_path: Path) -> None:
     results = typed(load_fixture("tiny-cpu-features"))
-    assert results.comparisons["tp1-vs-tp2"].replay.status is PASSED
+    assert results.comparisons["tp1-vs-tp2"].section(replay_records.SECTION).status is PASSED
     names = [item.name for item in build_testcases(results)]
     assert [n for n in names if n.startswith("serving ")] == [
         "serving completion",

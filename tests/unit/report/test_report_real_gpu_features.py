@@ -12,11 +12,11 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from afd_e2e.phases.replay import read_requests
 from afd_e2e.report import render_all
-from afd_e2e.results import load_results
+from afd_e2e.results import load_results, replay_records
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.parity import read_outputs
-from afd_e2e.workloads.replay import read_requests
 from junit_xsd import assert_valid_junit
 
 from .conftest import FIXTURES
@@ -112,13 +112,14 @@ def test_the_feature_runs_results_stay_small_with_every_request_in_side_files(tm
     out = copied_run(FEATURES, tmp_path)
     results = load_results(out)
     graph = results.cases["afd-1a1f-graph"]
-    assert graph.replay is not None and graph.replay.requests == [] and graph.parity_outputs is None
-    requests = read_requests(out, graph.replay)
-    assert len(requests) == graph.replay.rounds * graph.replay.batch == 192
+    rounds = graph.section(replay_records.SECTION)
+    assert rounds is not None and rounds.requests == [] and graph.parity_outputs is None
+    requests = read_requests(out, rounds)
+    assert len(requests) == rounds.rounds * rounds.batch == 192
     assert all(r.output.top_logprobs for r in requests)
     outputs = read_outputs(out, graph) or []
     assert len(outputs) == 5 and all(o.top_logprobs for o in outputs)
-    replay = results.comparisons["eager-vs-graph"].replay
+    replay = results.comparisons["eager-vs-graph"].section(replay_records.SECTION)
     assert replay is not None and (replay.identical, replay.close, replay.total) == (153, 39, 192)
     assert len(replay.prompts) == 39  # the identical requests are counted, not listed
 

@@ -1,4 +1,5 @@
-"""Graph replay: rounds of concurrent requests at the capture batch size, compared across cases by the parity rule.
+"""The ``replay`` phase, defined in this one module: rounds of concurrent requests at the capture batch size, and
+its measure, replay parity: the two cases' requests compared by the parity rule.
 
 A CUDA-graph case decodes through graphs captured at one size; a single request replays them padded, a full batch
 replays them as captured. Each round sends ``batch`` requests at once (the parity prompts, cycled), greedy, with
@@ -7,6 +8,13 @@ token ids; a comparison pairs the two cases' requests round by round and positio
 The requests, top-k logprobs and all, go to the side file ``replay/<case>.jsonl`` (rewritten after each round), not
 into results.json: 192 requests of a tiny model are about 500 KB. A comparison reads them back from there. The
 comparison lists the requests that are not identical; the identical ones are counted.
+
+Profile keys (docs/reference.md): ``workloads.replay.rounds`` (default 3) and ``workloads.replay.batch``, at most the
+capture size of every graph case that runs the phase (a larger batch replays no graph); the prompts and the parity
+rule are ``workloads.parity``'s (the correctness phase's), which the phase and its measure need;
+``budgets.replay_s`` (default 600). The case's ``replay`` section and the comparison's are
+``results/replay_records.py``'s; the reports show them through ``report/replay_report.py`` (a testcase per case and
+per comparison, the annotation's Features table).
 """
 
 from __future__ import annotations
@@ -14,14 +22,60 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from afd_e2e.profile import ParitySpec, ReplaySpec
-from afd_e2e.results.model import ParityComparison, ReplayRequest, ReplayResult
+from afd_e2e.phases.registry import Budget, Measure, Phase, ResultsSection, Workload
+from afd_e2e.plan.model import ComparisonPlan
+from afd_e2e.profile import ParitySpec, Profile
+from afd_e2e.profile.reader import Reader
+from afd_e2e.results.model import CaseResults, ParityComparison
+from afd_e2e.results.replay_records import SECTION, ReplayRequest, ReplayResult
 from afd_e2e.results.side_files import read_records, write_records
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads import parity
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+
+NAME = "replay"
+DEFAULT_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """``workloads.replay``: rounds of ``batch`` concurrent requests (the parity prompts, cycled), enough to replay
+    captured graphs."""
+
+    rounds: int
+    batch: int
+
+
+def read_replay(r: Reader, profile: Profile) -> ReplaySpec:
+    """The section, refused where its batch is above the capture size of a graph case that runs the phase: no graph
+    would replay it as captured."""
+    spec = ReplaySpec(rounds=r.positive_int("rounds", DEFAULT_ROUNDS), batch=r.positive_int("batch"))
+    r.done()
+    for case in profile.cases:
+        if case.graph and NAME in case.phases and spec.batch > case.graph.capture_size:
+            r.fail(
+                r.key("batch"),
+                f"{spec.batch} is above case {case.id}'s capture size {case.graph.capture_size}: no graph replays it",
+                f"set batch to at most {case.graph.capture_size}",
+            )
+    return spec
+
+
+def _needs_sections(profile: Profile) -> tuple[str, str] | None:
+    """The rounds need ``workloads.replay`` for their size and ``workloads.parity`` for their prompts."""
+    if NAME in profile.workloads and profile.parity is not None:
+        return None
+    return "replay phase without workloads.replay and parity", "add both"
+
+
+def _needs_parity(profile: Profile) -> tuple[str, str] | None:
+    """Replay parity judges by the profile's parity rule."""
+    if profile.parity is not None:
+        return None
+    return "replay measure without workloads.parity", "add workloads.parity"
 
 
 def pairing_key(request: ReplayRequest) -> str:
@@ -100,6 +154,29 @@ def run_replay_rounds(
     return result
 
 
+def run_replay(ctx: PhaseContext) -> PhaseOutcome:
+    """Rounds of concurrent requests at the capture batch size (``workloads.replay``), token ids recorded."""
+
+    def publish(section: ReplayResult) -> None:
+        ctx.case_results.set_section(SECTION, section)
+        ctx.flush()
+
+    assert ctx.profile.parity is not None  # the phase's needs
+    section = run_replay_rounds(
+        ctx.profile.workloads[NAME],
+        ctx.profile.parity,
+        base_url=ctx.case.base_url,
+        model=ctx.case.served_model_name,
+        out_dir=ctx.out_dir,
+        case_id=ctx.case.id,
+        publish=publish,
+        progress=ctx.progress,
+        cancelled=ctx.cancelled,
+        request_timeout_s=ctx.profile.budgets.request_s,
+    )
+    return PhaseOutcome(section.status, section.failure)
+
+
 def compare_replay_requests(
     spec: ParitySpec,
     baseline_id: str,
@@ -121,3 +198,26 @@ def compare_replay_requests(
     )
     compared.prompts = [p for p in compared.prompts if p.outcome is not ParityVerdict.IDENTICAL]
     return compared
+
+
+def compare_replay(
+    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
+) -> ParityComparison:
+    """The measure: each side's requests read back from its side file, compared by the profile's parity rule."""
+    assert profile.parity is not None  # the measure's needs
+    sections: list[ReplayResult | None] = [case.section(SECTION) if case else None for case in (base, cand)]
+    sides = [read_requests(out_dir, section) if section else None for section in sections]
+    return compare_replay_requests(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
+
+
+REPLAY = Phase(
+    name=NAME,
+    doc="rounds of concurrent requests at the CUDA-graph capture size, token ids recorded",
+    workloads=(Workload(NAME, read=read_replay), Workload("parity")),
+    needs=_needs_sections,
+    budget=Budget("replay_s", 600.0),
+    run=run_replay,
+    # ``| None``: results written while replay was a field of every case and comparison hold ``"replay": null``
+    sections=(ResultsSection(SECTION, ReplayResult | None),),
+    measure=Measure(NAME, ResultsSection(SECTION, ParityComparison | None), compare_replay, needs=_needs_parity),
+)
