@@ -169,8 +169,7 @@ def run_profiler(ctx: PhaseContext) -> PhaseOutcome:
         request_timeout_s=ctx.profile.budgets.request_s,
         started_by_request=case.kind == "native",
     )
-    ctx.case_results.set_section(SECTION, section)
-    ctx.flush()
+    ctx.record(SECTION, section)
     return PhaseOutcome(section.status, section.failure)
 
 

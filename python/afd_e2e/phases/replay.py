@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from afd_e2e.phases.registry import Budget, Measure, Phase, ResultsSection, Workload
@@ -157,10 +158,6 @@ def run_replay_rounds(
 def run_replay(ctx: PhaseContext) -> PhaseOutcome:
     """Rounds of concurrent requests at the capture batch size (``workloads.replay``), token ids recorded."""
 
-    def publish(section: ReplayResult) -> None:
-        ctx.case_results.set_section(SECTION, section)
-        ctx.flush()
-
     assert ctx.profile.parity is not None  # the phase's needs
     section = run_replay_rounds(
         ctx.profile.workloads[NAME],
@@ -169,7 +166,7 @@ def run_replay(ctx: PhaseContext) -> PhaseOutcome:
         model=ctx.case.served_model_name,
         out_dir=ctx.out_dir,
         case_id=ctx.case.id,
-        publish=publish,
+        publish=partial(ctx.record, SECTION),
         progress=ctx.progress,
         cancelled=ctx.cancelled,
         request_timeout_s=ctx.profile.budgets.request_s,

@@ -180,8 +180,7 @@ def run_serving(ctx: PhaseContext) -> PhaseOutcome:
         progress=ctx.progress,
         request_timeout_s=ctx.profile.budgets.request_s,
     )
-    ctx.case_results.set_section(SECTION, section)
-    ctx.flush()
+    ctx.record(SECTION, section)
     return PhaseOutcome(section.status, section.failure)
 
 

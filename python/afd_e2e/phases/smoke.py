@@ -79,8 +79,7 @@ def run_smoke(ctx: PhaseContext) -> PhaseOutcome:
     result = smoke_completion(
         case.base_url, case.served_model_name, spec.prompt, spec.max_tokens, ctx.profile.budgets.request_s
     )
-    ctx.case_results.set_section(SECTION, result)
-    ctx.flush()
+    ctx.record(SECTION, result)
     if result.status is Status.PASSED:
         ctx.progress(f"smoke: {result.completion!r} ({result.completion_tokens} tokens in {result.latency_s} s)")
     return PhaseOutcome(result.status, result.failure)

@@ -158,8 +158,7 @@ def run_soak(ctx: PhaseContext) -> PhaseOutcome:
 
 def _publish(ctx: PhaseContext, section: CaseSoak, failure: str | None, status: Status = Status.FAILED) -> PhaseOutcome:
     section.status, section.failure = status, failure
-    ctx.case_results.set_section(NAME, section)
-    ctx.flush()
+    ctx.record(NAME, section)
     return PhaseOutcome(section.status, section.failure)
 
 

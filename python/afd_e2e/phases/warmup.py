@@ -103,8 +103,7 @@ def run_warmup(ctx: PhaseContext) -> PhaseOutcome:
         )
 
     result = warm_up(spec, send, stopped=ctx.cancelled.is_set)
-    ctx.case_results.set_section(NAME, result)
-    ctx.flush()
+    ctx.record(NAME, result)
     if result.latencies_s:
         ctx.progress(f"warmup: {len(result.latencies_s)} requests, first {result.first_s} s, last {result.last_s} s")
     return PhaseOutcome(result.status, result.failure)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.profile import BenchSpec, Profile, catalogue
@@ -36,14 +36,6 @@ from afd_e2e.workloads.completions import CompletionError, served_model_root
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 
 PROGRESS_EVERY_S = 10.0
-
-
-def _publisher(ctx: PhaseContext, key: str) -> Callable[[Any], None]:
-    def publish(section: Any) -> None:
-        ctx.case_results.set_section(key, section)
-        ctx.flush()
-
-    return publish
 
 
 def check_correctness_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
@@ -79,7 +71,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
         data = gsm8k.load_dataset(folder)
         questions = gsm8k.build_questions(data["test"], data["train"], spec.questions, spec.shots)
         records_rel = f"gsm8k/{case.id}.jsonl"
-        publish = _publisher(ctx, "gsm8k")
+        publish = partial(ctx.record, "gsm8k")
         try:
             root = served_model_root(case.base_url, case.served_model_name, timeout_s=profile.budgets.request_s)
         except CompletionError as exc:
@@ -107,7 +99,7 @@ def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
 
         def publish_outputs(outputs: list[ParityOutput]) -> None:
             write_records(ctx.out_dir / records_rel, outputs)
-            _publisher(ctx, "parity_records")(records_rel)
+            ctx.record("parity_records", records_rel)
 
         outputs = parity.collect_outputs(
             profile.parity,
@@ -133,7 +125,7 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
     ends the phase before the next shape."""
     spec = ctx.profile.bench
     case = ctx.case
-    publish = _publisher(ctx, "performance")
+    publish = partial(ctx.record, "performance")
     executable = resolve_executable(ctx.profile.engine.executable)
     try:
         tokenizer = served_model_root(case.base_url, case.served_model_name, timeout_s=ctx.profile.budgets.request_s)

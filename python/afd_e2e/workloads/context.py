@@ -28,7 +28,7 @@ class PhaseOutcome:
 class PhaseContext:
     profile: Profile
     case: CasePlan
-    case_results: CaseResults  # the phase writes its sections into it (``set_section``), then calls flush
+    case_results: CaseResults  # the phase writes its sections into it (``record``)
     out_dir: Path  # the run's results folder
     progress: Callable[[str], None]  # prints a progress line (the runner's steady progress printer)
     cancelled: threading.Event  # set on SIGTERM/SIGINT; long phases must stop promptly when set
@@ -46,3 +46,9 @@ class PhaseContext:
     # the case's telemetry samples so far, as its telemetry file has them (``telemetry/sampler.py`` sample_json):
     # what a phase judges of its own stretch of the timeline (the soak's memory growth); [] without telemetry
     timeline: Callable[[], list[dict[str, Any]]] = lambda: []
+
+    def record(self, name: str, section: Any) -> None:
+        """The case's section ``name`` set to ``section`` and results.json written now, so what the phase has
+        measured so far is kept if a crash, a timeout or a cancel ends it later."""
+        self.case_results.set_section(name, section)
+        self.flush()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-from types import SimpleNamespace
 
 import pytest
 
@@ -19,7 +18,7 @@ from afd_e2e.workloads.builtin_phases import (
     run_correctness,
     run_performance,
 )
-from afd_e2e.workloads.context import PhaseOutcome
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.parity import read_outputs
 from repo_paths import GSM8K_DIR
 
@@ -46,27 +45,33 @@ def test_missing_dataset_named_with_its_env_var(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def ctx_without_server(tmp_path, monkeypatch, vllm_on_path):
+def flushes() -> list[int]:
+    """One entry per results.json write the phase asked for."""
+    return []
+
+
+@pytest.fixture
+def ctx_without_server(tmp_path, monkeypatch, vllm_on_path, flushes):
     monkeypatch.delenv("AFD_E2E_GSM8K_DIR", raising=False)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     case = build_plan(TINY, model_path="/m", port_base=port).cases[0]
-    flushes: list[int] = []
-    return SimpleNamespace(
+    return PhaseContext(
         profile=TINY,
         case=case,
         case_results=new_case_results(case),
         out_dir=tmp_path,
-        gsm8k_dir=GSM8K_DIR,
         progress=lambda _: None,
         cancelled=threading.Event(),
         flush=lambda: flushes.append(1),
-        flushes=flushes,
+        gsm8k_dir=GSM8K_DIR,
+        client_env=lambda _: {},
+        take_forensics=lambda _trigger, _reason: None,
     )
 
 
-def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_without_server):
+def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_without_server, flushes):
     outcome = run_correctness(ctx_without_server)
     results = ctx_without_server.case_results
     assert outcome.status is Status.FAILED and outcome.failure is not None
@@ -76,7 +81,7 @@ def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_withou
     assert results.parity_records == "parity/cpu-tp1.jsonl" and results.parity_outputs is None
     outputs = read_outputs(ctx_without_server.out_dir, results) or []
     assert [o.error is not None for o in outputs] == [True, True, True]
-    assert ctx_without_server.flushes
+    assert flushes
 
 
 def test_performance_without_a_server_fails_with_the_reason_recorded(ctx_without_server):

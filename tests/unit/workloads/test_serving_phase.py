@@ -6,7 +6,7 @@ without it, and its four checks each recorded, failed for a real cause (no serve
 from __future__ import annotations
 
 import socket
-from types import SimpleNamespace
+import threading
 
 import pytest
 import yaml
@@ -19,7 +19,7 @@ from afd_e2e.profile import catalogue, parse_profile
 from afd_e2e.results.serving_records import SECTION
 from afd_e2e.results.status import Status
 from afd_e2e.runner.case import new_case_results
-from afd_e2e.workloads.context import PhaseOutcome
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from repo_paths import REPO
 
 TINY = (REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text()
@@ -56,12 +56,17 @@ def test_without_a_server_every_check_is_recorded_failed(tmp_path):
     profile = parse_profile(tiny_with({"concurrency": 2}), "x.yaml")
     case = build_plan(profile, model_path="/m", port_base=port).cases[0]
     flushes: list[int] = []
-    ctx = SimpleNamespace(
+    ctx = PhaseContext(
         profile=profile,
         case=case,
         case_results=new_case_results(case),
+        out_dir=tmp_path,
         progress=lambda _: None,
+        cancelled=threading.Event(),
         flush=lambda: flushes.append(1),
+        gsm8k_dir=None,
+        client_env=lambda _: {},
+        take_forensics=lambda _trigger, _reason: None,
     )
     outcome = run_serving(ctx)
     section = ctx.case_results.section(SECTION)

@@ -7,6 +7,7 @@ flushed so far), so their curves overlay; then its own search goes on over the s
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from afd_e2e.errors import UsageError
@@ -70,10 +71,7 @@ def run_capacity(ctx: PhaseContext) -> PhaseOutcome:
     assert ctx.profile.bench is not None  # the profile reader refuses a capacity section without workloads.bench
     bench_spec = ctx.profile.bench.shape(spec.shape)
     case = ctx.case
-
-    def publish(section: CaseCapacity) -> None:
-        ctx.case_results.set_section(SECTION, section)
-        ctx.flush()
+    publish = partial(ctx.record, SECTION)
 
     try:
         tokenizer = served_model_root(case.base_url, case.served_model_name, timeout_s=ctx.profile.budgets.request_s)
