@@ -23,14 +23,14 @@ import time
 from pathlib import Path
 
 import lm_eval_reference  # tests/lm_eval_reference.py: test and benchmark support, not part of the package
-from afd_e2e.phases import builtin
+from afd_e2e.phases import builtin, gsm8k_task
+from afd_e2e.phases.gsm8k import Gsm8kSpec, evaluate
 from afd_e2e.plan import CasePlan, build_plan
-from afd_e2e.profile import Gsm8kSpec, load_profile
+from afd_e2e.profile import load_profile
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.tiny_model import build_tiny_model
-from afd_e2e.workloads import gsm8k, gsm8k_eval
 
 builtin.install_phases()  # the built-in phases, which reading a profile needs (as cli.main installs them)
 
@@ -56,15 +56,15 @@ def builtin(base_url: str, model: Path, args: argparse.Namespace, concurrency: i
     """Wall time of the built-in evaluator from the staged files to graded records."""
     spec = Gsm8kSpec(args.questions, args.shots, args.max_tokens, concurrency, 0, "AFD_E2E_GSM8K_DIR", False)
     started = time.perf_counter()
-    data = gsm8k.load_dataset(args.dataset)
-    questions = gsm8k.build_questions(data["test"], data["train"], args.questions, args.shots)
+    data = gsm8k_task.load_dataset(args.dataset)
+    questions = gsm8k_task.build_questions(data["test"], data["train"], args.questions, args.shots)
     path = work / f"builtin-c{concurrency}.jsonl"
-    section = gsm8k_eval.evaluate(
+    section = evaluate(
         spec=spec,
         questions=questions,
         base_url=base_url,
         model=SERVED,
-        stop=gsm8k.stop_sequences(gsm8k.eos_text(model)),
+        stop=gsm8k_task.stop_sequences(gsm8k_task.eos_text(model)),
         records_path=path,
         records_rel=path.name,
         publish=lambda _: None,

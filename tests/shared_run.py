@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 import lm_eval_reference
-from afd_e2e.phases import replay, serving
+from afd_e2e.phases import gsm8k, replay, serving
 from afd_e2e.phases.registry import Budget, Phase
 from afd_e2e.phases.replay import ReplaySpec
 from afd_e2e.phases.serving import ServingSpec
@@ -40,6 +40,7 @@ from afd_e2e.results.model import CaseResults, RunResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner.dispatch import RUNS
 from afd_e2e.system.progress import Progress
+from afd_e2e.workloads import parity
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from fixtures.parity.record_tiny_cpu import PROMPTS as PARITY_PROMPTS
 from repo_paths import GSM8K_DIR, REPO
@@ -79,8 +80,9 @@ PROFILE = dataclasses.replace(
         **_SHAPED.workloads,
         serving.NAME: ServingSpec(prompt="The capital of France is", max_tokens=6, concurrency=4),
         replay.NAME: ReplaySpec(rounds=2, batch=4),
+        # the parity test's bf16 side
+        parity.NAME: dataclasses.replace(parity.parity_spec(SHIPPED), prompts=PARITY_PROMPTS),
     },
-    parity=dataclasses.replace(SHIPPED.parity, prompts=PARITY_PROMPTS),  # the parity test's bf16 side
 )
 PHASES = ("smoke", "warmup", "correctness", "performance", "capacity", "serving", "replay", "echo")
 
@@ -120,7 +122,7 @@ def probe_phase(probed: Probed, model: Path, work: Path) -> Phase:
         probed.wrong_name_outcome = RUNS["serving"].run(wrong)
         probed.wrong_name = wrong.case_results
         if (python := lm_eval_reference.find_python(REPO)) is not None:
-            spec = ctx.profile.gsm8k
+            spec = ctx.profile.workloads[gsm8k.NAME]
             probed.lm_eval = lm_eval_reference.run(
                 python,
                 base_url=ctx.case.base_url,

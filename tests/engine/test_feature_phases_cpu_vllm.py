@@ -20,6 +20,7 @@ from afd_e2e.results import replay_records
 from afd_e2e.results.serving_records import SECTION
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.context import PhaseOutcome
+from afd_e2e.workloads.parity import parity_spec
 
 pytestmark = [
     pytest.mark.engine,
@@ -70,12 +71,12 @@ def test_replay_rounds_are_answered_and_compared_by_the_parity_rule(measured):
     requests = replay.read_requests(measured.out, section)
     assert [(r.round, r.index) for r in requests] == [(n, i) for n in (1, 2) for i in range(4)]
     assert all(r.output.top_logprobs and r.output.token_ids for r in requests)
-    same = replay.compare_replay_requests(measured.profile.parity, "a", requests, "b", requests)
+    same = replay.compare_replay_requests(parity_spec(measured.profile), "a", requests, "b", requests)
     assert same.status is Status.PASSED and same.identical == same.total == 8 and same.prompts == []
     diverged = copy.deepcopy(requests)
     changed = diverged[5].output
     changed.token_ids = [*changed.token_ids[:2], -1]
-    exact = dataclasses.replace(measured.profile.parity, mode="exact")
+    exact = dataclasses.replace(parity_spec(measured.profile), mode="exact")
     assert replay.compare_replay_requests(exact, "a", requests, "b", requests).status is Status.PASSED
     worse = replay.compare_replay_requests(exact, "a", requests, "b", diverged)
     assert worse.status is Status.FAILED and worse.identical == 7 and worse.different == 1

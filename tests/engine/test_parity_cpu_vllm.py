@@ -20,10 +20,11 @@ import pytest
 
 from afd_e2e.profile import load_profile
 from afd_e2e.report.annotation import render_annotation
+from afd_e2e.results import parity_records
 from afd_e2e.results.codec import from_json
-from afd_e2e.results.model import ParityOutput
+from afd_e2e.results.parity_records import ParityOutput
 from afd_e2e.results.status import ParityVerdict, Status
-from afd_e2e.workloads.parity import compare_outputs
+from afd_e2e.workloads.parity import compare_outputs, parity_spec
 from fixtures.parity.record_tiny_cpu import PROMPTS, record
 from results_docs import load_fixture, typed
 
@@ -32,13 +33,13 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
 PORT_BASE = 19800  # this module's ports: 19820 (fp32), 19840 (shuffled lm_head)
-SPEC = replace(load_profile("tiny-cpu").parity, prompts=PROMPTS)
+SPEC = replace(parity_spec(load_profile("tiny-cpu")), prompts=PROMPTS)
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory, tiny_cpu_run):
     outputs = record(tmp_path_factory.mktemp("parity-cpu"), port_base=PORT_BASE, names=("fp32", "shuffled-head"))
-    records = tiny_cpu_run.results.case("cpu-tp1").parity_records
+    records = tiny_cpu_run.results.case("cpu-tp1").section(parity_records.RECORDS)
     bf16 = [json.loads(line) for line in (tiny_cpu_run.out / records).read_text(encoding="utf-8").splitlines()]
     return {"bf16": [from_json(ParityOutput, output) for output in bf16], **outputs}
 
@@ -63,7 +64,7 @@ def test_wrong_weights_fail_the_parity_gate_naming_both_tokens(recorded):
     assert f"bf16 {first.baseline.token_id} {first.baseline.text!r}" in (result.failure or "")
     assert f"vs shuffled-head {first.candidate.token_id} {first.candidate.text!r}" in (result.failure or "")
     run = typed(load_fixture("seed"))  # the seed's report, its correctness comparison replaced by this one
-    run.comparisons["correctness"].parity = result
+    run.comparisons["correctness"].set_section(parity_records.SECTION, result)
     body = render_annotation(run).body
     assert "❌ different" in body and "<details open><summary>Parity per prompt" in body
 

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from afd_e2e.profile import load_profile
+from afd_e2e.workloads.parity import parity_spec
 from shared_run import PROFILE as SHARED_PROFILE
 
 pytestmark = [
@@ -22,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
 ]
 PROFILE = load_profile("tiny-cpu")
-PARITY = SHARED_PROFILE.parity  # the shared run's parity prompts (the parity test's)
+PARITY = parity_spec(SHARED_PROFILE)  # the shared run's parity prompts (the parity test's)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from afd_e2e.bisect.verdicts import GSM8K, PARITY, MetricSpec, Sample
+from afd_e2e.results.gsm8k_records import SECTION as GSM8K_SECTION
 from afd_e2e.results.model import RunResults
 from afd_e2e.results.store import RESULTS_FILE, load_results
 from afd_e2e.workloads import parity
@@ -68,7 +69,7 @@ def sample_of(results: RunResults, out_dir: Path, case_id: str, spec: MetricSpec
         return Sample(results.status, f"the run recorded no case {case_id}: {'; '.join(results.verdict.reasons)}")
     failure = case.failure
     if spec.key == GSM8K:
-        return Sample(case.status, failure, gsm8k=case.gsm8k)
+        return Sample(case.status, failure, gsm8k=case.section(GSM8K_SECTION))
     if spec.key == PARITY:
         return Sample(case.status, failure, outputs=parity.read_outputs(out_dir, case))
     values = passed_values(case.performance, spec.key) if case.performance else []

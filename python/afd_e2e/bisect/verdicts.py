@@ -22,10 +22,11 @@ from afd_e2e.bisect.position import BAD_END, GOOD_END, locate
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import Profile
 from afd_e2e.profile.model import BENCH_METRICS, DEFAULT_MARGIN_PCT, MetricGate
-from afd_e2e.results.model import Gsm8kResult, ParityOutput
+from afd_e2e.results.gsm8k_records import Gsm8kResult
+from afd_e2e.results.parity_records import ParityOutput
 from afd_e2e.results.status import BisectWord, Status, Verdict
 from afd_e2e.workloads import stats
-from afd_e2e.workloads.parity import compare_outputs
+from afd_e2e.workloads.parity import compare_outputs, parity_spec
 
 GSM8K = "gsm8k"
 PARITY = "parity"
@@ -100,8 +101,8 @@ def metric_spec(profile: Profile, case_id: str, key: str, hunted_pct: float | No
         raise UsageError(f"--regression-pct {hunted_pct:g} is not above 0", "pass the move's size, e.g. 8 for +8%")
     phases = profile.case(case_id).phases
     if key in CORRECTNESS_METRICS:
-        if "correctness" not in phases or (profile.gsm8k if key == GSM8K else profile.parity) is None:
-            section = "workloads.gsm8k" if key == GSM8K else "workloads.parity"
+        if "correctness" not in phases or key not in profile.workloads:  # named after the section it judges
+            section = f"workloads.{key}"
             raise UsageError(
                 f"--metric {key}: case {case_id} of profile {profile.name} does not measure it",
                 f"give the profile {section} and the case the correctness phase, or pick a bench metric",
@@ -216,8 +217,9 @@ def judge_commit(
             shown = [float(len(last.outputs))]
             return Judged(BisectWord.GOOD, "the good revision: its outputs are the reference", values=shown)
         ref = next((s.outputs for s in ends.good if s.outputs), None)
-        assert profile.parity is not None and ref is not None
-        compared = compare_outputs(profile.parity, "good", ref, "probe", last.outputs)
+        spec = parity_spec(profile)
+        assert spec is not None and ref is not None
+        compared = compare_outputs(spec, "good", ref, "probe", last.outputs)
         shown = [float(compared.identical + compared.close)]
         if compared.status is Status.PASSED:
             return Judged(BisectWord.GOOD, f"parity: {int(shown[0])}/{compared.total} prompts match", values=shown)

@@ -10,6 +10,7 @@ tables; the entry points call it (``cli.main``, the benchmarks, the test conftes
 from __future__ import annotations
 
 from afd_e2e.phases.capacity import CAPACITY
+from afd_e2e.phases.correctness import CORRECTNESS
 from afd_e2e.phases.execution_section import EXECUTION
 from afd_e2e.phases.profiler import PROFILER
 from afd_e2e.phases.registry import (
@@ -42,25 +43,6 @@ def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
 def _needs(condition: bool, problem: str, fix: str) -> tuple[str, str] | None:
     return None if condition else (problem, fix)
 
-
-CORRECTNESS = Phase(
-    name="correctness",
-    doc="GSM8K strict match and greedy parity outputs",
-    workloads=(Workload("gsm8k"), Workload("parity")),
-    needs=lambda p: _needs(
-        p.gsm8k is not None or p.parity is not None, "correctness phase without workloads.gsm8k or parity", "add one"
-    ),
-    budget=Budget("correctness_s", 3600.0),
-    run=builtin_phases.run_correctness,
-    check_inputs=builtin_phases.check_correctness_inputs,
-    sections=(ResultsSection("gsm8k"), ResultsSection("parity_records")),
-    measure=Measure(
-        "parity",
-        ResultsSection("parity"),
-        builtin_phases.compare_parity,
-        needs=lambda p: _needs(p.parity is not None, "parity measure without workloads.parity", "add workloads.parity"),
-    ),
-)
 
 PERFORMANCE = Phase(
     name="performance",

@@ -42,8 +42,8 @@ __all__ = ["Budget", "CaseSection", "Measure", "Phase", "ResultsSection", "Workl
 @dataclass(frozen=True)
 class Measure:
     """What a comparison of two cases that both ran the phase measures: ``comparisons[].measures`` names it, and
-    ``compare`` fills the comparison's ``section`` (the results folder last: side files the cases wrote there, such as
-    ``parity/<case>.jsonl``). ``needs``: what the profile lacks for it and the fix, or None."""
+    ``compare`` fills the comparison's ``section`` (the results folder last: side files the cases wrote there, one per
+    case in a phase's folder). ``needs``: what the profile lacks for it and the fix, or None."""
 
     name: str
     section: ResultsSection

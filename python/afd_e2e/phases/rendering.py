@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from afd_e2e.phases import builtin
+from afd_e2e.phases import builtin, correctness
 from afd_e2e.report import (
     annotation,
     capacity_report,
     execution_report,
     forensics_report,
+    gsm8k_report,
     junit,
+    parity_report,
     profiler_report,
     replay_report,
     section_renderers,
@@ -54,10 +56,11 @@ PHASES = (
         model_output=smoke_report.smoke_output,
     ),
     SectionReport(
-        "correctness",
-        junit.correctness_testcases,
-        annotation.parity_details,
-        (CaseColumn("GSM8K strict match", annotation.gsm8k_cell), CaseColumn("Parity", annotation.parity_cell)),
+        correctness.NAME,
+        gsm8k_report.gsm8k_testcases,
+        parity_report.parity_details,
+        (CaseColumn("GSM8K strict match", gsm8k_report.gsm8k_cell), CaseColumn("Parity", parity_report.parity_cell)),
+        model_output=gsm8k_report.gsm8k_output,
     ),
     SectionReport(replay_report.SECTION, replay_report.replay_testcases, replay_report.replay_tables),
     SectionReport(serving_report.SECTION, serving_report.serving_testcases, serving_report.serving_tables),
@@ -72,7 +75,7 @@ PHASES = (
     SectionReport(soak_report.SECTION, soak_report.soak_testcases, soak_report.soak_annotation),
 )
 MEASURES = (
-    ("parity", junit.parity_testcases),
+    (parity_report.SECTION, parity_report.parity_testcases),
     (replay_report.SECTION, replay_report.replay_parity_testcases),
     ("performance", junit.performance_comparison_testcases),
     ("capacity", _capacity_comparison_testcases),

@@ -28,14 +28,16 @@ from pathlib import Path
 
 from afd_e2e.phases.registry import Budget, Measure, Phase, ResultsSection, Workload
 from afd_e2e.plan.model import ComparisonPlan
-from afd_e2e.profile import ParitySpec, Profile
+from afd_e2e.profile import Profile
 from afd_e2e.profile.reader import Reader
-from afd_e2e.results.model import CaseResults, ParityComparison
+from afd_e2e.results.model import CaseResults
+from afd_e2e.results.parity_records import ParityComparison
 from afd_e2e.results.replay_records import SECTION, ReplayRequest, ReplayResult
 from afd_e2e.results.side_files import read_records, write_records
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads import parity
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+from afd_e2e.workloads.parity import ParitySpec, parity_spec
 
 NAME = "replay"
 DEFAULT_ROUNDS = 3
@@ -67,14 +69,14 @@ def read_replay(r: Reader, profile: Profile) -> ReplaySpec:
 
 def _needs_sections(profile: Profile) -> tuple[str, str] | None:
     """The rounds need ``workloads.replay`` for their size and ``workloads.parity`` for their prompts."""
-    if NAME in profile.workloads and profile.parity is not None:
+    if NAME in profile.workloads and parity.NAME in profile.workloads:
         return None
     return "replay phase without workloads.replay and parity", "add both"
 
 
 def _needs_parity(profile: Profile) -> tuple[str, str] | None:
     """Replay parity judges by the profile's parity rule."""
-    if profile.parity is not None:
+    if parity.NAME in profile.workloads:
         return None
     return "replay measure without workloads.parity", "add workloads.parity"
 
@@ -157,11 +159,11 @@ def run_replay_rounds(
 
 def run_replay(ctx: PhaseContext) -> PhaseOutcome:
     """Rounds of concurrent requests at the capture batch size (``workloads.replay``), token ids recorded."""
-
-    assert ctx.profile.parity is not None  # the phase's needs
+    prompts = parity_spec(ctx.profile)
+    assert prompts is not None  # the phase's needs
     section = run_replay_rounds(
         ctx.profile.workloads[NAME],
-        ctx.profile.parity,
+        prompts,
         base_url=ctx.case.base_url,
         model=ctx.case.served_model_name,
         out_dir=ctx.out_dir,
@@ -201,16 +203,17 @@ def compare_replay(
     profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
 ) -> ParityComparison:
     """The measure: each side's requests read back from its side file, compared by the profile's parity rule."""
-    assert profile.parity is not None  # the measure's needs
+    spec = parity_spec(profile)
+    assert spec is not None  # the measure's needs
     sections: list[ReplayResult | None] = [case.section(SECTION) if case else None for case in (base, cand)]
     sides = [read_requests(out_dir, section) if section else None for section in sections]
-    return compare_replay_requests(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
+    return compare_replay_requests(spec, cmp.baseline, sides[0], cmp.candidate, sides[1])
 
 
 REPLAY = Phase(
     name=NAME,
     doc="rounds of concurrent requests at the CUDA-graph capture size, token ids recorded",
-    workloads=(Workload(NAME, read=read_replay), Workload("parity")),
+    workloads=(Workload(NAME, read=read_replay), Workload(parity.NAME)),
     needs=_needs_sections,
     budget=Budget("replay_s", 600.0),
     run=run_replay,

@@ -83,7 +83,7 @@ class SectionEntry:
 
 
 # A phase and a case section are both a case's sections: one namespace. Measures have their own (a measure is
-# named after its phase or its comparison section: parity, performance, capacity).
+# named after its phase, as performance and capacity are, or after the comparison section it fills).
 PHASES: Registry[PhaseEntry] = Registry("phases")  # in the order a case runs them
 SECTIONS: Registry[SectionEntry] = Registry("case sections", sharing_names_with=PHASES)
 MEASURES: Registry[MeasureEntry] = Registry("measures")

@@ -18,8 +18,6 @@ SCHEMA_VERSION = 1
 ROLE_NAMES = ("server", "attention", "ffn")
 INTERCONNECTS = ("nvlink", "pcie")
 PLATFORMS = ("cuda", "cpu")
-PARITY_MODES = ("logprobs", "exact")  # closeness as vLLM's check_logprobs_close, or identical token ids
-MAX_TOP_LOGPROBS = 20  # vLLM's default --max-logprobs
 ON_WORSE = ("fail", "warn", "note")  # what a metric judged worse does to its comparison
 # vLLM's model runner: v1, v2 (ModelRunnerV2), or auto (vLLM's own choice, which on 0.26 is V2 for some
 # architectures and V1 for others). One value for every child of a profile, native included, so both sides of a
@@ -249,29 +247,6 @@ class CaseSpec:
             return {name: both[name] for name in self.connector_traits.roles_in_launch_order}
         assert self.native
         return {"server": self.native}
-
-
-@dataclass(frozen=True)
-class Gsm8kSpec:
-    questions: int
-    shots: int
-    max_tokens: int
-    concurrency: int
-    min_correct: int
-    dataset_env: str
-    accuracy_meaningful: bool
-
-
-@dataclass(frozen=True)
-class ParitySpec:
-    """Greedy outputs of the same prompts on two cases. ``mode`` logprobs: a prompt passes when its tokens are
-    identical, or when at the first differing position each side's token is within the other's ``top_logprobs``;
-    exact: only identical token ids pass. Every prompt must pass."""
-
-    prompts: tuple[str, ...]
-    max_tokens: int
-    mode: str
-    top_logprobs: int
 
 
 @dataclass(frozen=True)
@@ -529,8 +504,6 @@ class Profile:
     device_groups: Mapping[str, tuple[int, int]]
     engine: EngineSpec
     cases: tuple[CaseSpec, ...]
-    gsm8k: Gsm8kSpec | None
-    parity: ParitySpec | None
     bench: BenchSpec | None
     comparisons: tuple[ComparisonSpec, ...]
     budgets: BudgetSpec

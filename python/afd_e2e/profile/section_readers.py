@@ -18,12 +18,10 @@ from afd_e2e.profile.model import (
     DEFAULT_MARGIN_PCT,
     GATED_THROUGHPUT,
     INTERCONNECTS,
-    MAX_TOP_LOGPROBS,
     MODEL_RUNNER_ENV,
     MODEL_RUNNERS,
     ON_REGRESSION,
     ON_WORSE,
-    PARITY_MODES,
     PLATFORMS,
     PREFIX_REPETITION,
     RAMP_UP_STRATEGIES,
@@ -42,11 +40,9 @@ from afd_e2e.profile.model import (
     FlightRecorderSpec,
     GateSpec,
     GraphSpec,
-    Gsm8kSpec,
     HardwareSpec,
     MetricGate,
     ModelSpec,
-    ParitySpec,
     PlacementSpec,
     PrefixRepetition,
     Profile,
@@ -612,25 +608,6 @@ def _read_metric_gates(r: Reader | None, margins: dict[str, float]) -> tuple[Met
     return tuple(gates)
 
 
-def _read_parity(r: Reader) -> ParitySpec:
-    spec = ParitySpec(
-        prompts=r.str_list("prompts"),
-        max_tokens=r.positive_int("max_tokens"),
-        mode=r.get("mode", str, "logprobs"),
-        top_logprobs=r.positive_int("top_logprobs", 5),
-    )
-    if spec.mode not in PARITY_MODES:
-        r.fail(r.key("mode"), f"unknown parity mode {spec.mode!r}", f"use one of: {', '.join(PARITY_MODES)}")
-    if spec.top_logprobs > MAX_TOP_LOGPROBS:
-        r.fail(
-            r.key("top_logprobs"),
-            f"{spec.top_logprobs} is above vLLM's default --max-logprobs {MAX_TOP_LOGPROBS}",
-            f"use at most {MAX_TOP_LOGPROBS}",
-        )
-    r.done()
-    return spec
-
-
 def _read_trend(r: Reader) -> TrendSpec:
     spec = TrendSpec(
         window=r.positive_int("window", TrendSpec.window, minimum=3),
@@ -767,21 +744,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         r.fail("cases", "no cases", "declare at least one case")
 
     w = r.child("workloads")
-    gsm8k = None
-    if (gr := w.child("gsm8k", None)) is not None:
-        gsm8k = Gsm8kSpec(
-            questions=gr.positive_int("questions"),
-            shots=gr.positive_int("shots", minimum=0),
-            max_tokens=gr.positive_int("max_tokens"),
-            concurrency=gr.positive_int("concurrency", 1),
-            min_correct=gr.positive_int("min_correct", minimum=0),
-            dataset_env=gr.get("dataset_env", str, "AFD_E2E_GSM8K_DIR"),
-            accuracy_meaningful=gr.get("accuracy_meaningful", bool, True),
-        )
-        if gsm8k.min_correct > gsm8k.questions:
-            gr.fail(gr.key("min_correct"), f"{gsm8k.min_correct} > questions {gsm8k.questions}", "lower min_correct")
-        gr.done()
-    parity = _read_parity(pr) if (pr := w.child("parity", None)) is not None else None
     bench = _read_bench(br, budgets) if (br := w.child("bench", None)) is not None else None
     extra = [
         (workload, wr) for workload in catalogue.extra_workloads() if (wr := w.child(workload.key, None)) is not None
@@ -818,8 +780,6 @@ def parse_profile(data: Any, source: str) -> Profile:
         device_groups=groups,
         engine=engine,
         cases=cases,
-        gsm8k=gsm8k,
-        parity=parity,
         bench=bench,
         comparisons=tuple(comparisons),
         budgets=budgets,

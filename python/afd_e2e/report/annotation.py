@@ -33,13 +33,11 @@ from afd_e2e.results.model import (
     Comparison,
     GpuInfo,
     MetricComparison,
-    ParityPrompt,
-    ParitySide,
     PerformanceComparison,
     RunResults,
     SequentialRecord,
 )
-from afd_e2e.results.status import ParityVerdict, Status, Verdict
+from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.bench import saturation_line, shape_words
 from afd_e2e.workloads.blocks import drift_lines
 from afd_e2e.workloads.performance import fails as fails_its_gate
@@ -246,37 +244,6 @@ def _preflight(results: RunResults) -> str:
 # ---- correctness --------------------------------------------------------------------------------------------------
 
 
-def gsm8k_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
-    gsm8k = case.gsm8k
-    if gsm8k is None:
-        return formatting.MISSING
-    if gsm8k.status in (Status.SKIPPED, Status.RUNNING, Status.CANCELLED, Status.CRASHED) and not gsm8k.questions:
-        return status_cell(gsm8k.status, markdown_text(gsm8k.failure or "", 120))  # never scored: say why
-    cell = f"{icon(gsm8k.status)} {gsm8k.correct}/{gsm8k.total}"
-    if not gsm8k.accuracy_meaningful:
-        cell += " (not meaningful)"
-    elif gsm8k.status is Status.FAILED:
-        cell += f" (at least {gsm8k.min_correct} needed)"
-    if gsm8k.failure and gsm8k.status is not Status.PASSED:
-        cell += f": {markdown_text(gsm8k.failure, 120)}"
-    return cell
-
-
-def parity_cell(results: RunResults, case_id: str, case: CaseResults) -> str:
-    cells = []
-    for comparison in results.comparisons.values():
-        parity = comparison.parity
-        if parity is None or comparison.candidate != case_id:
-            continue
-        if parity.status in (Status.PASSED, Status.FAILED):
-            counts = [f"{parity.identical}/{parity.total} identical"]
-            counts += [f"{n} {word}" for word, n in (("close", parity.close), ("different", parity.different)) if n]
-            cells.append(f"{icon(parity.status)} {', '.join(counts)} vs {markdown_text(comparison.baseline_label)}")
-        else:  # not compared: say why
-            cells.append(status_cell(parity.status, markdown_text(parity.failure or "", 120)))
-    return "; ".join(cells) or formatting.MISSING
-
-
 def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
     """The per-case table: status and readiness, then the registered phases' and case sections' columns; then the
     phases' parts."""
@@ -305,60 +272,6 @@ def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
     for part in parts:
         rows += ["", part.text]
     return "\n".join(rows) + "\n"
-
-
-def parity_details(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
-    """The correctness phase's part of the per-case table's section: parity per prompt, per comparison."""
-    return [
-        AnnotationPart(_parity_details(comparison_id, comparison), group="Correctness")
-        for comparison_id, comparison in results.comparisons.items()
-        if comparison.parity is not None and comparison.parity.prompts
-    ]
-
-
-_PARITY_ICONS = {ParityVerdict.IDENTICAL: "✅", ParityVerdict.CLOSE: "🟰"}
-
-
-def _token_cell(side: ParitySide | None) -> str:
-    """``188 ' the'`` with its logprob and the logprob it gave the other side's token."""
-    if side is None:
-        return formatting.MISSING
-    if side.token_id is None:
-        return "ended"
-    mine = "not in top-k" if side.logprob is None else f"{side.logprob:.4f}"
-    other = "not in top-k" if side.other_logprob is None else f"{side.other_logprob:.4f}"
-    return f"{side.token_id} <code>{markdown_text(repr(side.text), 40)}</code> ({mine}; other's {other})"
-
-
-def _parity_row(prompt: ParityPrompt) -> str:
-    verdict = prompt.outcome
-    position = formatting.MISSING if prompt.first_diff_token is None else str(prompt.first_diff_token)
-    return (
-        f"| {markdown_text(prompt.prompt, 120)} | {_PARITY_ICONS.get(verdict, '❌')} {markdown_text(verdict)} "
-        f"| {position} | {_token_cell(prompt.baseline)} | {_token_cell(prompt.candidate)} |"
-    )
-
-
-def _parity_details(comparison_id: str, comparison: Comparison) -> str:
-    """Per prompt: identical / close / different, where the outputs part and both tokens with their logprobs
-    (each side's own and the one it gave the other side's token); open when the parity gate failed."""
-    parity = comparison.parity
-    assert parity is not None
-    baseline, candidate = markdown_text(comparison.baseline_label), markdown_text(comparison.candidate_label)
-    rows = [
-        f"| Prompt | Parity | First differing token | {baseline} | {candidate} |",
-        "| --- | --- | ---: | --- | --- |",
-        *(_parity_row(prompt) for prompt in parity.prompts),
-    ]
-    if parity.mode == "logprobs":
-        rows += [
-            "",
-            f"Close: at the first differing token each side's token is within the other's top-{parity.top_logprobs} "
-            "logprobs (a near-tie), as vLLM's own tests accept; exact mode would count it as different.",
-        ]
-    summary = f"Parity per prompt, <code>{markdown_text(comparison_id)}</code>: {status_cell(parity.status)}"
-    opened = " open" if parity.status is Status.FAILED else ""
-    return f"<details{opened}><summary>{summary}</summary>\n\n" + "\n".join(rows) + "\n\n</details>"
 
 
 # ---- performance --------------------------------------------------------------------------------------------------
@@ -734,7 +647,7 @@ def _failures(results: RunResults) -> str:
 
 
 def _model_output(results: RunResults) -> str:
-    """Each case's block: the registered phases' lines of what the model said, then its GSM8K answers."""
+    """Each case's block: the registered phases' lines of what the model said."""
     blocks = []
     for case_id, case in results.cases.items():
         lines = [
@@ -743,18 +656,6 @@ def _model_output(results: RunResults) -> str:
             if report.model_output
             for line in report.model_output(case)
         ]
-        questions = case.gsm8k.questions if case.gsm8k else []
-        if questions:
-            lines += [
-                "| GSM8K question | Extracted | Flexible | Gold | Strict match |",
-                "| ---: | --- | --- | --- | --- |",
-            ]
-            records = case.gsm8k.records if case.gsm8k else None
-            lines += [
-                f"| {q.index} | {markdown_text(q.extracted, 80, records)} | {markdown_text(q.flexible, 80, records)} "
-                f"| {markdown_text(q.gold, 80, records)} | {'✅' if q.correct else '❌'} |"
-                for q in questions
-            ]
         if lines:
             blocks.append(
                 f"<details><summary>{_label(case_id, case)}</summary>\n\n" + "\n".join(lines) + "\n\n</details>"

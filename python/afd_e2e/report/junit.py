@@ -1,12 +1,11 @@
 """JUnit XML for Buildkite Test Engine and JUnit viewers, written to ``junit/<profile>-<n>.xml``.
 
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
-testcases: GSM8K aggregate and per question, the performance runs, ...;
-then each hygiene check), one ``.comparison.<id>`` per comparison (each measure's: parity, each performance
-metric, ...) and ``.run`` (the verdict). The phases' renderers are registered by
-``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A GSM8K question answered wrongly fails only where the profile says
-accuracy is meaningful; a performance metric fails only when it is worse and its profile says ``on_worse: fail``
-(``warn`` passes with a warning). At most 5000 testcases per file, as Test Engine requires.
+testcases: the performance runs, ...; then each hygiene check), one ``.comparison.<id>`` per comparison (each
+measure's: each performance metric, ...) and ``.run`` (the verdict). The phases' renderers are registered by
+``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A performance
+metric fails only when it is worse and its profile says ``on_worse: fail`` (``warn`` passes with a warning). At most
+5000 testcases per file, as Test Engine requires.
 """
 
 from __future__ import annotations
@@ -26,14 +25,12 @@ from afd_e2e.results.model import (
     CaseResults,
     Comparison,
     MetricComparison,
-    ParityComparison,
     PerformanceComparison,
     PreflightRecord,
     Repetition,
     RunResults,
     SequentialRecord,
 )
-from afd_e2e.results.parity_text import describe_prompt, parity_summary
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads.bench import load_text
 from afd_e2e.workloads.blocks import drift_lines
@@ -192,34 +189,6 @@ def _section_testcases(suite: SuiteTestcases, case: CaseResults, phase: str) -> 
 # ---- each phase's and section's testcases (registered by ``afd_e2e.phases.rendering``) ----------------------------
 
 
-def correctness_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
-    """GSM8K's aggregate and one testcase per question (parity is judged in the comparisons)."""
-    if (gsm8k := case.gsm8k) is None:
-        return
-    summary = (
-        f"strict match {gsm8k.correct}/{gsm8k.total} (at least {gsm8k.min_correct} needed), "
-        f"flexible {gsm8k.flexible_correct}"
-    )
-    suite.add(
-        "gsm8k strict match",
-        gsm8k.status,
-        message=gsm8k.failure or summary,
-        output=suite.log_tail,
-        whole=suite.logs,
-        stdout=summary,
-        elapsed=case.timings.phases.get("correctness"),
-    )
-    for question in gsm8k.questions:
-        answer = f"extracted {question.extracted!r}, gold {question.gold!r}"
-        if question.correct:
-            status, note = Status.PASSED, answer
-        elif gsm8k.accuracy_meaningful:
-            status, note = Status.FAILED, answer
-        else:
-            status, note = Status.PASSED, f"incorrect, not counted (accuracy not meaningful for this profile): {answer}"
-        suite.add(f"gsm8k question {question.index}", status, message=answer, stdout=note)
-
-
 def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
     """The case's repetitions a testcase, and each named load shape's another (``performance runs burst``)."""
     if performance := case.performance:
@@ -258,12 +227,6 @@ def _repetition_line(rep: Repetition) -> str:
         + (f"; {load_text(rep.load)}" if rep.load else "")
         + (f" ({rep.failure})" if rep.failure else "")
     )
-
-
-def parity_testcases(suite: SuiteTestcases, comparison: Comparison, parity: ParityComparison) -> None:
-    message = parity.failure or parity_summary(parity)
-    lines = "\n".join(describe_prompt(prompt, comparison.baseline, comparison.candidate) for prompt in parity.prompts)
-    suite.add("parity", parity.status, message=message, stdout=lines)
 
 
 def performance_comparison_testcases(

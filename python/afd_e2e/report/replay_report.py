@@ -11,7 +11,8 @@ from afd_e2e.report.escape import markdown_text
 from afd_e2e.report.junit import SuiteTestcases
 from afd_e2e.report.section_renderers import AnnotationPart
 from afd_e2e.report.status_icons import status_cell
-from afd_e2e.results.model import CaseResults, Comparison, ParityComparison, RunResults
+from afd_e2e.results.model import CaseResults, Comparison, RunResults
+from afd_e2e.results.parity_records import ParityComparison
 from afd_e2e.results.parity_text import describe_prompt, parity_summary
 from afd_e2e.results.replay_records import SECTION, ReplayResult
 

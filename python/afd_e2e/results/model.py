@@ -19,7 +19,7 @@ from afd_e2e.plan.model import REPETITIONS, RunPlan, planned_looks
 from afd_e2e.results import result_sections
 from afd_e2e.results.codec import EXTRAS
 from afd_e2e.results.execution_records import ModelRunners
-from afd_e2e.results.status import ParityVerdict, Saturation, Status, Verdict
+from afd_e2e.results.status import Saturation, Status, Verdict
 
 SCHEMA = "afd-e2e/results/v2"
 LOG_TAIL_CHARS = 64 * 1024  # a case's log_tail is at most this long; the whole logs are in logs/<case>/
@@ -161,43 +161,6 @@ class ProcessRecord:
     forced_kill: bool = False
     log: str = ""  # logs/<case>/<name>.log
     agent: str = ""  # the agent it ran on (BUILDKITE_AGENT_NAME, else the host's name); '' in older results
-
-
-@dataclass
-class Gsm8kQuestion:
-    index: int
-    prompt_sha256: str
-    extracted: str | None
-    flexible: str | None
-    gold: str | None
-    correct: bool
-
-
-@dataclass
-class Gsm8kResult:
-    status: Status
-    correct: int
-    total: int
-    min_correct: int
-    accuracy_meaningful: bool
-    flexible_correct: int
-    records: str  # gsm8k/<case>.jsonl: every question with prompt and completion
-    failure: str | None = None
-    questions: list[Gsm8kQuestion] = field(default_factory=list)
-
-
-@dataclass
-class ParityOutput:
-    """One greedy completion of a parity prompt, token ids as the server returned them; ``top_logprobs`` per
-    generated token: its top-k tokens and the chosen one, token id (as a string) -> logprob; ``token_texts``: each
-    token's own text from the server's tokenizer (for showing where outputs part)."""
-
-    prompt: str
-    text: str | None = None
-    token_ids: list[int] | None = None
-    error: str | None = None
-    top_logprobs: list[dict[str, float]] | None = None
-    token_texts: list[str] | None = None
 
 
 @dataclass
@@ -446,9 +409,6 @@ class CaseResults(_Sections):
     timings: Timings = field(default_factory=Timings)
     processes: list[ProcessRecord] = field(default_factory=list)
     log_tail: str | None = None  # the end of the failing process's log, at most LOG_TAIL_CHARS (whole: logs/<case>/)
-    gsm8k: Gsm8kResult | None = None
-    parity_outputs: list[ParityOutput] | None = None  # only in results written before ``parity_records``
-    parity_records: str | None = None  # parity/<case>.jsonl: each parity prompt's ParityOutput, one a line
     performance: CasePerformance | None = None
     hygiene: list[CheckRecord] = field(default_factory=list)
     forensics: list[CaseForensics] = field(default_factory=list)  # stacks of every process, on a failure
@@ -457,57 +417,6 @@ class CaseResults(_Sections):
 
 
 # ---- comparisons --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ParitySide:
-    """One side at the first differing token: its token (None: its output ended), the text that token added, its
-    logprob, the logprob it gave the other side's token (None: not in its top-k)."""
-
-    token_id: int | None
-    text: str | None
-    logprob: float | None
-    other_logprob: float | None
-    other_in_top_k: bool
-
-
-@dataclass
-class ParityPrompt:
-    """One prompt's parity. ``verdict`` is None in results written before logprobs parity (read ``identical``)."""
-
-    prompt: str
-    identical: bool
-    first_diff_token: int | None = None
-    verdict: ParityVerdict | None = None
-    baseline: ParitySide | None = None
-    candidate: ParitySide | None = None
-
-    @property
-    def outcome(self) -> ParityVerdict:
-        """The prompt's verdict; results written before logprobs parity held only ``identical``/``first_diff_token``."""
-        if self.verdict is not None:
-            return self.verdict
-        if self.identical:
-            return ParityVerdict.IDENTICAL
-        return ParityVerdict.DIFFERENT if self.first_diff_token is not None else ParityVerdict.NOT_COMPARED
-
-
-@dataclass
-class ParityComparison:
-    """``mode`` logprobs: a prompt passes identical or close (top-``top_logprobs``); exact: identical only. Every
-    prompt must pass. ``min_share`` is only in results written before logprobs parity."""
-
-    status: Status
-    failure: str | None
-    identical: int
-    total: int
-    share: float | None
-    min_share: float | None = None
-    prompts: list[ParityPrompt] = field(default_factory=list)
-    mode: str | None = None
-    top_logprobs: int | None = None
-    close: int = 0
-    different: int = 0
 
 
 @dataclass
@@ -586,7 +495,6 @@ class Comparison(_Sections):
     candidate: str
     baseline_label: str
     candidate_label: str
-    parity: ParityComparison | None = None
     performance: PerformanceComparison | None = None
     model_runners: ModelRunners | None = None  # the runners each side ran (None: a side has no execution section)
     # measures of phases registered beyond the fields above, each under its own key in results.json

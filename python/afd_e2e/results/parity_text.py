@@ -3,7 +3,7 @@ a failed comparison's own failure line)."""
 
 from __future__ import annotations
 
-from afd_e2e.results.model import ParityComparison, ParityPrompt, ParitySide
+from afd_e2e.results.parity_records import ParityComparison, ParityPrompt, ParitySide
 from afd_e2e.results.status import ParityVerdict
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from afd_e2e.results.model import ParityOutput
+from afd_e2e.results.parity_records import ParityOutput
 from afd_e2e.results.status import Status
 
 SECTION = "replay"  # the case's section and the comparison's, each under this key

@@ -1,6 +1,6 @@
 """Side files of results.json: bulky per-request records (each with its top-k logprobs) kept beside it, one typed
 record a JSON line, referenced from results.json by their path relative to the results folder (a phase's folder,
-one file per case: ``parity/<case>.jsonl``). results.json stays small enough to read and upload; these are read
+one file per case: ``<folder>/<case>.jsonl``). results.json stays small enough to read and upload; these are read
 back only where every request is needed (a comparison)."""
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from afd_e2e.results import RunResults, Status
+from afd_e2e.results import RunResults, Status, gsm8k_records
 from afd_e2e.results.capacity_records import BRACKETED, CaseCapacity
 from afd_e2e.results.codec import to_json
+from afd_e2e.results.gsm8k_records import Gsm8kResult
 from afd_e2e.results.model import CaseResults
 
 # The bench metrics followed, then the case-level ones; ``True`` when higher is better.
@@ -155,9 +156,9 @@ def case_values(case: CaseResults) -> dict[str, float]:
     estimate = capacity.estimate if capacity is not None else None
     if estimate is not None and estimate.outcome == BRACKETED and estimate.capacity is not None:
         values["capacity_at_slo"] = estimate.capacity  # a one-sided bound (never met or missed) is not a value
-    gsm8k = case.gsm8k
-    if gsm8k is not None and gsm8k.status in (Status.PASSED, Status.FAILED) and gsm8k.total:
-        values["gsm8k_strict_match"] = gsm8k.correct / gsm8k.total
+    graded: Gsm8kResult | None = case.section(gsm8k_records.SECTION)
+    if graded is not None and graded.status in (Status.PASSED, Status.FAILED) and graded.total:
+        values["gsm8k_strict_match"] = graded.correct / graded.total
     if case.timings.launch_to_ready_s is not None:
         values["ready_s"] = case.timings.launch_to_ready_s
     if case.timings.teardown_s is not None:

@@ -22,100 +22,23 @@ from afd_e2e.results.model import (
     CasePerformance,
     CaseResults,
     Comparison,
-    ParityComparison,
-    ParityOutput,
     PerformanceComparison,
     RunResults,
 )
-from afd_e2e.results.side_files import write_records
 from afd_e2e.results.status import Status
 from afd_e2e.system.executables import resolve_executable
-from afd_e2e.workloads import bench, gsm8k, gsm8k_eval, parity, performance
+from afd_e2e.workloads import bench, performance
 from afd_e2e.workloads.comparisons import COMPARES
 from afd_e2e.workloads.completions import CompletionError, served_model_root
-from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome, worst_outcome
 
 PROGRESS_EVERY_S = 10.0
-
-
-def check_correctness_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
-    """The staged GSM8K files and enough rows for the profile (a UsageError naming the fix)."""
-    if profile.gsm8k is not None:
-        data = gsm8k.load_dataset(gsm8k.resolve_dataset_dir(profile.gsm8k.dataset_env, gsm8k_dir))
-        gsm8k.build_questions(data["test"], data["train"], profile.gsm8k.questions, profile.gsm8k.shots)
 
 
 def check_performance_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
     """A ``vllm`` executable for the bench."""
     if profile.bench is not None:
         resolve_executable(profile.engine.executable)
-
-
-def _outcome(sections: list[PhaseOutcome]) -> PhaseOutcome:
-    """The phase outcome the runner records: the worst status of its sections, with the first failure."""
-    for status in (Status.CANCELLED, Status.FAILED):
-        failures = [s.failure or str(status) for s in sections if s.status is status]
-        if failures:
-            return PhaseOutcome(status, "; ".join(failures))
-    return PhaseOutcome(Status.PASSED)
-
-
-def run_correctness(ctx: PhaseContext) -> PhaseOutcome:
-    """GSM8K strict match (when the profile has it) and greedy parity outputs (when it has prompts)."""
-    profile: Profile = ctx.profile
-    case = ctx.case
-    sections = []
-    if profile.gsm8k is not None:
-        spec = profile.gsm8k
-        folder = gsm8k.resolve_dataset_dir(spec.dataset_env, ctx.gsm8k_dir)
-        data = gsm8k.load_dataset(folder)
-        questions = gsm8k.build_questions(data["test"], data["train"], spec.questions, spec.shots)
-        records_rel = f"gsm8k/{case.id}.jsonl"
-        publish = partial(ctx.record, "gsm8k")
-        try:
-            root = served_model_root(case.base_url, case.served_model_name, timeout_s=profile.budgets.request_s)
-        except CompletionError as exc:
-            section = gsm8k_eval.summarise(spec, [], records_rel, Status.FAILED, str(exc))
-            publish(section)
-        else:
-            ctx.progress(f"GSM8K: {spec.questions} questions, {spec.shots}-shot, staged in {folder}")
-            section = gsm8k_eval.evaluate(
-                spec=spec,
-                questions=questions,
-                base_url=case.base_url,
-                model=case.served_model_name,
-                stop=gsm8k.stop_sequences(gsm8k.eos_text(Path(root))),
-                records_path=ctx.out_dir / records_rel,
-                records_rel=records_rel,
-                publish=publish,
-                progress=ctx.progress,
-                cancelled=ctx.cancelled,
-                heartbeat_s=PROGRESS_EVERY_S,
-                request_timeout_s=profile.budgets.request_s,
-            )
-        sections.append(PhaseOutcome(section.status, f"gsm8k: {section.failure}" if section.failure else None))
-    if profile.parity is not None and not ctx.cancelled.is_set():
-        records_rel = parity.parity_records_path(case.id)
-
-        def publish_outputs(outputs: list[ParityOutput]) -> None:
-            write_records(ctx.out_dir / records_rel, outputs)
-            ctx.record("parity_records", records_rel)
-
-        outputs = parity.collect_outputs(
-            profile.parity,
-            base_url=case.base_url,
-            model=case.served_model_name,
-            publish=publish_outputs,
-            progress=ctx.progress,
-            cancelled=ctx.cancelled,
-            request_timeout_s=profile.budgets.request_s,
-        )
-        errors = [o.error for o in outputs if o.error]
-        if errors:
-            sections.append(PhaseOutcome(Status.FAILED, f"parity: {len(errors)} requests failed; {errors[0]}"))
-    if ctx.cancelled.is_set() and not any(s.status is Status.CANCELLED for s in sections):
-        sections.append(PhaseOutcome(Status.CANCELLED, "cancelled"))
-    return _outcome(sections)
 
 
 def run_performance(ctx: PhaseContext) -> PhaseOutcome:
@@ -169,8 +92,8 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
                     shape_spec, name, lambda shaped, name=name: _publish_shape(publish, section, name, shaped)
                 )
                 outcomes.append(PhaseOutcome(shaped.status, shaped.failure and f"shape {name}: {shaped.failure}"))
-            return _outcome(outcomes)
-    return _outcome([PhaseOutcome(section.status, section.failure)])
+            return worst_outcome(outcomes)
+    return worst_outcome([PhaseOutcome(section.status, section.failure)])
 
 
 def _publish_shape(
@@ -203,14 +126,6 @@ def _told_apart(labels: dict[str, str], baseline: str, candidate: str) -> tuple[
     if labels[baseline] != labels[candidate]:
         return labels[baseline], labels[candidate]
     return f"{labels[baseline]} ({baseline})", f"{labels[candidate]} ({candidate})"
-
-
-def compare_parity(
-    profile: Profile, cmp: ComparisonPlan, base: CaseResults | None, cand: CaseResults | None, out_dir: Path
-) -> ParityComparison:
-    assert profile.parity is not None
-    sides = [parity.read_outputs(out_dir, case) if case else None for case in (base, cand)]
-    return parity.compare_outputs(profile.parity, cmp.baseline, sides[0], cmp.candidate, sides[1])
 
 
 def compare_performance(

@@ -1,6 +1,6 @@
 """The table of compare functions: for each measure ``comparisons[].measures`` may name, the function that fills a
-comparison's section from its two cases (the results folder last: side files the cases wrote there, such as
-``parity/<case>.jsonl``). Phases register from above (``afd_e2e.phases``); ``workloads.builtin_phases.run_comparisons`` reads it."""
+comparison's section from its two cases (the results folder last: side files the cases wrote there, one per case in
+a phase's folder). Phases register from above (``afd_e2e.phases``); ``workloads.builtin_phases.run_comparisons`` reads it."""
 
 from __future__ import annotations
 

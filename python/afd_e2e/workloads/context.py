@@ -24,6 +24,16 @@ class PhaseOutcome:
     failure: str | None = None
 
 
+def worst_outcome(parts: list[PhaseOutcome]) -> PhaseOutcome:
+    """The outcome of a phase run in parts (the correctness phase's two halves, the performance phase's shapes): the
+    worst status among them, cancelled before failed, with every failure of that status; passed where none failed."""
+    for status in (Status.CANCELLED, Status.FAILED):
+        failures = [s.failure or str(status) for s in parts if s.status is status]
+        if failures:
+            return PhaseOutcome(status, "; ".join(failures))
+    return PhaseOutcome(Status.PASSED)
+
+
 @dataclass
 class PhaseContext:
     profile: Profile

@@ -7,20 +7,80 @@ Per prompt the verdict is ``identical`` (same token ids), ``close`` (at the firs
 token is within the other side's top-k: a near-tie that numeric noise ordered differently, as vLLM's own
 ``check_logprobs_close`` accepts; the comparison stops there, since the continuations diverge) or ``different``.
 In ``exact`` mode only ``identical`` passes. Every prompt must pass for the parity gate to pass.
+
+Profile keys (docs/reference.md): ``workloads.parity.prompts``, ``max_tokens``, ``mode`` (``logprobs``, the
+default, or ``exact``) and ``top_logprobs`` (default 5, at most vLLM's default ``--max-logprobs``), read by
+``read_parity``, which the correctness phase registers (``phases/correctness.py``: it collects each case's outputs
+and registers the ``parity`` measure). This module, the section's type and the rule, sits in the workloads layer,
+below the phases, because a bisect on ``--metric parity`` (``bisect/verdicts.py``) judges by the same rule and the
+replay phase sends the same prompts; each reads the section through ``parity_spec``. Its records are
+``results/parity_records.py``'s.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from afd_e2e.profile import ParitySpec
-from afd_e2e.results.model import CaseResults, ParityComparison, ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.profile import Profile
+from afd_e2e.profile.reader import Reader
+from afd_e2e.results.model import CaseResults
+from afd_e2e.results.parity_records import (
+    OUTPUTS,
+    RECORDS,
+    ParityComparison,
+    ParityOutput,
+    ParityPrompt,
+    ParitySide,
+)
 from afd_e2e.results.parity_text import describe_prompt
 from afd_e2e.results.side_files import read_records
 from afd_e2e.results.status import ParityVerdict, Status
 from afd_e2e.workloads.completions import CompletionError, complete, token_texts
+
+NAME = "parity"
+MODES = ("logprobs", "exact")  # closeness as vLLM's check_logprobs_close, or identical token ids
+MAX_TOP_LOGPROBS = 20  # vLLM's default --max-logprobs
+
+
+@dataclass(frozen=True)
+class ParitySpec:
+    """``workloads.parity``: greedy outputs of the same prompts on two cases. ``mode`` logprobs: a prompt passes
+    when its tokens are identical, or when at the first differing position each side's token is within the other's
+    ``top_logprobs``; exact: only identical token ids pass. Every prompt must pass."""
+
+    prompts: tuple[str, ...]
+    max_tokens: int
+    mode: str
+    top_logprobs: int
+
+
+def read_parity(r: Reader, profile: Profile) -> ParitySpec:
+    """The section, refused where its mode is unknown or it asks more logprobs than vLLM returns by default."""
+    spec = ParitySpec(
+        prompts=r.str_list("prompts"),
+        max_tokens=r.positive_int("max_tokens"),
+        mode=r.get("mode", str, "logprobs"),
+        top_logprobs=r.positive_int("top_logprobs", 5),
+    )
+    if spec.mode not in MODES:
+        r.fail(r.key("mode"), f"unknown parity mode {spec.mode!r}", f"use one of: {', '.join(MODES)}")
+    if spec.top_logprobs > MAX_TOP_LOGPROBS:
+        r.fail(
+            r.key("top_logprobs"),
+            f"{spec.top_logprobs} is above vLLM's default --max-logprobs {MAX_TOP_LOGPROBS}",
+            f"use at most {MAX_TOP_LOGPROBS}",
+        )
+    r.done()
+    return spec
+
+
+def parity_spec(profile: Profile) -> ParitySpec | None:
+    """The profile's ``workloads.parity``, or None where it has none: the one accessor of the prompts and the rule
+    (the correctness phase and its measure, the replay phase and its measure, a bisect on parity)."""
+    return profile.workloads.get(NAME)
 
 
 def collect_outputs(
@@ -74,9 +134,8 @@ def parity_records_path(case_id: str) -> str:
 
 def read_outputs(out_dir: Path, case: CaseResults) -> list[ParityOutput] | None:
     """A case's parity outputs: from its side file, or inline in results written before it; None if it has none."""
-    return (
-        case.parity_outputs if case.parity_records is None else read_records(out_dir, case.parity_records, ParityOutput)
-    )
+    records: str | None = case.section(RECORDS)
+    return case.section(OUTPUTS) if records is None else read_records(out_dir, records, ParityOutput)
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:

@@ -13,7 +13,8 @@ import pytest
 from afd_e2e.bisect.verdicts import Ends, Sample, judge_commit, metric_spec
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import load_profile
-from afd_e2e.results.model import Gsm8kResult, ParityOutput
+from afd_e2e.results.gsm8k_records import Gsm8kResult
+from afd_e2e.results.parity_records import ParityOutput
 from afd_e2e.results.status import BisectWord, Status, Verdict
 from repo_paths import FIXTURES
 from results_docs import load_fixture

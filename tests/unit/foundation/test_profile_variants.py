@@ -288,8 +288,9 @@ def test_the_cpu_variant_profile_inherits_all_but_what_it_names():
 def test_a_side_without_replay_requests_is_skipped_naming_the_case():
     from afd_e2e.phases.replay import compare_replay_requests
     from afd_e2e.results.status import Status
+    from afd_e2e.workloads.parity import parity_spec
 
-    spec = load_profile("tiny-gpu-features").parity
+    spec = parity_spec(load_profile("tiny-gpu-features"))
     result = compare_replay_requests(spec, "afd-1a1f", None, "afd-1a1f-graph", [])
     assert result.status is Status.SKIPPED and result.failure == "case afd-1a1f recorded no replay requests"
 

@@ -43,7 +43,8 @@ def test_seed_profile_cases_and_workloads():
         "AFD 4A4F",
     ]
     assert p.model.checkpoint.num_experts == 256 and p.model.checkpoint.num_experts_per_tok == 8
-    assert (p.gsm8k.questions, p.gsm8k.shots, p.gsm8k.min_correct, p.gsm8k.max_tokens) == (7, 8, 7, 512)
+    gsm8k = p.workloads["gsm8k"]
+    assert (gsm8k.questions, gsm8k.shots, gsm8k.min_correct, gsm8k.max_tokens) == (7, 8, 7, 512)
     b = p.bench
     assert (b.input_len, b.output_len, b.num_prompts, b.request_rate, b.max_concurrency) == (1024, 128, 1024, 5, 32)
     assert (b.temperature, b.warmups, b.repetitions, b.max_repetitions) == (0.0, 1, 3, 9)
@@ -79,7 +80,7 @@ def test_seed_capacity_sweep_raises_the_serving_limits_around_5_req_s():
 def test_tiny_cpu_is_labelled_smoke_and_has_no_devices():
     p = load_profile("tiny-cpu")
     assert p.smoke_only and p.platform == "cpu" and p.device_count == 0
-    assert "SMOKE" in p.description and p.gsm8k.accuracy_meaningful is False
+    assert "SMOKE" in p.description and p.workloads["gsm8k"].accuracy_meaningful is False
     assert [c.label for c in p.cases] == ["native DP1/TP1", "native DP1/TP2"]
 
 
@@ -266,7 +267,7 @@ def test_gsm8k_min_correct_0_passes_anything_so_only_a_smoke_only_profile_may_sa
     )
     tiny = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text())
     assert tiny["smoke_only"] is True and tiny["workloads"]["gsm8k"]["min_correct"] == 0
-    assert parse_profile(tiny, "tiny-cpu.yaml").gsm8k.min_correct == 0  # the smoke profile keeps its 0
+    assert parse_profile(tiny, "tiny-cpu.yaml").workloads["gsm8k"].min_correct == 0  # the smoke profile keeps its 0
     tiny["smoke_only"] = False
     with pytest.raises(UsageError, match=r"workloads\.gsm8k\.min_correct: 0 passes any answers"):
         parse_profile(tiny, "tiny-cpu.yaml")

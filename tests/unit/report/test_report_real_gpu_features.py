@@ -14,7 +14,7 @@ from pathlib import Path
 
 from afd_e2e.phases.replay import read_requests
 from afd_e2e.report import render_all
-from afd_e2e.results import load_results, replay_records
+from afd_e2e.results import load_results, parity_records, replay_records
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.parity import read_outputs
 from junit_xsd import assert_valid_junit
@@ -103,7 +103,7 @@ def test_the_feature_matrix_ran_clean_and_graph_replay_needed_closeness(tmp_path
     graph_argv = results.cases["afd-1a1f-graph"].processes[-1].argv
     assert "--cudagraph-capture-sizes=64" in graph_argv and "--enforce-eager" not in graph_argv
     assert "--enable-dbo" in results.cases["afd-1a1f-dbo"].processes[-1].argv
-    eager_vs_graph = results.comparisons["eager-vs-graph"].parity
+    eager_vs_graph = results.comparisons["eager-vs-graph"].section(parity_records.SECTION)
     assert eager_vs_graph is not None and eager_vs_graph.close >= 1 and eager_vs_graph.different == 0
 
 
@@ -113,7 +113,7 @@ def test_the_feature_runs_results_stay_small_with_every_request_in_side_files(tm
     results = load_results(out)
     graph = results.cases["afd-1a1f-graph"]
     rounds = graph.section(replay_records.SECTION)
-    assert rounds is not None and rounds.requests == [] and graph.parity_outputs is None
+    assert rounds is not None and rounds.requests == [] and graph.section(parity_records.OUTPUTS) is None
     requests = read_requests(out, rounds)
     assert len(requests) == rounds.rounds * rounds.batch == 192
     assert all(r.output.top_logprobs for r in requests)
@@ -152,7 +152,7 @@ def test_native_vs_afd_with_cuda_graphs_recorded_its_preflight_and_agreed(tmp_pa
     attention = results.cases["afd-1a1f"].processes[-1].argv
     assert '--compilation-config={"cudagraph_mode":"FULL_DECODE_ONLY"}' in attention
     assert "--enforce-eager" not in attention
-    parity = results.comparisons["correctness"].parity
+    parity = results.comparisons["correctness"].section(parity_records.SECTION)
     assert parity is not None and parity.status is Status.PASSED and parity.different == 0
     paths = render_all(out)
     on_device = (FIXTURES / CUDAGRAPH / "annotation.md").read_text(encoding="utf-8")

@@ -5,14 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from afd_e2e.report.annotation import render_annotation
-from afd_e2e.results.model import (
-    CaseResults,
-    Comparison,
-    Gsm8kResult,
-    ParityComparison,
-    PerformanceComparison,
-    RunVerdict,
-)
+from afd_e2e.results import gsm8k_records, parity_records
+from afd_e2e.results.gsm8k_records import Gsm8kResult
+from afd_e2e.results.model import CaseResults, Comparison, PerformanceComparison, RunVerdict
+from afd_e2e.results.parity_records import ParityComparison
 from afd_e2e.results.status import Status
 from afd_e2e.runner.verdict import decide_verdict
 from results_docs import load_fixture, typed
@@ -28,12 +24,15 @@ def case(status: Status, failure: str | None = None, **sections) -> CaseResults:
     return CaseResults("a", "native DP1/TP1", "native", status, failure, **sections)
 
 
-def parity(status: Status) -> ParityComparison:
-    return ParityComparison(status, None, identical=1, total=1, share=1.0, min_share=1.0)
+def parity(status: Status) -> dict[str, ParityComparison]:
+    """A comparison's parity section, as its ``extra`` holds it."""
+    return {parity_records.SECTION: ParityComparison(status, None, identical=1, total=1, share=1.0, min_share=1.0)}
 
 
 def test_all_cases_passed_and_comparisons_fine_passes():
-    comparison = Comparison("a", "b", "A", "B", parity(Status.PASSED), PerformanceComparison(Status.PASSED))
+    comparison = Comparison(
+        "a", "b", "A", "B", performance=PerformanceComparison(Status.PASSED), extra=parity(Status.PASSED)
+    )
 
     verdict = decide_verdict(run({"a": case(Status.PASSED), "b": case(Status.PASSED)}, {"a-vs-b": comparison}))
 
@@ -49,7 +48,7 @@ def test_all_cases_passed_and_comparisons_fine_passes():
 def test_a_failed_case_or_measure_fails_with_its_reason():
     failed_case = decide_verdict(run({"a": case(Status.FAILED, "smoke: HTTP 500"), "b": case(Status.PASSED)}))
     failed_measure = decide_verdict(
-        run({"a": case(Status.PASSED)}, {"x": Comparison("a", "b", "A", "B", parity(Status.FAILED))})
+        run({"a": case(Status.PASSED)}, {"x": Comparison("a", "b", "A", "B", extra=parity(Status.FAILED))})
     )
 
     assert failed_case.status is Status.FAILED
@@ -72,7 +71,7 @@ def test_skipped_sections_are_named():
 
     assert (
         "a gsm8k: skipped (workloads not installed)"
-        in decide_verdict(run({"a": case(Status.PASSED, gsm8k=gsm8k)})).reasons
+        in decide_verdict(run({"a": case(Status.PASSED, extra={gsm8k_records.SECTION: gsm8k})})).reasons
     )
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from afd_e2e.errors import UsageError
-from afd_e2e.workloads.gsm8k import load_dataset, resolve_dataset_dir
+from afd_e2e.phases.gsm8k_task import load_dataset, resolve_dataset_dir
 from repo_paths import GSM8K_DIR
 
 

@@ -7,12 +7,11 @@ import json
 import socket
 import threading
 
-from afd_e2e.profile import Gsm8kSpec
-from afd_e2e.results.model import Gsm8kQuestion
+from afd_e2e.phases.gsm8k import Gsm8kSpec, evaluate, question_record, summarise
+from afd_e2e.phases.gsm8k_task import build_questions
+from afd_e2e.results.gsm8k_records import Gsm8kQuestion
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.completions import Completion
-from afd_e2e.workloads.gsm8k import build_questions
-from afd_e2e.workloads.gsm8k_eval import evaluate, question_record, summarise
 
 SPEC = Gsm8kSpec(
     questions=3, shots=2, max_tokens=8, concurrency=2, min_correct=1, dataset_env="X", accuracy_meaningful=True

@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import pytest
 
-from afd_e2e.workloads.gsm8k import extract_flexible, extract_strict, grade, normalise
+from afd_e2e.phases.gsm8k_task import extract_flexible, extract_strict, grade, normalise
 from lm_eval_reference import read_samples
 from repo_paths import FIXTURES
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from afd_e2e.errors import UsageError
-from afd_e2e.workloads.gsm8k import Doc, build_questions, eos_text, stop_sequences
+from afd_e2e.phases.gsm8k_task import Doc, build_questions, eos_text, stop_sequences
 from repo_paths import FIXTURES
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from afd_e2e.profile import ParitySpec, builtin_profiles, load_profile
-from afd_e2e.results.model import ParityOutput, ParityPrompt, ParitySide
+from afd_e2e.profile import builtin_profiles, load_profile
+from afd_e2e.results.parity_records import ParityOutput, ParityPrompt, ParitySide
 from afd_e2e.results.parity_text import describe_prompt, parity_summary
 from afd_e2e.results.status import ParityVerdict, Status
-from afd_e2e.workloads.parity import compare_outputs, first_difference
+from afd_e2e.workloads.parity import ParitySpec, compare_outputs, first_difference, parity_spec
 from fixtures.parity.record_tiny_cpu import load_fixture
 
 RECORDED = load_fixture()
@@ -151,7 +151,7 @@ def test_results_written_before_logprobs_parity_still_read(stored, verdict):
 
 @pytest.mark.parametrize("name", sorted(builtin_profiles()))
 def test_every_shipped_profiles_parity_gate_can_fail(name):
-    spec = load_profile(name).parity
+    spec = parity_spec(load_profile(name))
     if spec is None:
         pytest.skip(f"{name} has no parity workload")
     k = spec.top_logprobs

@@ -8,16 +8,14 @@ import threading
 import pytest
 
 from afd_e2e.errors import UsageError
+from afd_e2e.phases.correctness import run_correctness
+from afd_e2e.phases.gsm8k import check_gsm8k_inputs
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results import gsm8k_records, parity_records
 from afd_e2e.results.status import Status
 from afd_e2e.runner.case import new_case_results
-from afd_e2e.workloads.builtin_phases import (
-    check_correctness_inputs,
-    check_performance_inputs,
-    run_correctness,
-    run_performance,
-)
+from afd_e2e.workloads.builtin_phases import check_performance_inputs, run_performance
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.parity import read_outputs
 from repo_paths import GSM8K_DIR
@@ -26,7 +24,7 @@ TINY = load_profile("tiny-cpu")
 
 
 def check_inputs(profile, gsm8k_dir):
-    check_correctness_inputs(profile, gsm8k_dir)
+    check_gsm8k_inputs(profile, gsm8k_dir)
     check_performance_inputs(profile, gsm8k_dir)
 
 
@@ -77,8 +75,10 @@ def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_withou
     assert outcome.status is Status.FAILED and outcome.failure is not None
     assert outcome.failure.startswith("gsm8k: GET http://127.0.0.1:")
     assert "; parity: 3 requests failed; POST http://127.0.0.1:" in outcome.failure
-    assert results.gsm8k is not None and results.gsm8k.status is Status.FAILED and results.gsm8k.questions == []
-    assert results.parity_records == "parity/cpu-tp1.jsonl" and results.parity_outputs is None
+    graded = results.section(gsm8k_records.SECTION)
+    assert graded is not None and graded.status is Status.FAILED and graded.questions == []
+    assert results.section(parity_records.RECORDS) == "parity/cpu-tp1.jsonl"
+    assert results.section(parity_records.OUTPUTS) is None
     outputs = read_outputs(ctx_without_server.out_dir, results) or []
     assert [o.error is not None for o in outputs] == [True, True, True]
     assert flushes

@@ -11,7 +11,9 @@ Mirrors lm-evaluation-harness 0.4.13 (``lm_eval/tasks/gsm8k/gsm8k.yaml``, ``api/
   ``[invalid]`` when nothing matches; then exact match after deleting ``,``, ``$``, everything up to ``#### ``
   and a trailing ``.``, case-insensitive, on both the extraction and the gold answer.
 
-The data is never downloaded: a missing or malformed staged file is a UsageError.
+The data is never downloaded: a missing or malformed staged file is a UsageError. Pure rules, kept apart from
+``phases/gsm8k.py`` (which asks these questions of a served model and grades the answers by them) so that a check
+against lm-eval's own verdicts reads them alone.
 """
 
 from __future__ import annotations

@@ -1,7 +1,15 @@
-"""The built-in GSM8K evaluator: lm-eval's prompts and grading (``gsm8k.py``) over concurrent HTTP requests.
+"""GSM8K, the correctness phase's first half (``phases/correctness.py`` runs it and registers its section): lm-eval's
+prompts and grading (``phases/py``) over concurrent HTTP requests to the served model.
 
 It keeps lm-eval's per-question verdicts but not its start-up cost, and writes a record per question
 (``gsm8k/<case>.jsonl``) as answers arrive, so a cancel or crash leaves every graded question on disk.
+
+Profile keys (docs/reference.md): ``workloads.gsm8k.questions``, ``shots``, ``max_tokens`` and ``min_correct`` (the
+strict-match bar: at most ``questions``, and 0 only in a ``smoke_only`` profile), ``concurrency`` (default 1),
+``dataset_env`` (default ``AFD_E2E_GSM8K_DIR``: where the staged data is, unless the run is given ``--gsm8k-dir``)
+and ``accuracy_meaningful`` (default true). The case's ``gsm8k`` section is ``results/gsm8k_records.py``'s; the
+reports show it through ``report/gsm8k_report.py`` (its testcases, its column of the per-case table, its answers in
+the annotation's Model output).
 """
 
 from __future__ import annotations
@@ -11,14 +19,70 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from afd_e2e.profile import Gsm8kSpec
-from afd_e2e.results.model import Gsm8kQuestion, Gsm8kResult
+from afd_e2e.phases.gsm8k_task import (
+    REQUEST_SEED,
+    Question,
+    build_questions,
+    eos_text,
+    grade,
+    load_dataset,
+    resolve_dataset_dir,
+    stop_sequences,
+)
+from afd_e2e.profile import Profile
+from afd_e2e.profile.reader import Reader
+from afd_e2e.results.gsm8k_records import SECTION, Gsm8kQuestion, Gsm8kResult
 from afd_e2e.results.status import Status
-from afd_e2e.workloads.completions import Completion, CompletionError, complete
-from afd_e2e.workloads.gsm8k import REQUEST_SEED, Question, grade
+from afd_e2e.workloads.completions import Completion, CompletionError, complete, served_model_root
+from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+
+NAME = SECTION  # workloads.gsm8k, and the case's section
+DEFAULT_DATASET_ENV = "AFD_E2E_GSM8K_DIR"
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclass(frozen=True)
+class Gsm8kSpec:
+    """``workloads.gsm8k``: how many questions, with how many shots and tokens each, asked how many at a time, and
+    the strict-match bar (``min_correct``) a case must reach; ``accuracy_meaningful`` false where the weights are
+    random (a wrong answer then fails no testcase)."""
+
+    questions: int
+    shots: int
+    max_tokens: int
+    concurrency: int
+    min_correct: int
+    dataset_env: str
+    accuracy_meaningful: bool
+
+
+def read_gsm8k(r: Reader, profile: Profile) -> Gsm8kSpec:
+    """The section, refused where its bar is above its questions, or is 0 (any answers pass) in a profile that is
+    not ``smoke_only``: only random weights may say their accuracy means nothing."""
+    spec = Gsm8kSpec(
+        questions=r.positive_int("questions"),
+        shots=r.positive_int("shots", minimum=0),
+        max_tokens=r.positive_int("max_tokens"),
+        concurrency=r.positive_int("concurrency", 1),
+        min_correct=r.positive_int("min_correct", minimum=0),
+        dataset_env=r.get("dataset_env", str, DEFAULT_DATASET_ENV),
+        accuracy_meaningful=r.get("accuracy_meaningful", bool, True),
+    )
+    if spec.min_correct > spec.questions:
+        r.fail(r.key("min_correct"), f"{spec.min_correct} > questions {spec.questions}", "lower min_correct")
+    r.done()
+    if spec.min_correct == 0 and not profile.smoke_only:
+        r.fail(
+            r.key("min_correct"),
+            "0 passes any answers, and the profile is not smoke_only",
+            "set min_correct to the correct answers the model must reach, or mark the profile smoke_only: true",
+        )
+    return spec
 
 
 def question_record(question: Question, completion: Completion | None, error: str | None) -> dict[str, Any]:
@@ -54,7 +118,7 @@ def question_record(question: Question, completion: Completion | None, error: st
 def summarise(
     spec: Gsm8kSpec, records: list[dict[str, Any]], records_rel: str, status: Status, failure: str | None
 ) -> Gsm8kResult:
-    """The ``gsm8k`` section of a case in results.json."""
+    """The case's ``gsm8k`` section in results.json."""
     return Gsm8kResult(
         status=status,
         correct=sum(r["correct"] for r in records),
@@ -148,3 +212,43 @@ def evaluate(
     section = summarise(spec, records, records_rel, status, failure)
     publish(section)
     return section
+
+
+def check_gsm8k_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
+    """The staged GSM8K files and enough rows for the profile (a UsageError naming the fix)."""
+    if (spec := profile.workloads.get(NAME)) is not None:
+        data = load_dataset(resolve_dataset_dir(spec.dataset_env, gsm8k_dir))
+        build_questions(data["test"], data["train"], spec.questions, spec.shots)
+
+
+def run_gsm8k(ctx: PhaseContext, spec: Gsm8kSpec) -> PhaseOutcome:
+    """Every question asked of the case's server and graded, the section recorded after each answer; a server that
+    does not name its checkpoint (whose tokenizer's EOS text is a stop sequence) fails it before any question."""
+    case = ctx.case
+    folder = resolve_dataset_dir(spec.dataset_env, ctx.gsm8k_dir)
+    data = load_dataset(folder)
+    questions = build_questions(data["test"], data["train"], spec.questions, spec.shots)
+    records_rel = f"gsm8k/{case.id}.jsonl"
+    publish = partial(ctx.record, SECTION)
+    try:
+        root = served_model_root(case.base_url, case.served_model_name, timeout_s=ctx.profile.budgets.request_s)
+    except CompletionError as exc:
+        section = summarise(spec, [], records_rel, Status.FAILED, str(exc))
+        publish(section)
+    else:
+        ctx.progress(f"GSM8K: {spec.questions} questions, {spec.shots}-shot, staged in {folder}")
+        section = evaluate(
+            spec=spec,
+            questions=questions,
+            base_url=case.base_url,
+            model=case.served_model_name,
+            stop=stop_sequences(eos_text(Path(root))),
+            records_path=ctx.out_dir / records_rel,
+            records_rel=records_rel,
+            publish=publish,
+            progress=ctx.progress,
+            cancelled=ctx.cancelled,
+            heartbeat_s=PROGRESS_EVERY_S,
+            request_timeout_s=ctx.profile.budgets.request_s,
+        )
+    return PhaseOutcome(section.status, f"gsm8k: {section.failure}" if section.failure else None)
