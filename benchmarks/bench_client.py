@@ -23,6 +23,7 @@ from pathlib import Path
 from afd_e2e.phases import builtin
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.server import CaseServers
 from afd_e2e.system.executables import resolve_executable
@@ -50,7 +51,7 @@ def series(way: str, runs: int, base_url: str, model: Path, folder: Path) -> tup
         for index in range(1, runs + 1):
             argv = bench.bench_argv(
                 executable,
-                PROFILE.bench,
+                bench_spec(PROFILE),
                 base_url=base_url,
                 model=PROFILE.model.served_name,
                 tokenizer=str(model),
@@ -61,9 +62,9 @@ def series(way: str, runs: int, base_url: str, model: Path, folder: Path) -> tup
                 argv,
                 result_path=folder / f"rep-{index}.json",
                 log_path=folder / f"rep-{index}.log",
-                num_prompts=PROFILE.bench.num_prompts,
+                num_prompts=bench_spec(PROFILE).num_prompts,
                 required=["mean_tpot_ms"],
-                timeout_s=PROFILE.bench.timeout_s,
+                timeout_s=bench_spec(PROFILE).timeout_s,
                 label=f"{way} {index}",
                 progress=lambda _line: None,
                 cancelled=threading.Event(),
@@ -90,7 +91,7 @@ def main() -> int:
     ):
         servers.launch()
         servers.wait_ready(CancelFlag())
-        print(f"{args.runs} x vllm bench serve ({PROFILE.bench.num_prompts} prompts), tiny model on the CPU vLLM")
+        print(f"{args.runs} x vllm bench serve ({bench_spec(PROFILE).num_prompts} prompts), tiny model on the CPU vLLM")
         seconds: dict[str, float] = {}
         tpots: dict[str, list[float]] = {"warm": [], "cold": []}
         for order, first in enumerate(("cold", "warm")):  # each way once first, once second: the server warms too

@@ -55,6 +55,7 @@ from afd_e2e.phases import rendering
 from afd_e2e.phases.smoke import smoke_spec
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.results.status import Status
 from afd_e2e.runner import dispatch
 from afd_e2e.runner.cancellation import CANCEL_GRACE_S, CancelFlag
@@ -357,7 +358,7 @@ def hang_profile(watchdog: bool):
         stall_s=PROFILE.budgets.stall_s if watchdog else 1e9,
     )
     bench = dataclasses.replace(
-        PROFILE.bench,
+        bench_spec(PROFILE),
         input_len=16,
         output_len=16,
         num_prompts=16,
@@ -366,7 +367,7 @@ def hang_profile(watchdog: bool):
         repetitions=1,
         timeout_s=REPETITION_BUDGET_S,
     )
-    return dataclasses.replace(PROFILE, budgets=budgets, bench=bench)
+    return dataclasses.replace(PROFILE, budgets=budgets, workloads={**PROFILE.workloads, "bench": bench})
 
 
 def hang_to_verdict(model: Path, port_base: int, out: Path, *, watchdog: bool) -> dict[str, float]:
@@ -394,7 +395,9 @@ def hang_to_verdict(model: Path, port_base: int, out: Path, *, watchdog: bool) -
 
 def sampler_cost(model: Path, port_base: int, out: Path, pairs: int, prompts: int) -> dict[str, object]:
     """One server; ``pairs`` x (telemetry on, telemetry off) bench repetitions of ``prompts`` prompts, alternating."""
-    spec = dataclasses.replace(PROFILE.bench, num_prompts=prompts, output_len=64, max_concurrency=8, request_rate=64)
+    spec = dataclasses.replace(
+        bench_spec(PROFILE), num_prompts=prompts, output_len=64, max_concurrency=8, request_rate=64
+    )
     case = smoke_plan(model, port_base).cases[0]
     settings = TelemetrySettings(stall_s=PROFILE.budgets.stall_s, workload_phases=dispatch.stall_watched_phases())
     runs: list[dict[str, float]] = []

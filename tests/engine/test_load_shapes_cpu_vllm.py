@@ -25,7 +25,8 @@ import pytest
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import PASS
 from afd_e2e.preflight.software import BENCH_FLAGS, check_software, read_installed
-from afd_e2e.profile import PrefixRepetition, RampUp
+from afd_e2e.profile.bench_spec import PrefixRepetition, RampUp, bench_spec
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.workloads.bench import shape_argv
 from shared_run import PORT_BASE, PROFILE, SHAPES
 
@@ -38,11 +39,11 @@ COMPARISON = "tp1-vs-tp2"
 
 def test_each_case_is_measured_under_every_shape_with_its_own_repetitions(tiny_cpu_run):
     for case_id in CASES:
-        performance = tiny_cpu_run.results.case(case_id).performance
+        performance = tiny_cpu_run.results.case(case_id).section(PERFORMANCE)
         assert performance is not None and performance.status.value == "passed", performance
         assert list(performance.shapes) == list(SHAPES)
         for name, shaped in performance.shapes.items():
-            spec = PROFILE.bench.shape(name)
+            spec = bench_spec(PROFILE).shape(name)
             assert shaped.status.value == "passed", (name, shaped.failure)
             assert shaped.warmups == [] and len(shaped.repetitions) == spec.repetitions
             for rep in shaped.repetitions:
@@ -59,19 +60,19 @@ def test_vllm_ran_each_shape_as_asked(tiny_cpu_run):
     """vLLM's own result JSON says which arrival process it drew (its ``burstiness``), and the shared-prefix
     repetition's prompts are the prefix set's length."""
     for case_id in CASES:
-        shapes = tiny_cpu_run.results.case(case_id).performance.shapes
-        base = tiny_cpu_run.results.case(case_id).performance.repetitions[0]
+        shapes = tiny_cpu_run.results.case(case_id).section(PERFORMANCE).shapes
+        base = tiny_cpu_run.results.case(case_id).section(PERFORMANCE).repetitions[0]
         raw = {name: json.loads((tiny_cpu_run.out / s.repetitions[0].path).read_text()) for name, s in shapes.items()}
         assert json.loads((tiny_cpu_run.out / base.path).read_text())["burstiness"] == 1.0  # Poisson
         assert raw["burst"]["burstiness"] == 0.25
-        prefix = PROFILE.bench.shape("shared-prefix").prefix
+        prefix = bench_spec(PROFILE).shape("shared-prefix").prefix
         prompt = prefix.prefix_len + prefix.suffix_len
-        count = PROFILE.bench.shape("shared-prefix").num_prompts
+        count = bench_spec(PROFILE).shape("shared-prefix").num_prompts
         assert raw["shared-prefix"]["total_input_tokens"] == pytest.approx(prompt * count, rel=0.25)
 
 
 def test_each_shape_has_its_own_verdicts_in_results_junit_and_the_annotation(tiny_cpu_run):
-    performance = tiny_cpu_run.results.comparisons[COMPARISON].performance
+    performance = tiny_cpu_run.results.comparisons[COMPARISON].section(PERFORMANCE)
     assert performance is not None and list(performance.shapes) == list(SHAPES)
     keys = [m.key for m in performance.metrics]
     for name, shaped in performance.shapes.items():
@@ -113,7 +114,7 @@ def test_the_installed_client_has_every_flag_a_shape_key_maps_to():
     not (the probe does not answer yes to anything)."""
     flags = read_installed(shutil.which("vllm")).bench_flags
     assert flags is not None
-    burst = PROFILE.bench.shape("burst")
+    burst = bench_spec(PROFILE).shape("burst")
     ramped = [
         dataclasses.replace(burst, ramp_up=RampUp("linear", 1, 8), range_ratio=0.5),
         dataclasses.replace(burst, dataset="prefix_repetition", prefix=PrefixRepetition(8, 8, 2)),

@@ -17,6 +17,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from afd_e2e.profile.bench_spec import bench_spec
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Saturation, Status
 from shared_run import PROFILE
 
@@ -37,9 +39,9 @@ def _testcases(run) -> list[tuple[str, ET.Element]]:
 
 
 def test_a_repetition_beyond_the_servers_capacity_is_saturated_and_one_far_below_is_not(tiny_cpu_run):
-    spec = PROFILE.bench.shape(OVERLOAD)
+    spec = bench_spec(PROFILE).shape(OVERLOAD)
     for case_id in CASES:
-        performance = tiny_cpu_run.results.case(case_id).performance
+        performance = tiny_cpu_run.results.case(case_id).section(PERFORMANCE)
         overload = performance.shapes[OVERLOAD]
         assert overload.status is Status.PASSED, overload.failure  # a warning, never a failure
         for rep in overload.repetitions:
@@ -50,14 +52,14 @@ def test_a_repetition_beyond_the_servers_capacity_is_saturated_and_one_far_below
         for rep in performance.repetitions:
             load = rep.load
             assert load is not None and load.saturated is None, (case_id, load)
-            assert load.achieved_rate >= load.floor_rate and load.requested_rate == PROFILE.bench.request_rate
+            assert load.achieved_rate >= load.floor_rate and load.requested_rate == bench_spec(PROFILE).request_rate
         raw = tiny_cpu_run.data["cases"][case_id]["performance"]
         assert [r["load"]["saturated"] for r in raw["shapes"][OVERLOAD]["repetitions"]] == ["concurrency-bound"] * 2
-        assert [r["load"]["saturated"] for r in raw["repetitions"]] == [None] * PROFILE.bench.repetitions
+        assert [r["load"]["saturated"] for r in raw["repetitions"]] == [None] * bench_spec(PROFILE).repetitions
 
 
 def test_the_comparison_says_the_overload_was_compared_in_saturation_and_still_passes(tiny_cpu_run):
-    performance = tiny_cpu_run.results.comparisons[COMPARISON].performance
+    performance = tiny_cpu_run.results.comparisons[COMPARISON].section(PERFORMANCE)
     assert performance.status is Status.PASSED and performance.saturated == []
     overload = performance.shapes[OVERLOAD]
     assert overload.status is Status.PASSED

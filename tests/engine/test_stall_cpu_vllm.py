@@ -21,6 +21,7 @@ import pytest
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.cancellation import CancelFlag
 from afd_e2e.runner.run import execute_run
@@ -42,12 +43,15 @@ STALL_S = 5.0
 VERDICT_LIMIT_S = 2 * STALL_S
 # A short bench, so slow steps finish in seconds: one initial request, then 4 prompts of 4 tokens, 4 at a time.
 SHORT_BENCH = dataclasses.replace(
-    PROFILE.bench, input_len=16, output_len=4, num_prompts=4, max_concurrency=4, warmups=0, repetitions=1
+    bench_spec(PROFILE), input_len=16, output_len=4, num_prompts=4, max_concurrency=4, warmups=0, repetitions=1
 )
-SHORT = dataclasses.replace(PROFILE, bench=SHORT_BENCH, budgets=PROFILE.budgets.replaced(stall_s=STALL_S))
+SHORT = dataclasses.replace(
+    PROFILE, workloads={**PROFILE.workloads, "bench": SHORT_BENCH}, budgets=PROFILE.budgets.replaced(stall_s=STALL_S)
+)
 # The SIGSTOP's bench: traffic for seconds (16 answers of 64 tokens, 4 at a time), so the engine stopped while it has
 # requests running always leaves some unanswered, however late a loaded machine lets the stop land.
-LONG = dataclasses.replace(SHORT, bench=dataclasses.replace(SHORT_BENCH, num_prompts=16, output_len=64))
+LONG_BENCH = dataclasses.replace(SHORT_BENCH, num_prompts=16, output_len=64)
+LONG = dataclasses.replace(SHORT, workloads={**SHORT.workloads, "bench": LONG_BENCH})
 needs_plugin = pytest.mark.skipif(
     importlib.util.find_spec("afd_e2e_fault_plugin") is None,
     reason="the fault plugin is not installed: pip install -e tests/fault_plugin (scripts/test does)",

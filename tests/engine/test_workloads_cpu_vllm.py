@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.workloads.parity import parity_spec
 from shared_run import PROFILE as SHARED_PROFILE
 
@@ -79,10 +80,10 @@ def test_bench_repetitions_pass_and_aggregate_into_a_comparison(measured):
     for case_id, case_results in measured.results.items():
         performance = case_results["performance"]
         assert performance["status"] == "passed", performance["failure"]
-        assert [r["status"] for r in performance["repetitions"]] == ["passed"] * PROFILE.bench.repetitions
-        assert len(performance["warmups"]) == PROFILE.bench.warmups
+        assert [r["status"] for r in performance["repetitions"]] == ["passed"] * bench_spec(PROFILE).repetitions
+        assert len(performance["warmups"]) == bench_spec(PROFILE).warmups
         for rep in performance["repetitions"]:
-            assert rep["completed"] == PROFILE.bench.num_prompts and (measured.out / rep["path"]).is_file()
+            assert rep["completed"] == bench_spec(PROFILE).num_prompts and (measured.out / rep["path"]).is_file()
         assert (measured.out / f"bench/{case_id}/warmup-1.json").is_file()
     comparison = measured.comparisons["tp1-vs-tp2"]
     assert (comparison["baseline_label"], comparison["candidate_label"]) == ("native DP1/TP1", "native DP1/TP2")

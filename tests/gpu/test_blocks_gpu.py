@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from afd_e2e.results import load_results
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Status
 from gpu_agent import REPO, afd_e2e, why_not_gpus
 
@@ -67,7 +68,7 @@ def test_the_pair_on_one_gpu_is_planned_as_blocks(run):
 
 def test_each_added_block_is_a_fresh_launch_that_gives_the_gpu_back(run):
     code, results = run
-    record = results.case("twin").performance.sequential
+    record = results.case("twin").section(PERFORMANCE).sequential
     print(record.stopped, record.reason, [(b.side, b.block, b.repetitions, b.status) for b in record.blocks])
     assert record.alternation == "blocks" and record.stopped == "decided" and len(record.looks) == 1
     assert [(b.side, b.block) for b in record.blocks] == [("base", 1), ("twin", 1), ("base", 2), ("twin", 2)]

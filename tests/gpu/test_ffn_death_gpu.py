@@ -25,6 +25,7 @@ import pytest
 
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Status
 from afd_e2e.runner.run import execute_run
 from afd_e2e.system.markers import find_marked
@@ -126,7 +127,7 @@ def test_an_ffn_engine_killed_mid_bench_fails_the_case_within_seconds_with_the_f
     results = execute_run(PROFILE, afd_case_plan(("performance",)), tmp_path, progress=clock)
 
     check_ffn_failure(tmp_path, results, clock, killed, "performance")
-    assert results.cases["afd-1a1f"].performance.status is Status.FAILED
+    assert results.cases["afd-1a1f"].section(PERFORMANCE).status is Status.FAILED
 
 
 def test_an_ffn_engine_killed_during_startup_fails_the_case_within_seconds_naming_the_ffn(tmp_path):

@@ -20,9 +20,10 @@ from pathlib import Path
 from afd_e2e.bisect.verdicts import GSM8K, PARITY, MetricSpec, Sample
 from afd_e2e.results.gsm8k_records import SECTION as GSM8K_SECTION
 from afd_e2e.results.model import RunResults
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.store import RESULTS_FILE, load_results
 from afd_e2e.workloads import parity
-from afd_e2e.workloads.performance import passed_values
+from afd_e2e.workloads.performance_comparison import passed_values
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def sample_of(results: RunResults, out_dir: Path, case_id: str, spec: MetricSpec
         return Sample(case.status, failure, gsm8k=case.section(GSM8K_SECTION))
     if spec.key == PARITY:
         return Sample(case.status, failure, outputs=parity.read_outputs(out_dir, case))
-    values = passed_values(case.performance, spec.key) if case.performance else []
+    performance = case.section(PERFORMANCE)
+    values = passed_values(performance, spec.key) if performance else []
     return Sample(case.status, failure, values=values)
 
 

@@ -21,7 +21,7 @@ from typing import Literal
 from afd_e2e.bisect.position import BAD_END, GOOD_END, locate
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import Profile
-from afd_e2e.profile.model import BENCH_METRICS, DEFAULT_MARGIN_PCT, MetricGate
+from afd_e2e.profile.bench_spec import BENCH_METRICS, DEFAULT_MARGIN_PCT, MetricGate, bench_spec
 from afd_e2e.results.gsm8k_records import Gsm8kResult
 from afd_e2e.results.parity_records import ParityOutput
 from afd_e2e.results.status import BisectWord, Status, Verdict
@@ -119,16 +119,17 @@ def metric_spec(profile: Profile, case_id: str, key: str, hunted_pct: float | No
             f"--metric {key!r} is neither a bench metric nor a correctness outcome",
             f"use one of: {', '.join([*known, *CORRECTNESS_METRICS])}",
         )
-    if profile.bench is None or "performance" not in phases:
+    spec = bench_spec(profile)
+    if spec is None or "performance" not in phases:
         raise UsageError(
             f"--metric {key}: case {case_id} of profile {profile.name} runs no performance phase",
             "pick a case with the performance phase, or a correctness metric (gsm8k, parity)",
         )
-    gates = {g.metric.key: g for g in profile.bench.metrics}
+    gates = {g.metric.key: g for g in spec.metrics}
     metric = known[key]
     default = DEFAULT_MARGIN_PCT["throughput" if metric.higher_is_better else "latency"]
     gate = gates.get(key) or MetricGate(metric, "warn", default)
-    return MetricSpec(key, gate, profile.bench.parity_threshold_pct, hunted_pct)
+    return MetricSpec(key, gate, spec.parity_threshold_pct, hunted_pct)
 
 
 def _pooled(samples: Sequence[Sample]) -> list[float]:

@@ -12,15 +12,13 @@ from __future__ import annotations
 from afd_e2e.phases.capacity import CAPACITY
 from afd_e2e.phases.correctness import CORRECTNESS
 from afd_e2e.phases.execution_section import EXECUTION
+from afd_e2e.phases.performance import PERFORMANCE
 from afd_e2e.phases.profiler import PROFILER
 from afd_e2e.phases.registry import (
     TABLES,
     Budget,
     CaseSection,
-    Measure,
-    Phase,
     ResultsSection,
-    Workload,
     register_phase,
 )
 from afd_e2e.phases.replay import REPLAY
@@ -28,38 +26,7 @@ from afd_e2e.phases.serving import SERVING
 from afd_e2e.phases.smoke import SMOKE
 from afd_e2e.phases.soak import SOAK
 from afd_e2e.phases.warmup import WARMUP
-from afd_e2e.profile.model import Profile
 from afd_e2e.results.model import TelemetrySummary
-from afd_e2e.workloads import builtin_phases
-
-
-def _performance_budget(profile: Profile, per_repetition_s: float) -> float:
-    """Every warmup and formal repetition's budget, each named shape's too, plus one request for the model card."""
-    specs = (profile.bench, *(spec for _, spec in profile.bench.shapes)) if profile.bench else ()
-    repetitions = sum(spec.warmups + spec.most_repetitions for spec in specs)
-    return repetitions * per_repetition_s + profile.budgets.request_s
-
-
-def _needs(condition: bool, problem: str, fix: str) -> tuple[str, str] | None:
-    return None if condition else (problem, fix)
-
-
-PERFORMANCE = Phase(
-    name="performance",
-    doc="warmups and formal repetitions of `vllm bench serve`",
-    workloads=(Workload("bench"),),
-    needs=lambda p: _needs(p.bench is not None, "performance phase without workloads.bench", "add workloads.bench"),
-    budget=Budget("bench_repetition_s", 3600.0, per="per repetition", total=_performance_budget),
-    run=builtin_phases.run_performance,
-    check_inputs=builtin_phases.check_performance_inputs,
-    sections=(ResultsSection("performance"),),
-    measure=Measure(
-        "performance",
-        ResultsSection("performance"),
-        builtin_phases.compare_performance,
-        needs=lambda p: _needs(p.bench is not None, "performance measure without workloads.bench", "add it"),
-    ),
-)
 
 HYGIENE = CaseSection(
     name="hygiene",

@@ -3,7 +3,7 @@ engine's own evidence shows (start-up log lines, the profiler trace's launches p
 fail the case. Its parts: the records in ``results/execution_records.py``, the readers and the verdict in
 ``execution/``, the reports in ``report/execution_report.py`` (registered by ``phases/rendering.py``); the runner judges a
 case after its teardown (``runner/case.py``), and a performance comparison refuses sides that did not run the mode
-asked (``workloads/performance.py``)."""
+asked (``workloads/performance_comparison.py``)."""
 
 from __future__ import annotations
 

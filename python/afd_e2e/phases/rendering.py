@@ -18,6 +18,7 @@ from afd_e2e.report import (
     gsm8k_report,
     junit,
     parity_report,
+    performance_report,
     profiler_report,
     replay_report,
     section_renderers,
@@ -70,14 +71,16 @@ PHASES = (
         profiler_report.profiler_tables,
         artifacts=profiler_report.uploaded_traces,
     ),
-    SectionReport("performance", junit.performance_testcases, annotation.performance_sections),
+    SectionReport(
+        performance_report.SECTION, performance_report.performance_testcases, performance_report.performance_sections
+    ),
     SectionReport("capacity", _capacity_testcases, _capacity_annotation),
     SectionReport(soak_report.SECTION, soak_report.soak_testcases, soak_report.soak_annotation),
 )
 MEASURES = (
     (parity_report.SECTION, parity_report.parity_testcases),
     (replay_report.SECTION, replay_report.replay_parity_testcases),
-    ("performance", junit.performance_comparison_testcases),
+    (performance_report.SECTION, performance_report.performance_comparison_testcases),
     ("capacity", _capacity_comparison_testcases),
 )
 CASE_SECTIONS = (

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from afd_e2e.phases.registry import Budget, Phase, ResultsSection, Workload
 from afd_e2e.profile import Profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.profile.reader import Reader
 from afd_e2e.results.redaction import redact_argv
 from afd_e2e.results.soak_records import CaseSoak
@@ -60,12 +61,14 @@ class SoakSpec:
 
 
 def read_soak(r: Reader, profile: Profile) -> SoakSpec:
-    if profile.bench is None:
+    base = bench_spec(profile)  # read before this section: the performance phase registers before the soak
+    if base is None:
         r.fail(r.path, "needs workloads.bench (dataset, lengths, seed)", "add workloads.bench")
+    assert base is not None
     spec = SoakSpec(
         duration_s=_positive(r, "duration_s", 600.0),
-        request_rate=_positive(r, "request_rate", profile.bench.request_rate),
-        max_concurrency=r.positive_int("max_concurrency", profile.bench.max_concurrency),
+        request_rate=_positive(r, "request_rate", base.request_rate),
+        max_concurrency=r.positive_int("max_concurrency", base.max_concurrency),
         windows=r.positive_int("windows", 5, minimum=2),
         drift_pct=_positive(r, "drift_pct", 10.0),
         leak_mib_per_10min=_positive(r, "leak_mib_per_10min", 256.0),
@@ -101,8 +104,10 @@ def run_soak(ctx: PhaseContext) -> PhaseOutcome:
         tokenizer = served_model_root(case.base_url, case.served_model_name, timeout_s=ctx.profile.budgets.request_s)
     except CompletionError as exc:
         return _publish(ctx, section, str(exc))
+    base = bench_spec(ctx.profile)
+    assert base is not None  # the profile reader refuses a soak section without workloads.bench
     load = replace(
-        ctx.profile.bench,
+        base,
         num_prompts=spec.num_prompts,
         request_rate=spec.request_rate,
         max_concurrency=spec.max_concurrency,

@@ -22,7 +22,7 @@ from afd_e2e.pipeline.followers import leader_concurrency_group, tags_text
 from afd_e2e.pipeline.generate import annotation_step
 from afd_e2e.pipeline.steps import BlockStep, CommandStep, GroupStep, Pipeline, step_slug
 from afd_e2e.profile import Profile
-from afd_e2e.profile.model import BENCH_METRICS
+from afd_e2e.profile.bench_spec import BENCH_METRICS
 
 if TYPE_CHECKING:  # the trend's record, for annotations only: the generator hands the episodes in
     from afd_e2e.trend.episodes import Episode

@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from afd_e2e.plan.model import BLOCKS, NOT_RUN, REPETITIONS, CasePlan, ComparisonPlan, SeriesPlan
-from afd_e2e.profile import BenchSpec, Profile, catalogue
+from afd_e2e.profile import Profile, catalogue
+from afd_e2e.profile.bench_spec import BenchSpec, bench_spec
 
 
 def _pair_problem(cases: Mapping[str, CasePlan], cmp: ComparisonPlan) -> str | None:
@@ -101,7 +102,7 @@ def plan_series(
 ) -> tuple[SeriesPlan, ...]:
     """Every ranged performance comparison's series, in the plan's comparison order: a pair is held only where it
     and every hold so far can be; a candidate runs one series."""
-    spec = profile.bench
+    spec = bench_spec(profile)
     if spec is None or not spec.ranged:
         return ()
     by_id = {c.id: c for c in cases}

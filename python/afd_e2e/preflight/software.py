@@ -20,6 +20,7 @@ from afd_e2e.plan.routing_control import STRATEGY_ENV, strategy_refusal
 from afd_e2e.plan.vllm_versions import breaches
 from afd_e2e.preflight.checks import PreflightCheck, failed, passed, skipped
 from afd_e2e.profile import Profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.profile.model import MODEL_RUNNER_ENV
 from afd_e2e.system.engine_probe import ProbeFailed, probe_engine
 from afd_e2e.system.executables import resolve_executable
@@ -114,7 +115,7 @@ def installed_vllm_version(executable: str) -> str | None:
 
 def check_software(profile: Profile, plan: RunPlan, installed: InstalledSoftware) -> list[PreflightCheck]:
     checks = [_vllm(profile, installed), _plugin(profile, plan, installed), _version_rules(plan, installed)]
-    if profile.bench is not None and (flags := shape_flags(profile.bench)):
+    if (spec := bench_spec(profile)) is not None and (flags := shape_flags(spec)):
         checks.append(_bench_flags(flags, installed))
     if any(case.control for case in plan.cases):
         checks.append(_routing(installed))

@@ -2,25 +2,19 @@
 
 A profile is the only place a model or topology is described. ``model`` holds the records, ``reader`` the typed
 YAML walker, ``section_readers`` reads each section, ``rules`` checks across sections, ``load`` finds and reads a file,
-``connectors`` holds the AFD connectors' traits.
+``connectors`` holds the AFD connectors' traits. A phase's own ``workloads.<key>`` section is read by the reader its
+phase registers; ``bench_spec`` and ``capacity_spec`` hold two of them here, below the phases, because lower layers
+read those sections too.
 Validation errors are one line naming the file, the key and the fix.
 """
 
 from afd_e2e.profile.load import builtin_profiles, load_profile
 from afd_e2e.profile.model import (
-    BENCH_METRICS,
-    DEFAULT_BENCH_METRICS,
     INTERCONNECTS,
-    LATENCIES,
-    LATENCY_PERCENTILES,
     ON_WORSE,
     PLATFORMS,
-    PREFIX_REPETITION,
-    RAMP_UP_STRATEGIES,
     SCHEMA_VERSION,
     ArgEdit,
-    BenchMetric,
-    BenchSpec,
     CaseSpec,
     CheckpointSpec,
     ComparisonSpec,
@@ -31,34 +25,22 @@ from afd_e2e.profile.model import (
     GateSpec,
     GraphSpec,
     HardwareSpec,
-    MetricGate,
     ModelSpec,
     PlacementSpec,
-    PrefixRepetition,
     Profile,
     ProfilerSpec,
-    RampUp,
     RoleSpec,
     SoftwareSpec,
     TrendSpec,
-    percentile_key,
 )
 from afd_e2e.profile.section_readers import parse_profile
 
 __all__ = [
-    "BENCH_METRICS",
-    "DEFAULT_BENCH_METRICS",
     "INTERCONNECTS",
-    "LATENCIES",
-    "LATENCY_PERCENTILES",
     "ON_WORSE",
     "PLATFORMS",
-    "PREFIX_REPETITION",
-    "RAMP_UP_STRATEGIES",
     "SCHEMA_VERSION",
     "ArgEdit",
-    "BenchMetric",
-    "BenchSpec",
     "CaseSpec",
     "CheckpointSpec",
     "ComparisonSpec",
@@ -69,18 +51,14 @@ __all__ = [
     "GateSpec",
     "GraphSpec",
     "HardwareSpec",
-    "MetricGate",
     "ModelSpec",
     "PlacementSpec",
-    "PrefixRepetition",
     "Profile",
     "ProfilerSpec",
-    "RampUp",
     "RoleSpec",
     "SoftwareSpec",
     "TrendSpec",
     "builtin_profiles",
     "load_profile",
     "parse_profile",
-    "percentile_key",
 ]

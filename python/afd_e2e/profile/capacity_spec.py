@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.profile.model import ON_WORSE, Profile
 from afd_e2e.profile.reader import Reader
 
@@ -103,14 +104,15 @@ def _read_search(r: Reader, integral: bool) -> SearchSpec:
 
 def read_capacity(r: Reader, profile: Profile) -> CapacitySpec:
     """The ``workloads.capacity`` section; a one-line error naming the key and the fix on anything wrong."""
-    if profile.bench is None:
+    base = bench_spec(profile)  # read before this section: the performance phase registers before the capacity phase
+    if base is None:
         r.fail(r.path, "needs workloads.bench (dataset, lengths, seed)", "add workloads.bench")
-    assert profile.bench is not None
+    assert base is not None
     shape = r.get("shape", str, "")
-    if shape and shape not in dict(profile.bench.shapes):
-        known = ", ".join(name for name, _ in profile.bench.shapes) or "none"
+    if shape and shape not in dict(base.shapes):
+        known = ", ".join(name for name, _ in base.shapes) or "none"
         r.fail(r.key("shape"), f"no workloads.bench shape {shape!r} (shapes: {known})", "name one of them, or drop it")
-    bench = profile.bench.shape(shape)
+    bench = base.shape(shape)
     if bench.ramp_up is not None:
         r.fail(
             r.key("shape") if shape else r.path,

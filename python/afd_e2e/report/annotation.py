@@ -2,8 +2,8 @@
 
 Order: headline verdict (with a SMOKE banner for smoke_only profiles, and what did not finish for partial runs),
 the per-case table (Correctness: each registered phase's columns), the phases' Features tables and their own
-sections (one performance table per comparison laid out like the seed PR's, with its plot), the other case sections'
-(hygiene), environment, artifact links; then failure details, log tails and model output. Everything that comes from the model,
+sections (the performance phase's tables per comparison with its plot, ``report/performance_report.py``), the other
+case sections' (hygiene), environment, artifact links; then failure details, log tails and model output. Everything that comes from the model,
 logs or the machine is escaped. Buildkite caps an annotation at 1 MiB: past that, the annotation is a summary
 (the sections above the details) pointing at the full text, uploaded as ``annotation-full.md``.
 """
@@ -18,30 +18,15 @@ from urllib.parse import quote
 
 from afd_e2e import __version__
 from afd_e2e.buildkite.env import job_id, step_key
-from afd_e2e.plan.model import BLOCKS, CasePlan
+from afd_e2e.plan.model import CasePlan
 from afd_e2e.preflight.software import describe_software
 from afd_e2e.report import formatting, section_renderers
 from afd_e2e.report.escape import markdown_text, preformatted
 from afd_e2e.report.section_renderers import AnnotationPart
 from afd_e2e.report.status_icons import icon, status_cell
 from afd_e2e.results import result_sections
-from afd_e2e.results.model import (
-    LOG_TAIL_CHARS,
-    BlockRecord,
-    CasePerformance,
-    CaseResults,
-    Comparison,
-    GpuInfo,
-    MetricComparison,
-    PerformanceComparison,
-    RunResults,
-    SequentialRecord,
-)
-from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads.bench import saturation_line, shape_words
-from afd_e2e.workloads.blocks import drift_lines
-from afd_e2e.workloads.performance import fails as fails_its_gate
-from afd_e2e.workloads.performance import undetectable_line
+from afd_e2e.results.model import LOG_TAIL_CHARS, CaseResults, GpuInfo, RunResults
+from afd_e2e.results.status import Status
 
 MAX_BYTES = 1024 * 1024
 FULL_REPORT_FILE = "annotation-full.md"
@@ -272,245 +257,6 @@ def _correctness(results: RunResults, parts: list[AnnotationPart]) -> str:
     for part in parts:
         rows += ["", part.text]
     return "\n".join(rows) + "\n"
-
-
-# ---- performance --------------------------------------------------------------------------------------------------
-
-
-def _repetitions_line(label: str, performance: CasePerformance | None) -> str:
-    if performance is None:
-        return f"- {label}: no performance runs recorded"
-    reps = performance.repetitions
-    passed = sum(rep.status is Status.PASSED for rep in reps)
-    completed = [f"{markdown_text(rep.completed)}/{markdown_text(rep.num_prompts)}" for rep in reps]
-    if not completed:
-        requests = "no requests recorded"
-    elif len(set(completed)) == 1:
-        requests = f"{completed[0]} requests completed each"
-    else:
-        requests = f"requests completed {', '.join(completed)}"
-    failed = sum(rep.failed or 0 for rep in reps)
-    warmups = _count(len(performance.warmups), "warmup")
-    line = f"- {label}: {passed}/{len(reps)} repetitions passed after {warmups}; {requests}; {failed} failed requests"
-    if performance.failure:
-        line += f"; {markdown_text(performance.failure, 200)}"
-    if saturated := saturation_line(reps):
-        line += f"; ⚠️ {markdown_text(saturated, 400)}"
-    return line
-
-
-def _metric_verdict(metric: MetricComparison, *, control: bool) -> str:
-    """The verdict cell; a worse metric also says what its gate did (fail, warn or note), a required parity not
-    shown fails it, and a ``parity`` of results written before equivalence testing says it is the old rule's."""
-    if control:
-        return markdown_text(metric.verdict) + (" (control, not judged)" if metric.verdict is Verdict.WORSE else "")
-    if not metric.judged_by_equivalence and metric.verdict is Verdict.PARITY:
-        return "parity (old rule: the 95% CI includes 0, not equivalence)"
-    if fails_its_gate(metric) and metric.verdict is not Verdict.WORSE:
-        return f"**{markdown_text(metric.verdict)}** ❌ parity required"
-    if metric.verdict is not Verdict.WORSE:
-        return markdown_text(metric.verdict) + ("" if metric.gated else " (not gated)")
-    return "**worse** " + {"fail": "❌ fails the gate", "warn": "⚠️ warning"}.get(metric.on_worse, "(note)")
-
-
-def _against_margin(metric: MetricComparison) -> str:
-    """The equivalence interval and the text bar against ±margin (the 95% interval for old results)."""
-    if not metric.judged_by_equivalence:
-        return formatting.interval(metric.ci95_pct)
-    bar = formatting.margin_bar(metric.ci90_pct, metric.margin_pct)
-    shown = f"{formatting.interval(metric.ci90_pct)} ±{metric.margin_pct:g}%"
-    return f"{shown} <code>{bar}</code>" if bar else shown
-
-
-def _noise(metric: MetricComparison) -> str:
-    """Each side's CV, and the flags: a warm-up effect over 5% (first measured repetition against the rest), the
-    repetitions a MAD rule calls outliers."""
-    sides = (("base", metric.baseline), ("cand", metric.candidate))
-    cv = "/".join("—" if side.cv_pct is None else f"{side.cv_pct:.1f}%" for _, side in sides)
-    flags = [f"CV {cv}"]
-    for name, side in sides:
-        if side.warmup_pct is not None and abs(side.warmup_pct) > WARMUP_FLAG_PCT:
-            flags.append(f"⚠️ {name} warm-up {side.warmup_pct:+.1f}%")
-        if side.outliers:
-            flags.append(f"⚠️ {name} outlier rep {', '.join(map(str, side.outliers))}")
-    return "; ".join(flags)
-
-
-WARMUP_FLAG_PCT = 5.0  # a first measured repetition this far from the rest: the warmups were too few
-
-
-def _series_lines(series: SequentialRecord | None) -> list[str]:
-    """How the repetitions came about: a series' looks, why it stopped, the order the repetitions ran."""
-    if series is None:
-        return []
-    if not series.looks:
-        if series.stopped == "not run":
-            return [f"- Sequential series not run: {markdown_text(series.reason)}"]
-        stopped = f"- Sequential series stopped before its first look: {markdown_text(series.stopped)}, "
-        return [stopped + markdown_text(series.reason), *_block_lines(series)]
-    looks = ", ".join(
-        f"{look.look}: {look.baseline_repetitions}+{look.candidate_repetitions} "
-        + ("/".join(markdown_text(v) for v in look.verdicts.values()) or "nothing gated")
-        for look in series.looks
-    )
-    order = ", ".join(series.order[2 * series.min :]) or "none"
-    return [
-        f"- Sequential series ({series.min} to {series.max} repetitions a side, alternating {series.alternation}, "
-        + (
-            "one planned look"
-            if series.planned_looks == 1
-            else f"error rates split over {series.planned_looks} planned looks"
-        )
-        + f"): {markdown_text(series.stopped)}, {markdown_text(series.reason)}",
-        f"- Looks (repetitions base+cand, gated verdicts): {markdown_text(looks, 600)}",
-        f"- Added repetitions in the order run: {markdown_text(order, 600)}",
-        *_block_lines(series),
-    ]
-
-
-def _block_lines(series: SequentialRecord) -> list[str]:
-    """A blocks series' launches, each block's repetitions and checks, and each side's block effect."""
-    if series.alternation != BLOCKS:
-        return []
-
-    def block(b: BlockRecord) -> str:
-        reps = f"reps {b.repetitions[0]}-{b.repetitions[-1]}" if b.repetitions else "no reps"
-        if b.block == 1:
-            return f"{b.side} 1 ({reps}, the case's own launch)"
-        checks = "hygiene " + ("passed" if all(c.status is Status.PASSED for c in b.hygiene) else "failed")
-        ready = f", ready in {b.launch_to_ready_s:.0f} s" if b.launch_to_ready_s is not None else ""
-        failed = f", **{b.status}**: {b.failure}" if b.status is not Status.PASSED else ""
-        return f"{b.side} {b.block} ({reps}{ready}, {checks}{failed})"
-
-    lines = [
-        f"- Blocks of {series.step} (each side launched afresh per block, {series.launches} added launches): "
-        + markdown_text(", ".join(block(b) for b in series.blocks), 800)
-    ]
-    drifted = drift_lines(series)
-    lines += [f"- ⚠️ {markdown_text(line)}" for line in drifted]
-    if not drifted and series.block_effects:
-        lines.append("- Block effect: each side's blocks agree within their repetitions' noise")
-    return lines
-
-
-def performance_sections(results: RunResults, plots: Mapping[str, str]) -> list[AnnotationPart]:
-    """One section per comparison that measured performance, with its plot."""
-    return [
-        AnnotationPart(
-            _performance(results, comparison_id, comparison, comparison.performance, plots.get(comparison_id)),
-            title=f"Performance {comparison_id}",
-        )
-        for comparison_id, comparison in results.comparisons.items()
-        if comparison.performance is not None
-    ]
-
-
-def _can_see(metric: MetricComparison) -> str:
-    """The metric's smallest detectable change, ❌ where it is wider than the profile's ``detect_pct``."""
-    if metric.detectable_pct is None:
-        return formatting.MISSING
-    mark = "❌ " if metric.undetectable else ""
-    asked = f" (asked ±{metric.detect_pct:g}%)" if metric.detect_pct is not None else ""
-    return f"{mark}±{metric.detectable_pct:.1f}%{asked}"
-
-
-def _performance(
-    results: RunResults,
-    comparison_id: str,
-    comparison: Comparison,
-    performance: PerformanceComparison,
-    plot: str | None,
-) -> str:
-    baseline = markdown_text(comparison.baseline_label)
-    candidate = markdown_text(comparison.candidate_label)
-    lines = [f"### Performance: {candidate} vs {baseline} (<code>{markdown_text(comparison_id)}</code>)", ""]
-    if performance.control:
-        lines += ["> **Control run** (forced routing changes outputs): not headline performance evidence.", ""]
-    if performance.shapes:  # one case under several shapes: this table is workloads.bench's own
-        lines += [f"#### Shape <code>workloads.bench</code>{_shape_said(results, comparison, '')}", ""]
-    lines += _performance_body(results, comparison, performance, "")
-    for name, shaped in performance.shapes.items():
-        lines += ["", f"#### Shape <code>{markdown_text(name)}</code>{_shape_said(results, comparison, name)}", ""]
-        lines += _performance_body(results, comparison, shaped, name)
-    if plot:
-        lines += ["", f'<img src="artifact://{quote(plot, safe="/._-")}" alt="{candidate} vs {baseline}">']
-    return "\n".join(lines) + "\n"
-
-
-def _shape_said(results: RunResults, comparison: Comparison, shape: str) -> str:
-    """A shape's load in words ("": ``workloads.bench``'s own), from the first repetition either side ran of it
-    ('' where none ran)."""
-    sections = [
-        case.performance.shapes.get(shape) if shape else case.performance
-        for case in map(results.case, (comparison.baseline, comparison.candidate))
-        if case and case.performance
-    ]
-    argv = next((rep.argv for section in sections if section for rep in section.repetitions if rep.argv), [])
-    said = shape_words(argv)
-    return f": {markdown_text(said)}" if said else ""
-
-
-def _performance_body(
-    results: RunResults, comparison: Comparison, performance: PerformanceComparison, shape: str
-) -> list[str]:
-    """One shape's table, notes, warnings, gate and each side's repetitions ("": ``workloads.bench``'s own)."""
-    baseline = markdown_text(comparison.baseline_label)
-    candidate = markdown_text(comparison.candidate_label)
-    lines: list[str] = []
-    metrics = performance.metrics
-    if metrics:
-        lines += [
-            f"| Metric | {baseline} | {candidate} | Delta | Interval vs margin | Verdict | Can see | Reps | Noise |",
-            "| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | --- |",
-        ]
-        for metric in metrics:
-            unit = markdown_text(metric.unit)
-            verdict = _metric_verdict(metric, control=performance.control)
-            lines.append(
-                f"| {markdown_text(metric.name)} "
-                f"| {formatting.measure(metric.baseline.mean, metric.baseline.std, unit)} "
-                f"| {formatting.measure(metric.candidate.mean, metric.candidate.std, unit)} "
-                f"| {formatting.percent(metric.delta_pct)} | {_against_margin(metric)} | {verdict} "
-                f"| {_can_see(metric)} "
-                f"| {len(metric.baseline.values)}+{len(metric.candidate.values)} | {_noise(metric)} |"
-            )
-        lines += [""]
-        lines += (
-            []
-            if shape
-            else [
-                "Mean ± sample standard deviation over the formal repetitions; the delta is the candidate's relative to "
-                "the baseline's mean. Interval: the delta's 90% equivalence interval (two one-sided tests; split over a "
-                "series' looks) against the ±margin, drawn from -2 to +2 margins (<code>¦</code> the margins, "
-                "<code>0</code> zero): parity when it lies between the margins, better/worse when the 95% interval "
-                "excludes 0 and the delta passes the threshold, inconclusive otherwise. Can see: the smallest change "
-                "these repetitions would call different 80% of the time at this noise (never under the threshold); "
-                "❌ where the profile asks to see a smaller one (<code>detect_pct</code>).",
-                "",
-            ]
-        )
-        lines += [
-            f"- {markdown_text(m.name)} inconclusive: {markdown_text(m.reason)}"
-            for m in metrics
-            if m.verdict is Verdict.INCONCLUSIVE and m.reason
-        ]
-        lines += [f"- {markdown_text(undetectable_line(m))}" for m in metrics if m.gated and m.undetectable]
-        lines += _series_lines(performance.sequential)
-        lines += [""] if lines[-1] else []
-    for warning in performance.warnings:
-        lines += [f"⚠️ Performance warning: {markdown_text(warning)} (<code>on_worse: warn</code>)", ""]
-    for side in performance.saturated:
-        lines += [f"⚠️ Compared in saturation: {markdown_text(side, 500)}", ""]
-    failure = markdown_text(performance.failure or "", 300)
-    if not metrics:
-        lines += [f"No metrics: {status_cell(performance.status, failure)}", ""]
-    elif performance.status is not Status.PASSED:
-        lines += [f"Performance gate: {status_cell(performance.status, failure)}", ""]
-    for side, label in ((comparison.baseline, baseline), (comparison.candidate, candidate)):
-        case = results.case(side)
-        section = case.performance if case else None
-        lines.append(_repetitions_line(label, section.shapes.get(shape) if section and shape else section))
-    return lines
 
 
 # ---- hygiene, environment, artifacts ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from afd_e2e.profile import LATENCY_PERCENTILES
+from afd_e2e.profile.bench_spec import LATENCY_PERCENTILES
 from afd_e2e.report.escape import markdown_text, picture_text
 from afd_e2e.report.status_icons import icon
 from afd_e2e.results.capacity_records import BRACKETED, CapacityComparison, CapacityLevel, CaseCapacity

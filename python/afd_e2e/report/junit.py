@@ -3,9 +3,8 @@
 Suites: ``afd-e2e.<profile>.preflight``, one ``.case.<id>`` per case (launch/readiness, then each registered phase's
 testcases: the performance runs, ...; then each hygiene check), one ``.comparison.<id>`` per comparison (each
 measure's: each performance metric, ...) and ``.run`` (the verdict). The phases' renderers are registered by
-``afd_e2e.phases.rendering``; a phase that registers none gets one testcase per section it writes. A performance
-metric fails only when it is worse and its profile says ``on_worse: fail`` (``warn`` passes with a warning). At most
-5000 testcases per file, as Test Engine requires.
+``afd_e2e.phases.rendering`` (the performance phase's in ``report/performance_report.py``); a phase that registers
+none gets one testcase per section it writes. At most 5000 testcases per file, as Test Engine requires.
 """
 
 from __future__ import annotations
@@ -16,26 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from afd_e2e.plan.model import BLOCKS
 from afd_e2e.profile import catalogue
-from afd_e2e.report import formatting, section_renderers
+from afd_e2e.report import section_renderers
 from afd_e2e.report.escape import cut_head, one_line, xml_text
 from afd_e2e.results import result_sections
-from afd_e2e.results.model import (
-    CaseResults,
-    Comparison,
-    MetricComparison,
-    PerformanceComparison,
-    PreflightRecord,
-    Repetition,
-    RunResults,
-    SequentialRecord,
-)
-from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads.bench import load_text
-from afd_e2e.workloads.blocks import drift_lines
-from afd_e2e.workloads.performance import fails as fails_its_gate
-from afd_e2e.workloads.performance import undetectable_line
+from afd_e2e.results.model import CaseResults, PreflightRecord, RunResults
+from afd_e2e.results.status import Status
 
 MAX_TESTCASES_PER_FILE = 5000
 OUTPUT_CHARS = 64 * 1024  # the end of a log is what explains a failure; keep files small
@@ -189,135 +174,10 @@ def _section_testcases(suite: SuiteTestcases, case: CaseResults, phase: str) -> 
 # ---- each phase's and section's testcases (registered by ``afd_e2e.phases.rendering``) ----------------------------
 
 
-def performance_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
-    """The case's repetitions a testcase, and each named load shape's another (``performance runs burst``)."""
-    if performance := case.performance:
-        suite.add(
-            "performance runs",
-            performance.status,
-            message=performance.failure,
-            output=suite.log_tail,
-            whole=suite.logs,
-            stdout="\n".join(_repetition_line(rep) for rep in performance.repetitions),
-            elapsed=case.timings.phases.get("performance"),
-        )
-        for name, shaped in performance.shapes.items():
-            suite.add(
-                f"performance runs {name}",
-                shaped.status,
-                message=shaped.failure,
-                output=suite.log_tail,
-                whole=suite.logs,
-                stdout="\n".join(_repetition_line(rep) for rep in shaped.repetitions),
-            )
-
-
 def hygiene_testcases(suite: SuiteTestcases, case: CaseResults) -> None:
     for check in case.hygiene:
         where = f" on agent {check.agent}" if check.agent else ""
         suite.add(f"hygiene {check.check}{where}", check.status, message=check.detail)
-
-
-def _repetition_line(rep: Repetition) -> str:
-    """A repetition in one line: its outcome and counts, then its load (achieved against asked rate, the peak
-    concurrency, SATURATED where it was) when results record one."""
-    return (
-        f"repetition {rep.index}: {rep.status}, {rep.completed}/{rep.num_prompts} "
-        f"completed, {rep.failed} failed, {formatting.duration(rep.duration_s)}"
-        + (f"; {load_text(rep.load)}" if rep.load else "")
-        + (f" ({rep.failure})" if rep.failure else "")
-    )
-
-
-def performance_comparison_testcases(
-    suite: SuiteTestcases, comparison: Comparison, performance: PerformanceComparison
-) -> None:
-    """A testcase per metric (``performance mean_ttft_ms``), and per metric of each named load shape
-    (``performance burst mean_ttft_ms``), each judged by its own shape's verdict."""
-    _metric_testcases(suite, comparison, performance, "performance")
-    for name, shaped in performance.shapes.items():
-        _metric_testcases(suite, comparison, shaped, f"performance {name}")
-
-
-def _metric_testcases(
-    suite: SuiteTestcases, comparison: Comparison, performance: PerformanceComparison, prefix: str
-) -> None:
-    if not performance.metrics:  # nothing to compare: the gate's own status says why
-        suite.add(prefix, performance.status, message=performance.failure)
-    blocks = _blocks_line(performance.sequential)
-    for metric in performance.metrics:
-        summary = _metric_line(comparison, metric, control=performance.control)
-        saturated = [f"compared in saturation: {side}" for side in performance.saturated]
-        stdout = "\n".join(line for line in (summary, _can_see(metric), blocks, *saturated) if line)
-        message = f"{summary}; compared in saturation" if saturated else summary
-        suite.add(f"{prefix} {metric.key}", _metric_status(metric, performance), message=message, stdout=stdout)
-
-
-def _blocks_line(series: SequentialRecord | None) -> str:
-    """A blocks series in one line: its blocks, the launches they added, and any side that drifted between its
-    blocks (the repetitions came from fresh launches: a reader of the testcase must know)."""
-    if series is None or series.alternation != BLOCKS or not series.blocks:
-        return ""
-    drifted = drift_lines(series)
-    effect = "; ".join(drifted) if drifted else "each side's blocks agree within their repetitions' noise"
-    return (
-        f"alternating blocks of {series.step}: {len(series.blocks)} blocks, {series.launches} added launches; {effect}"
-    )
-
-
-def _can_see(metric: MetricComparison) -> str:
-    """The smallest change the metric's repetitions could see (stats.detectable_pct), and the profile's ask."""
-    if metric.detectable_pct is None:
-        return ""
-    asked = f" (detect_pct asks ±{metric.detect_pct:g}%)" if metric.detect_pct is not None else ""
-    return f"can see ±{metric.detectable_pct:.1f}% (called different 80% of the time at this noise){asked}"
-
-
-def _metric_status(metric: MetricComparison, performance: PerformanceComparison) -> Status:
-    """A metric's testcase fails where it fails its gate (``workloads.performance.fails``: worse with
-    ``on_worse: fail``, or not parity with ``require: parity``); worse with ``warn``, or either side measured in
-    saturation, passes with a warning; a control run's metrics are shown, never judged. (A failed side fails its
-    case's testcase.)"""
-    if performance.status is Status.SKIPPED:
-        return Status.SKIPPED
-    if performance.control:
-        return Status.PASSED
-    if fails_its_gate(metric):
-        return Status.FAILED
-    warned = metric.verdict is Verdict.WORSE and metric.gated and metric.on_worse == "warn"
-    return Status.WARNED if warned or performance.saturated else Status.PASSED
-
-
-def _metric_line(comparison: Comparison, metric: MetricComparison, *, control: bool) -> str:
-    """The metric in one line; an inconclusive one says why and how many repetitions would decide it, a required
-    parity not shown leads with that, a ``parity`` of old results says it is the old rule's."""
-    baseline = formatting.measure(metric.baseline.mean, metric.baseline.std, metric.unit)
-    candidate = formatting.measure(metric.candidate.mean, metric.candidate.std, metric.unit)
-    split = f" (split over {metric.looks} looks)" if metric.looks > 1 else ""
-    if metric.judged_by_equivalence and metric.verdict in (Verdict.PARITY, Verdict.INCONCLUSIVE):
-        interval = f"90% CI {formatting.interval(metric.ci90_pct)} against ±{metric.margin_pct:g}%{split}"
-        verdict = str(metric.verdict)
-    elif metric.judged_by_equivalence:
-        interval = f"95% CI {formatting.interval(metric.ci95_pct)}{split}"
-        verdict = str(metric.verdict)
-    else:
-        interval = f"95% CI {formatting.interval(metric.ci95_pct)}"
-        old = " (old rule: the 95% CI includes 0, not equivalence)" if metric.verdict is Verdict.PARITY else ""
-        verdict = f"{metric.verdict}{old}"
-    line = (
-        f"{metric.name}: {comparison.baseline_label} {baseline}, {comparison.candidate_label} {candidate}, "
-        f"delta {formatting.percent(metric.delta_pct)}, {interval}, {verdict}"
-        f" ({len(metric.baseline.values)}+{len(metric.candidate.values)} repetitions)"
-    )
-    if metric.reason:
-        line += f": {metric.reason}"
-    if metric.gated and metric.undetectable:
-        return f"{undetectable_line(metric)}: {line}"
-    if control:
-        return line + " (control run, not headline evidence)"
-    if metric.require == "parity" and metric.verdict is not Verdict.PARITY:
-        return f"not shown at parity (require: parity): {line}"
-    return line
 
 
 def _add_verdict(builder: _Builder, results: RunResults) -> None:

@@ -13,7 +13,7 @@ from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES, render_annota
 from afd_e2e.report.artifact_files import list_artifacts
 from afd_e2e.report.capacity_report import write_capacity_plots
 from afd_e2e.report.junit import write_junit
-from afd_e2e.report.plots import write_plots
+from afd_e2e.report.performance_report import write_performance_plots
 from afd_e2e.report.telemetry_report import write_telemetry_plots
 from afd_e2e.report.trend_attach import attach as attach_trend
 from afd_e2e.results import load_results
@@ -36,7 +36,7 @@ class ReportPaths:
 
 def render_all(out_dir: Path) -> ReportPaths:
     results = load_results(out_dir)
-    plots = write_plots(results, out_dir / "plots")
+    plots = write_performance_plots(results, out_dir / "plots")  # first: it clears the PNGs of an earlier render
     plots.update(write_capacity_plots(results, out_dir / "plots"))
     plots.update(write_telemetry_plots(results, out_dir, out_dir / "plots"))
     junit = write_junit(results, out_dir / "junit")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from afd_e2e.results.model import Repetition
+from afd_e2e.results.performance_records import Repetition
 from afd_e2e.results.status import Status, Verdict
 
 RSS = "RSS"

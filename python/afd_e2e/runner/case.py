@@ -39,6 +39,7 @@ from afd_e2e.plan.model import CasePlan, RunPlan
 from afd_e2e.profile import Profile, catalogue
 from afd_e2e.results import result_sections
 from afd_e2e.results.model import CaseResults, CheckRecord, PreflightCheck, ProcessRecord
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Status
 from afd_e2e.results.store import ResultsStore
@@ -367,7 +368,7 @@ def _while_up(
         servers.check()
     except EngineDied as exc:
         raise died(servers, exc, "held up for a sequential series") from exc
-    performance = results.performance
+    performance = results.section(PERFORMANCE)
     if performance is not None and performance.status is Status.CANCELLED:
         raise Cancelled(f"performance: {performance.failure or 'cancelled'}")
     if performance is not None and performance.status.is_failure:

@@ -32,7 +32,7 @@ from afd_e2e.runner.series_servers import kept_up, run_cases
 from afd_e2e.runner.verdict import decide_verdict
 from afd_e2e.system.markers import new_run_id
 from afd_e2e.system.progress import Progress
-from afd_e2e.workloads import builtin_phases
+from afd_e2e.workloads.comparisons import run_comparisons
 
 
 def _close(store: ResultsStore, *, cancelled: str | None = None, crashed: str | None = None) -> None:
@@ -148,7 +148,7 @@ def execute_run(
         try:
             run_cases(ctx, plan.cases)
             if not flag.is_set():
-                results.comparisons = builtin_phases.run_comparisons(profile, results, layout.out_dir)
+                results.comparisons = run_comparisons(profile, results, layout.out_dir)
                 match_model_runners(results)
                 store.flush()
         except Exception as exc:

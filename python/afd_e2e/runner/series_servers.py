@@ -24,7 +24,10 @@ from dataclasses import dataclass
 
 from afd_e2e.plan.model import BLOCKS, NOT_RUN, REPETITIONS, CasePlan, SeriesPlan
 from afd_e2e.profile import catalogue
-from afd_e2e.results.model import BlockRecord, CaseResults, Repetition, SequentialRecord
+from afd_e2e.profile.bench_spec import bench_spec
+from afd_e2e.results.model import CaseResults
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
+from afd_e2e.results.performance_records import BlockRecord, CasePerformance, Repetition, SequentialRecord
 from afd_e2e.results.status import Status
 from afd_e2e.runner.cancellation import call_watched
 from afd_e2e.runner.case import CaseFailure, RunContext, died, new_case_results, run_block, run_case
@@ -34,7 +37,6 @@ from afd_e2e.system.child_env import client_environment
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.markers import marker_env
 from afd_e2e.workloads import bench, blocks, sequential
-from afd_e2e.workloads.builtin_phases import PROGRESS_EVERY_S
 from afd_e2e.workloads.completions import CompletionError, served_model_root
 
 
@@ -70,12 +72,12 @@ class _Writes:
     open: bool = True
 
     def __post_init__(self) -> None:
-        self.section = copy.deepcopy(self.results.performance)
+        self.section = copy.deepcopy(self.results.section(PERFORMANCE))
 
     def flush(self) -> None:
         with self.lock:
             if self.open and self.section is not None:
-                self.results.performance = copy.deepcopy(self.section)
+                self.results.set_section(PERFORMANCE, copy.deepcopy(self.section))
 
 
 def run_cases(ctx: RunContext, cases: Sequence[CasePlan]) -> None:
@@ -85,10 +87,11 @@ def run_cases(ctx: RunContext, cases: Sequence[CasePlan]) -> None:
     _run_cases(ctx, list(cases), held, {}, _State())
     for series in ctx.plan.series:
         found = ctx.store.results.cases.get(series.candidate)
-        if series.alternation == NOT_RUN and found is not None and found.performance is not None:
+        section: CasePerformance | None = found.section(PERFORMANCE) if found is not None else None
+        if series.alternation == NOT_RUN and section is not None:
             record = SequentialRecord(series.baseline, series.candidate, series.min, series.max)
             record.stopped, record.reason = "not run", f"{series.reason}: {series.min} repetitions a side"
-            found.performance.sequential = record
+            section.sequential = record
     ctx.store.flush()
 
 
@@ -152,7 +155,7 @@ def _target(ctx: RunContext, side: CasePlan) -> bench.Target:
 def _repetition(
     ctx: RunContext, target: bench.Target, client, stop: threading.Event, index: int, kind: str = "rep"
 ) -> Repetition:
-    spec = ctx.profile.bench
+    spec = bench_spec(ctx.profile)
     assert spec is not None
     rep, _ended = bench.run_one(
         spec,
@@ -164,7 +167,7 @@ def _repetition(
         total=spec.most_repetitions if kind == "rep" else spec.warmups,
         progress=lambda line: ctx.progress(f"{target.case_id}: {line}"),
         cancelled=stop,
-        heartbeat_s=PROGRESS_EVERY_S,
+        heartbeat_s=bench.PROGRESS_EVERY_S,
         client=client,
     )
     return rep
@@ -219,14 +222,16 @@ def run_held_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseRe
     """The candidate's series against the held baseline, watched like a phase (a cancel, a death, a stall); the
     record lands on the candidate's performance section. A candidate that dies or stalls fails its case; a
     baseline that does fails the series (and its own case, once its hold ends)."""
-    spec = ctx.profile.bench
+    spec = bench_spec(ctx.profile)
     base_results = held.results
-    if spec is None or results.performance is None or base_results.performance is None:
+    section: CasePerformance | None = results.section(PERFORMANCE)
+    base_section: CasePerformance | None = base_results.section(PERFORMANCE)
+    if spec is None or section is None or base_section is None:
         return
     record = sequential.start(spec, ctx.plan.series_of(case.id), held.case.id, case.id)
-    if results.performance.status is not Status.PASSED or base_results.performance.status is not Status.PASSED:
+    if section.status is not Status.PASSED or base_section.status is not Status.PASSED:
         record.stopped, record.reason = "failed", "a side's first repetitions did not all pass"
-        results.performance.sequential = record
+        section.sequential = record
         return
     writes = {c.id: _Writes(r, ctx.store.lock) for c, r in ((held.case, base_results), (case, results))}
     stop = threading.Event()
@@ -298,18 +303,19 @@ def run_held_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseRe
             for w in writes.values():
                 w.open = False
             record.stopped, record.reason = "failed", str(exc)
-            base_results.performance.status = Status.FAILED
-            base_results.performance.failure = f"sequential series: {exc}"
-            results.performance.sequential = record
+            flushed = base_results.section(PERFORMANCE)  # the writes' last copy, not the section read above
+            flushed.status = Status.FAILED
+            flushed.failure = f"sequential series: {exc}"
+            results.section(PERFORMANCE).sequential = record
             ctx.store.flush()
     except BaseException:
         with ctx.store.lock:
             for w in writes.values():
                 w.open = False
-            for r in (base_results, results):
-                if r.performance is not None and r.performance.status is Status.RUNNING:
-                    r.performance.status = Status.CANCELLED if ctx.flag.is_set() else Status.FAILED
-                    r.performance.failure = r.performance.failure or "sequential series stopped"
+            for side in (base_results.section(PERFORMANCE), results.section(PERFORMANCE)):
+                if side is not None and side.status is Status.RUNNING:
+                    side.status = Status.CANCELLED if ctx.flag.is_set() else Status.FAILED
+                    side.failure = side.failure or "sequential series stopped"
             ctx.store.flush()
         raise
     finally:
@@ -324,21 +330,23 @@ def run_blocks(ctx: RunContext, planned: SeriesPlan) -> None:
     for a block of repetitions, warm-ups first (a fresh launch is cold), until decided (``sequential.alternate``).
     A block that fails (its launch, a repetition, its hygiene) ends the series and fails its side's case, with the
     block's record; a cancel ends it as cancelled. The record lands on the candidate's performance section."""
-    spec = ctx.profile.bench
+    spec = bench_spec(ctx.profile)
     cases = {c.id: c for c in ctx.plan.cases}
     found = {side: ctx.store.results.cases.get(side) for side in (planned.baseline, planned.candidate)}
     base_results, results = found[planned.baseline], found[planned.candidate]
-    if spec is None or base_results is None or results is None or results.performance is None:
+    section: CasePerformance | None = results.section(PERFORMANCE) if results is not None else None
+    if spec is None or base_results is None or results is None or section is None:
         return
     record = sequential.start(spec, planned, planned.baseline, planned.candidate)
     record.blocks = [_first_block(found[side], spec.repetitions) for side in (planned.lead, _other(planned))]
-    results.performance.sequential = record
+    section.sequential = record
     if ctx.flag.is_set():
         record.stopped, record.reason = "cancelled", "the run was cancelled before the blocks"
         ctx.store.flush()
         return
-    if base_results.performance is None or any(
-        r.status is not Status.PASSED or r.performance is None or r.performance.status is not Status.PASSED
+    base_section: CasePerformance | None = base_results.section(PERFORMANCE)
+    if base_section is None or any(
+        r.status is not Status.PASSED or (side := r.section(PERFORMANCE)) is None or side.status is not Status.PASSED
         for r in found.values()
     ):
         record.stopped, record.reason = "failed", "a side's case (its first block) did not pass"
@@ -346,7 +354,7 @@ def run_blocks(ctx: RunContext, planned: SeriesPlan) -> None:
         return
     stop = threading.Event()
     budget = _Budget(ctx, results, stop)
-    sections = {planned.baseline: base_results.performance, planned.candidate: results.performance}
+    sections = {planned.baseline: base_section, planned.candidate: section}
 
     def step(case_id: str, indices: list[int]):
         number = 1 + sum(1 for b in record.blocks if b.side == case_id)

@@ -19,6 +19,8 @@ from afd_e2e.results.capacity_records import BRACKETED, CaseCapacity
 from afd_e2e.results.codec import to_json
 from afd_e2e.results.gsm8k_records import Gsm8kResult
 from afd_e2e.results.model import CaseResults
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
+from afd_e2e.results.performance_records import CasePerformance
 
 # The bench metrics followed, then the case-level ones; ``True`` when higher is better.
 BENCH_METRICS = {
@@ -145,9 +147,8 @@ def case_values(case: CaseResults) -> dict[str, float]:
     SLO its sweep bracketed, GSM8K strict match, ready time and teardown (a metric the case did not reach is
     absent)."""
     values = {}
-    repetitions = [
-        rep for rep in (case.performance.repetitions if case.performance else []) if rep.status is Status.PASSED
-    ]
+    performance: CasePerformance | None = case.section(PERFORMANCE)
+    repetitions = [rep for rep in (performance.repetitions if performance else []) if rep.status is Status.PASSED]
     for key in BENCH_METRICS:
         measured = [rep.metrics[key] for rep in repetitions if key in rep.metrics]
         if measured:

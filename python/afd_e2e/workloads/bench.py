@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from afd_e2e.profile import LATENCIES, LATENCY_PERCENTILES, BenchSpec
-from afd_e2e.results.model import CasePerformance, Load, Repetition
+from afd_e2e.profile.bench_spec import LATENCIES, LATENCY_PERCENTILES, BenchSpec
+from afd_e2e.results.performance_records import CasePerformance, Load, Repetition
 from afd_e2e.results.redaction import redact_argv, redact_env
 from afd_e2e.results.status import Saturation, Status
 from afd_e2e.system.engine_probe import ProbeFailed, interpreter_of
@@ -48,6 +48,9 @@ CLIENT_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
 }
 KILL_GRACE_S = 5.0
+# A running repetition's progress line (``run_bench_series``' ``heartbeat_s``), every this many seconds: the
+# performance phase's and the runner's ranged series' alike.
+PROGRESS_EVERY_S = 10.0
 CLIENT_SCRIPT = Path(__file__).with_name("bench_client_script.py")
 VLLM_CLI = "vllm.entrypoints.cli.main"  # the console script's entry point, and what the GPU kit's wrapper runs
 

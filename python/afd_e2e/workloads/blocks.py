@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from afd_e2e.profile import MetricGate
-from afd_e2e.results.model import BlockEffect, CasePerformance, SequentialRecord
+from afd_e2e.profile.bench_spec import MetricGate
+from afd_e2e.results.performance_records import BlockEffect, CasePerformance, SequentialRecord
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.stats import f_test_p, mean
 

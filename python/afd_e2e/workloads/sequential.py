@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from afd_e2e.plan.model import REPETITIONS, SeriesPlan, first_look
-from afd_e2e.profile import BenchSpec
-from afd_e2e.results.model import CasePerformance, PerformanceLook, Repetition, SequentialRecord
+from afd_e2e.profile.bench_spec import BenchSpec
+from afd_e2e.results.performance_records import CasePerformance, PerformanceLook, Repetition, SequentialRecord
 from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads import performance
+from afd_e2e.workloads import performance_comparison
 
 # (case id, the 1-based indices to run) -> the repetitions run (up to the first that did not pass) and why the step
 # failed where no repetition says so (a block's launch or hygiene), else None
@@ -53,7 +53,7 @@ def start(spec: BenchSpec, series: SeriesPlan | None, baseline_id: str, candidat
 
 
 def _look(spec: BenchSpec, record: SequentialRecord, base: CasePerformance, cand: CasePerformance) -> PerformanceLook:
-    verdicts = performance.look(
+    verdicts = performance_comparison.look(
         base,
         cand,
         record,

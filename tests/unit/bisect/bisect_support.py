@@ -16,6 +16,7 @@ from pathlib import Path
 
 from afd_e2e.bisect.install import Installed, NotInstalled
 from afd_e2e.results.model import RunResults
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.store import results_from_json
 from results_docs import load_fixture
 
@@ -66,14 +67,16 @@ class StandIns:
         if not self.on_disk:  # the template's records shared, the case's performance section new
             template = _template()
             case = template.cases[CASE]
-            assert case.performance is not None
-            first = case.performance.repetitions[0]
+            assert case.section(PERFORMANCE) is not None
+            first = case.section(PERFORMANCE).repetitions[0]
             repetitions = [
                 dataclasses.replace(first, index=n, metrics={**first.metrics, "mean_tpot_ms": value})
                 for n, value in enumerate(self.tpot(index, run), 1)
             ]
-            performance = dataclasses.replace(case.performance, repetitions=repetitions)
-            cases = {**template.cases, CASE: dataclasses.replace(case, performance=performance)}
+            performance = dataclasses.replace(case.section(PERFORMANCE), repetitions=repetitions)
+            measured = dataclasses.replace(case, extra=dict(case.extra))  # the sections beside the fields: its own
+            measured.set_section(PERFORMANCE, performance)
+            cases = {**template.cases, CASE: measured}
             return dataclasses.replace(template, cases=cases)
         data = copy.deepcopy(load_fixture("tiny-cpu"))
         case = data["cases"][CASE]

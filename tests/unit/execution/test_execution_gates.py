@@ -22,8 +22,9 @@ from afd_e2e.profile.section_readers import parse_profile
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.junit import build_testcases
 from afd_e2e.results.codec import from_json
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Proof, Status
-from afd_e2e.workloads.builtin_phases import run_comparisons
+from afd_e2e.workloads.comparisons import run_comparisons
 from repo_paths import FIXTURES, REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
@@ -50,13 +51,17 @@ def _seed_with(baseline: str, candidate: str, comparison_id: str = "performance"
 
 def test_sides_that_ran_the_modes_the_comparison_says_are_judged():
     results, _ = _seed_with("cpu-eager", "cpu-compiled", "eager-vs-compiled")
-    performance = run_comparisons(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)["eager-vs-compiled"].performance
+    performance = run_comparisons(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)["eager-vs-compiled"].section(
+        PERFORMANCE
+    )
     assert performance.metrics and performance.status is not Status.FAILED, performance.failure
 
 
 def test_both_sides_eager_fail_an_eager_vs_graph_comparison_before_any_number():
     results, cmp = _seed_with("cpu-eager", "cpu-eager", "eager-vs-graph")
-    performance = run_comparisons(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)["eager-vs-graph"].performance
+    performance = run_comparisons(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)["eager-vs-graph"].section(
+        PERFORMANCE
+    )
     assert performance.status is Status.FAILED and not performance.metrics
     assert performance.failure == (
         f"execution modes: candidate {cmp.candidate}'s server role asked eager, the comparison says cuda graphs"
@@ -65,7 +70,9 @@ def test_both_sides_eager_fail_an_eager_vs_graph_comparison_before_any_number():
 
 def test_a_contradicted_side_fails_the_comparison_with_its_evidence():
     results, cmp = _seed_with("cpu-eager", "cpu-forced-eager")
-    performance = run_comparisons(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)["performance"].performance
+    performance = run_comparisons(load_profile("qwen3.5-122b-a10b"), results, SEED_DIR)["performance"].section(
+        PERFORMANCE
+    )
     assert performance.status is Status.FAILED and not performance.metrics
     assert performance.failure.startswith(
         f"execution modes: candidate {cmp.candidate}'s server role did not run compiled"

@@ -12,6 +12,7 @@ import yaml
 from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import builtin_profiles, catalogue, load_profile, parse_profile
+from afd_e2e.profile.bench_spec import bench_spec
 from repo_paths import REPO
 
 
@@ -45,7 +46,7 @@ def test_seed_profile_cases_and_workloads():
     assert p.model.checkpoint.num_experts == 256 and p.model.checkpoint.num_experts_per_tok == 8
     gsm8k = p.workloads["gsm8k"]
     assert (gsm8k.questions, gsm8k.shots, gsm8k.min_correct, gsm8k.max_tokens) == (7, 8, 7, 512)
-    b = p.bench
+    b = bench_spec(p)
     assert (b.input_len, b.output_len, b.num_prompts, b.request_rate, b.max_concurrency) == (1024, 128, 1024, 5, 32)
     assert (b.temperature, b.warmups, b.repetitions, b.max_repetitions) == (0.0, 1, 3, 9)
     assert (b.alternation, b.block) == ("blocks", 3)
@@ -64,7 +65,7 @@ def test_seed_profile_cases_and_workloads():
 def test_seed_capacity_sweep_raises_the_serving_limits_around_5_req_s():
     p = load_profile("qwen3.5-122b-a10b")
     spec = p.workloads["capacity"]
-    assert spec.variable == "request_rate" and spec.grid()[0] < p.bench.request_rate < spec.grid()[-1]
+    assert spec.variable == "request_rate" and spec.grid()[0] < bench_spec(p).request_rate < spec.grid()[-1]
     assert (spec.slo.ttft_ms, spec.slo.tpot_ms, spec.slo.attainment) == (2000.0, 100.0, 0.9)
     capacity = next(c for c in p.comparisons if "capacity" in c.measures)
     for case_id in (capacity.baseline, capacity.candidate):
@@ -229,8 +230,8 @@ def test_every_shipped_profile_states_its_budgets_and_the_bench_uses_the_repetit
         assert set(document["budgets"]) <= set(profile.budgets.keys()), name
         optional = {"drain_s"}  # half of teardown_s unless stated
         assert set(profile.budgets.keys()) - set(document["budgets"]) - optional <= unused, name
-        if profile.bench is not None:
-            assert profile.bench.timeout_s == profile.budgets.bench_repetition_s
+        if bench_spec(profile) is not None:
+            assert bench_spec(profile).timeout_s == profile.budgets.bench_repetition_s
     seed = load_profile("qwen3.5-122b-a10b")
     # start-up 3600 + smoke 600 + correctness 3600 + teardown 20; the performance case adds (1 warm-up + the range's
     # max 9) x 1800 + 600

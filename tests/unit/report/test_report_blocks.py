@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from afd_e2e.report import render_all
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Status
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
@@ -20,7 +21,7 @@ def test_the_real_series_relaunched_each_side_once_and_gave_the_gpu_back_each_ti
     results = typed(load_fixture("tiny-gpu-blocks-1gpu"))
     (planned,) = results.plan.series
     assert (planned.alternation, planned.step, planned.launches) == ("blocks", 2, 2)
-    record = results.case("twin").performance.sequential
+    record = results.case("twin").section(PERFORMANCE).sequential
     assert [(b.side, b.block, b.repetitions) for b in record.blocks] == [
         ("base", 1, [1, 2]),
         ("twin", 1, [1, 2]),

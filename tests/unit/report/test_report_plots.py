@@ -11,7 +11,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from afd_e2e.report.plots import DPI, VERDICT_COLORS, plot_comparison, write_plots, write_pngs
+from afd_e2e.report.performance_report import VERDICT_COLORS, plot_comparison, write_performance_plots
+from afd_e2e.report.plots import DPI, write_pngs
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Verdict
 from results_docs import typed
 
@@ -27,7 +29,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_seed_comparison_plot_is_a_valid_png_of_sensible_size(seed_results: dict, tmp_path: Path) -> None:
-    plots = write_plots(typed(seed_results), tmp_path / "plots")
+    plots = write_performance_plots(typed(seed_results), tmp_path / "plots")
     assert plots == {"performance": tmp_path / "plots" / "performance.png"}  # parity-only comparisons get none
     width, height = _png_size(plots["performance"])
     assert 800 <= width <= 3000 and 400 <= height <= 2000
@@ -43,7 +45,7 @@ def test_odd_labels_and_missing_values_still_plot(tiny_results: dict, tmp_path: 
     comparison["performance"]["metrics"][0]["candidate"]["values"] = []
     comparison["performance"]["metrics"] = comparison["performance"]["metrics"][:4]
     tiny_results["comparisons"]["odd/name"] = comparison
-    plots = write_plots(typed(tiny_results), tmp_path)
+    plots = write_performance_plots(typed(tiny_results), tmp_path)
     assert sorted(path.name for path in plots.values()) == ["odd_name.png", "tp1-vs-tp2.png"]
     for path in plots.values():
         width, height = _png_size(path)
@@ -53,7 +55,7 @@ def test_odd_labels_and_missing_values_still_plot(tiny_results: dict, tmp_path: 
 def test_rewriting_removes_plots_of_comparisons_that_are_gone(tiny_results: dict, tmp_path: Path) -> None:
     (tmp_path / "old-comparison.png").write_bytes(PNG_SIGNATURE)
     tiny_results["comparisons"] = {}
-    assert write_plots(typed(tiny_results), tmp_path) == {}
+    assert write_performance_plots(typed(tiny_results), tmp_path) == {}
     assert list(tmp_path.glob("*.png")) == []
 
 
@@ -93,7 +95,7 @@ def test_each_metric_is_drawn_as_its_verdict_judged_it(seed_results: dict) -> No
     assert not any(ax.containers for ax in figure.axes)  # no ± std error bar
     assert "mean ± std" not in figure.get_suptitle()
     strips = [ax for ax in figure.axes if ax.get_xlabel().startswith("delta, % of baseline")]  # in metric order
-    for metric, strip in zip(comparison.performance.metrics, strips, strict=True):
+    for metric, strip in zip(comparison.section(PERFORMANCE).metrics, strips, strict=True):
         assert "90% interval" in strip.get_xlabel() and metric.verdict in strip.get_xlabel()
         (margin,) = [p for p in strip.patches if p.get_label() == f"±{metric.margin_pct:g}% margin"]
         xs = margin.get_patch_transform().transform(margin.get_path().vertices)[:, 0]
@@ -103,7 +105,7 @@ def test_each_metric_is_drawn_as_its_verdict_judged_it(seed_results: dict) -> No
         assert list(lines["95% interval"].get_xdata()) == metric.ci95_pct
         assert lines["90% interval"].get_color() == VERDICT_COLORS[metric.verdict]
     ttft, tpot = (
-        next(m for m in comparison.performance.metrics if m.key == k) for k in ("mean_ttft_ms", "mean_tpot_ms")
+        next(m for m in comparison.section(PERFORMANCE).metrics if m.key == k) for k in ("mean_ttft_ms", "mean_tpot_ms")
     )
     assert (ttft.verdict, tpot.verdict) == (Verdict.WORSE, Verdict.PARITY)
     assert (
@@ -117,7 +119,7 @@ def test_a_parity_of_the_old_rule_is_drawn_as_no_equivalence_shown(tiny_results:
     comparison = typed(tiny_results).comparisons["tp1-vs-tp2"]
     figure = plot_comparison("tp1-vs-tp2", comparison, smoke_only=True)
     strips = [ax for ax in figure.axes if ax.get_xlabel().startswith("delta, % of baseline")]
-    for metric, strip in zip(comparison.performance.metrics, strips, strict=True):
+    for metric, strip in zip(comparison.section(PERFORMANCE).metrics, strips, strict=True):
         assert "95% interval (old rule, no margin)" in strip.get_xlabel() and not strip.patches
         (line,) = [line for line in strip.get_lines() if line.get_label() == "95% interval"]
         if metric.verdict is Verdict.PARITY:

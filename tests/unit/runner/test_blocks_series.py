@@ -13,12 +13,21 @@ from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.plan.series import plan_series
 from afd_e2e.profile import load_profile
-from afd_e2e.results.model import CasePerformance, CaseResults, CheckRecord, Repetition
+from afd_e2e.profile.bench_spec import bench_spec
+from afd_e2e.results.model import CaseResults, CheckRecord
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
+from afd_e2e.results.performance_records import CasePerformance, Repetition
 from afd_e2e.results.status import Status
 from afd_e2e.runner import series_servers
 
 TINY = load_profile("tiny-cpu")
-BLOCKS = replace(TINY, bench=replace(TINY.bench, repetitions=2, max_repetitions=4, alternation="blocks"))
+BLOCKS = replace(
+    TINY,
+    workloads={
+        **TINY.workloads,
+        "bench": replace(bench_spec(TINY), repetitions=2, max_repetitions=4, alternation="blocks"),
+    },
+)
 SIGKILLED = "hygiene: forced_kill: SIGKILL needed for server: still running 10 s after SIGTERM"
 
 
@@ -36,7 +45,7 @@ def _case(case_id: str) -> CaseResults:
         for i in (1, 2)
     ]
     case = CaseResults(id=case_id, label="native", kind="native", status=Status.PASSED)
-    case.performance = CasePerformance(Status.PASSED, repetitions=reps)
+    case.set_section(PERFORMANCE, CasePerformance(Status.PASSED, repetitions=reps))
     return case
 
 
@@ -62,7 +71,7 @@ def test_a_relaunch_that_needed_sigkill_fails_the_series_and_its_sides_case(monk
     series_servers.run_blocks(ctx, planned)
 
     assert launched == [("twin", "base-vs-twin-block-2")]  # the lead's relaunch failed: base is not relaunched
-    record = cases["twin"].performance.sequential
+    record = cases["twin"].section(PERFORMANCE).sequential
     assert (record.stopped, record.reason) == ("failed", f"twin: block 2: {SIGKILLED}")
     assert [(b.side, b.block, b.status) for b in record.blocks] == [
         ("twin", 1, Status.PASSED),

@@ -12,12 +12,15 @@ from afd_e2e.plan import build_plan
 from afd_e2e.plan.model import ComparisonPlan
 from afd_e2e.plan.series import plan_series
 from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
 from afd_e2e.runner import series_servers
 
 TINY = load_profile("tiny-cpu")
-RANGED = replace(TINY, bench=replace(TINY.bench, repetitions=3, max_repetitions=8))
+RANGED = replace(
+    TINY, workloads={**TINY.workloads, "bench": replace(bench_spec(TINY), repetitions=3, max_repetitions=8)}
+)
 
 
 def _plan(profile=RANGED):
@@ -55,7 +58,9 @@ def test_a_pair_sharing_a_device_alternates_blocks_and_the_plan_says_what_it_may
     assert (series.step, series.launches, series.looks, series.lead) == (3, 4, 2, "cpu-tp1")
     budgets = RANGED.budgets
     per_block = (
-        budgets.startup_s + (RANGED.bench.warmups + 3) * budgets.seconds("bench_repetition_s") + budgets.teardown_s
+        budgets.startup_s
+        + (bench_spec(RANGED).warmups + 3) * budgets.seconds("bench_repetition_s")
+        + budgets.teardown_s
     )
     assert series.worst_s == 4 * per_block
     assert (
@@ -65,7 +70,9 @@ def test_a_pair_sharing_a_device_alternates_blocks_and_the_plan_says_what_it_may
 
 
 def test_a_pair_sharing_a_device_asked_to_alternate_repetitions_keeps_min_and_says_why():
-    profile = replace(RANGED, bench=replace(RANGED.bench, alternation="repetitions"))
+    profile = replace(
+        RANGED, workloads={**RANGED.workloads, "bench": replace(bench_spec(RANGED), alternation="repetitions")}
+    )
     held, blocks, refused = _chosen(profile, _on_gpu0(_plan()))
     assert (held, blocks) == ({}, {})
     assert refused["cpu-tp2"] == (
@@ -74,10 +81,14 @@ def test_a_pair_sharing_a_device_asked_to_alternate_repetitions_keeps_min_and_sa
 
 
 def test_blocks_asked_where_both_could_be_up_and_blocks_too_big_for_the_range_under_auto():
-    asked = replace(RANGED, bench=replace(RANGED.bench, alternation="blocks", block_size=2))
+    asked = replace(
+        RANGED, workloads={**RANGED.workloads, "bench": replace(bench_spec(RANGED), alternation="blocks", block_size=2)}
+    )
     (series,) = plan_series(asked, _plan().cases, _plan().comparisons)
     assert (series.alternation, series.step, series.launches, series.looks) == ("blocks", 2, 6, 3)
-    big = replace(RANGED, bench=replace(RANGED.bench, block_size=6))  # 3 + 6 > 8: no room for a second block
+    big = replace(
+        RANGED, workloads={**RANGED.workloads, "bench": replace(bench_spec(RANGED), block_size=6)}
+    )  # 3 + 6 > 8: no room for a second block
     plan = _on_gpu0(_plan())
     (series,) = plan_series(big, plan.cases, plan.comparisons)
     assert series.alternation == "not run" and series.reason.endswith(

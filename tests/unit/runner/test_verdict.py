@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from afd_e2e.report.annotation import render_annotation
-from afd_e2e.results import gsm8k_records, parity_records
+from afd_e2e.results import gsm8k_records, parity_records, performance_records
 from afd_e2e.results.gsm8k_records import Gsm8kResult
-from afd_e2e.results.model import CaseResults, Comparison, PerformanceComparison, RunVerdict
+from afd_e2e.results.model import CaseResults, Comparison, RunVerdict
 from afd_e2e.results.parity_records import ParityComparison
+from afd_e2e.results.performance_records import PerformanceComparison
 from afd_e2e.results.status import Status
 from afd_e2e.runner.verdict import decide_verdict
 from results_docs import load_fixture, typed
@@ -30,9 +31,8 @@ def parity(status: Status) -> dict[str, ParityComparison]:
 
 
 def test_all_cases_passed_and_comparisons_fine_passes():
-    comparison = Comparison(
-        "a", "b", "A", "B", performance=PerformanceComparison(Status.PASSED), extra=parity(Status.PASSED)
-    )
+    measured = {**parity(Status.PASSED), performance_records.SECTION: PerformanceComparison(Status.PASSED)}
+    comparison = Comparison("a", "b", "A", "B", extra=measured)
 
     verdict = decide_verdict(run({"a": case(Status.PASSED), "b": case(Status.PASSED)}, {"a-vs-b": comparison}))
 
@@ -76,7 +76,8 @@ def test_skipped_sections_are_named():
 
 
 def test_a_forced_routing_control_never_decides_the_verdict():
-    control = Comparison("a", "b", "A", "B", performance=PerformanceComparison(Status.FAILED, control=True))
+    failed = PerformanceComparison(Status.FAILED, control=True)
+    control = Comparison("a", "b", "A", "B", extra={performance_records.SECTION: failed})
 
     verdict = decide_verdict(
         run({"a": case(Status.PASSED), "b": case(Status.PASSED)}, {"a-vs-b-afd-balanced": control})

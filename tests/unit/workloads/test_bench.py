@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from afd_e2e.profile import DEFAULT_BENCH_METRICS, BenchSpec, MetricGate
+from afd_e2e.profile.bench_spec import DEFAULT_BENCH_METRICS, BenchSpec, MetricGate
 from afd_e2e.workloads import bench
 from repo_paths import FIXTURES
 from unit.timing import FakeClock, wait_until

@@ -8,9 +8,8 @@ import math
 
 import pytest
 
-from afd_e2e.profile import BENCH_METRICS
-from afd_e2e.profile.model import MetricGate
-from afd_e2e.results.model import BlockRecord, CasePerformance, Repetition, SequentialRecord
+from afd_e2e.profile.bench_spec import BENCH_METRICS, MetricGate
+from afd_e2e.results.performance_records import BlockRecord, CasePerformance, Repetition, SequentialRecord
 from afd_e2e.results.status import Status
 from afd_e2e.workloads import blocks
 from afd_e2e.workloads.stats import f_test_p, student_t_cdf

@@ -14,7 +14,7 @@ import math
 import pytest
 
 from afd_e2e.results.capacity_records import BRACKETED, NEVER_MEETS, NEVER_MISSES, NOT_MEASURED, CaseCapacity
-from afd_e2e.results.model import Repetition
+from afd_e2e.results.performance_records import Repetition
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.capacity_sweep.level_search import Observation, SearchPlan, estimate, next_level
 from afd_e2e.workloads.capacity_sweep.sweep import _said, observation

@@ -8,6 +8,7 @@ import pytest
 
 from afd_e2e.errors import UsageError
 from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.profile.capacity_spec import read_capacity
 from afd_e2e.profile.reader import Reader
 
@@ -28,7 +29,10 @@ SEARCH = {
 def test_a_search_reads_with_the_bench_s_settings_as_defaults():
     spec = read(SEARCH)
     assert spec.slo.attainment == 0.9 and spec.slo.goodput_args() == ("--goodput", "ttft:500", "tpot:50")
-    assert spec.num_prompts == PROFILE.bench.num_prompts and spec.max_concurrency == PROFILE.bench.max_concurrency
+    assert (
+        spec.num_prompts == bench_spec(PROFILE).num_prompts
+        and spec.max_concurrency == bench_spec(PROFILE).max_concurrency
+    )
     assert spec.grid() == (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0)
     assert spec.search.coarse_step == 2 and spec.far_miss_below == 0.45 and spec.unit == "req/s"
 

@@ -13,13 +13,14 @@ import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
-from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate
+from afd_e2e.profile.bench_spec import DEFAULT_BENCH_METRICS, MetricGate, bench_spec
 from afd_e2e.profile.section_readers import parse_profile
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.junit import build_testcases
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.workloads import stats
-from afd_e2e.workloads.performance import compare_case_performance
+from afd_e2e.workloads.performance_comparison import compare_case_performance
 from repo_paths import REPO
 from results_docs import load_fixture, typed
 
@@ -78,7 +79,7 @@ def _seed_with_detect(detect_pct: float):
         MetricGate(m, "warn", 5.0, detect_pct=detect_pct if m.key == "mean_ttft_ms" else None)
         for m in DEFAULT_BENCH_METRICS
     )
-    native, afd = (copy.deepcopy(SEED.cases[c].performance) for c in ("native-eager-dp8", "afd-eager-4a4f"))
+    native, afd = (copy.deepcopy(SEED.cases[c].section(PERFORMANCE)) for c in ("native-eager-dp8", "afd-eager-4a4f"))
     return compare_case_performance("native", native, "afd", afd, threshold_pct=2.0, control=False, metrics=gates)
 
 
@@ -96,7 +97,7 @@ def test_a_metric_that_cannot_see_the_asked_change_fails_saying_how_many_repetit
 
 def test_the_reports_show_it_and_the_testcase_fails():
     results = copy.deepcopy(SEED)
-    results.comparisons["performance"].performance = _seed_with_detect(4.0)
+    results.comparisons["performance"].set_section(PERFORMANCE, _seed_with_detect(4.0))
     body = render_annotation(results).body
     assert "| ❌ ±6.0% (asked ±4%) |" in body and "| ±2.0% |" in body
     testcase = next(t for t in build_testcases(results) if t.name == "performance mean_ttft_ms")
@@ -106,7 +107,7 @@ def test_the_reports_show_it_and_the_testcase_fails():
 def test_detect_pct_is_read_and_checked():
     document = yaml.safe_load((REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text(encoding="utf-8"))
     document["workloads"]["bench"]["metrics"] = {"mean_ttft_ms": {"detect_pct": 5}}
-    (gate,) = parse_profile(document, "p.yaml").bench.metrics
+    (gate,) = bench_spec(parse_profile(document, "p.yaml")).metrics
     assert gate.detect_pct == 5.0 and gate.gated
     document["workloads"]["bench"]["metrics"] = {"mean_ttft_ms": {"detect_pct": 0}}
     with pytest.raises(UsageError, match=r"detect_pct"):

@@ -19,12 +19,14 @@ from afd_e2e.errors import UsageError
 from afd_e2e.plan import build_plan
 from afd_e2e.preflight.checks import FAIL, PASS, SKIP
 from afd_e2e.preflight.software import BENCH_FLAGS, check_software
-from afd_e2e.profile import PrefixRepetition, RampUp, catalogue, load_profile, parse_profile
-from afd_e2e.results.model import PerformanceComparison
+from afd_e2e.profile import catalogue, load_profile, parse_profile
+from afd_e2e.profile.bench_spec import PrefixRepetition, RampUp, bench_spec
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
+from afd_e2e.results.performance_records import PerformanceComparison
 from afd_e2e.results.status import Status
 from afd_e2e.workloads.bench import bench_argv, shape_argv, shape_flags, shape_words
-from afd_e2e.workloads.builtin_phases import run_comparisons
 from afd_e2e.workloads.capacity_sweep.sweep_phase import capacity_spec
+from afd_e2e.workloads.comparisons import run_comparisons
 from repo_paths import REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 from unit.preflight.preflight_fixtures import installed_software
@@ -60,7 +62,7 @@ SHAPES = {
 
 
 def test_a_profile_without_shape_keys_runs_the_argv_it_always_ran():
-    spec = load_profile("tiny-cpu").bench
+    spec = bench_spec(load_profile("tiny-cpu"))
     assert (spec.burstiness, spec.ramp_up, spec.range_ratio, spec.prefix, spec.shapes) == (1.0, None, 0.0, None, ())
     assert shape_argv(spec) == [] and shape_flags(spec) == {}
     assert " ".join(argv(spec)) == (
@@ -72,7 +74,7 @@ def test_a_profile_without_shape_keys_runs_the_argv_it_always_ran():
 
 
 def test_each_shape_is_the_base_with_its_overrides_and_each_key_its_vllm_flag():
-    spec = read(shapes=SHAPES).bench
+    spec = bench_spec(read(shapes=SHAPES))
     assert [name for name, _ in spec.shapes] == list(SHAPES)
     burst, ramp, mixed, prefix = (spec.shape(name) for name in SHAPES)
     assert (burst.burstiness, burst.request_rate, burst.num_prompts, burst.shapes) == (0.25, 8.0, 16, ())
@@ -105,20 +107,20 @@ def test_each_shape_is_the_base_with_its_overrides_and_each_key_its_vllm_flag():
 
 
 def test_the_shape_keys_apply_to_workloads_bench_itself_and_its_ramp_replaces_request_rate():
-    spec = read(burstiness=0.5, range_ratio=0.2).bench
+    spec = bench_spec(read(burstiness=0.5, range_ratio=0.2))
     assert shape_argv(spec) == ["--burstiness", "0.5", "--random-range-ratio", "0.2"]
     data = tiny(request_rate=None, ramp_up={"strategy": "exponential", "start": 1, "end": 16})
     del data["workloads"]["capacity"]  # a ramp has no single load to sweep (refused below)
     for case in data["cases"].values():
         case["phases"].remove("capacity")
     data["comparisons"]["tp1-vs-tp2"]["measures"].remove("capacity")
-    ramped = parse_profile(data, "p.yaml").bench
+    ramped = bench_spec(parse_profile(data, "p.yaml"))
     assert ramped.ramp_up == RampUp("exponential", 1, 16) and math.isinf(ramped.request_rate)
     assert shape_flags(ramped)["--ramp-up-strategy"] == "workloads.bench.ramp_up"
 
 
 def test_a_shape_s_words_are_read_from_the_argv_that_ran():
-    spec = read(shapes=SHAPES).bench
+    spec = bench_spec(read(shapes=SHAPES))
     assert shape_words(argv(spec.shape("burst"))) == "8 req/s, burstiness 0.25, at most 4 concurrent"
     assert shape_words(argv(spec.shape("ramp"))) == "linear ramp, from 1 req/s, to 8 req/s, at most 4 concurrent"
     assert shape_words(argv(spec.shape("shared-prefix"))) == (
@@ -186,7 +188,7 @@ def _preflight(profile, **installed):
 
 
 def test_preflight_passes_shapes_the_real_vllm_0_32_client_has():
-    assert set(shape_flags(read(shapes=SHAPES).bench)) <= set(RECORDED["bench_flags"])
+    assert set(shape_flags(bench_spec(read(shapes=SHAPES)))) <= set(RECORDED["bench_flags"])
     [check] = _preflight(read(shapes=SHAPES), bench_flags=tuple(RECORDED["bench_flags"]))
     assert check.status == PASS and check.measured == "vLLM 0.32.0+cpu's vllm bench serve has all 9"
     assert _preflight(load_profile("tiny-cpu"), bench_flags=()) == []  # no shape key: nothing to ask
@@ -218,25 +220,28 @@ def test_each_shape_is_judged_on_its_own_repetitions_and_a_failing_one_fails_the
     TTFT 30% slower): each shape gets its own metrics and verdicts, ``worse`` fails where TTFT is gated."""
     data = tiny(shapes={"burst": {"burstiness": 0.25}, "worse": {"burstiness": 0.5}})
     base = load_profile("qwen3.5-122b-a10b")
-    profile = replace(base, bench=replace(base.bench, shapes=parse_profile(data, "p.yaml").bench.shapes))
-    gate = replace(base.bench.metrics[2], on_worse="fail")  # mean TTFT
     profile = replace(
-        profile,
-        bench=replace(
-            profile.bench,
-            shapes=tuple((n, replace(s, metrics=(gate,))) for n, s in profile.bench.shapes),
-        ),
+        base,
+        workloads={
+            **base.workloads,
+            "bench": replace(bench_spec(base), shapes=bench_spec(parse_profile(data, "p.yaml")).shapes),
+        },
     )
+    gate = replace(bench_spec(base).metrics[2], on_worse="fail")  # mean TTFT
+    shaped = replace(
+        bench_spec(profile), shapes=tuple((n, replace(s, metrics=(gate,))) for n, s in bench_spec(profile).shapes)
+    )
+    profile = replace(profile, workloads={**profile.workloads, "bench": shaped})
     results = copy.deepcopy(SEED)
     for case in results.cases.values():
-        if case.performance is not None:
-            case.performance.shapes = {"burst": copy.deepcopy(case.performance)}
-            case.performance.shapes["worse"] = copy.deepcopy(case.performance)
-    for rep in results.cases["afd-eager-4a4f"].performance.shapes["worse"].repetitions:
+        if case.section(PERFORMANCE) is not None:
+            case.section(PERFORMANCE).shapes = {"burst": copy.deepcopy(case.section(PERFORMANCE))}
+            case.section(PERFORMANCE).shapes["worse"] = copy.deepcopy(case.section(PERFORMANCE))
+    for rep in results.cases["afd-eager-4a4f"].section(PERFORMANCE).shapes["worse"].repetitions:
         rep.metrics["mean_ttft_ms"] *= 1.3
     performance: PerformanceComparison = run_comparisons(profile, results, RESULTS_FIXTURES / "seed")[
         "performance"
-    ].performance
+    ].section(PERFORMANCE)
     assert list(performance.shapes) == ["burst", "worse"]
     burst, worse = performance.shapes["burst"], performance.shapes["worse"]
     assert [m.key for m in burst.metrics] == ["mean_ttft_ms"] and burst.status is Status.PASSED
@@ -249,7 +254,15 @@ def test_each_shape_is_judged_on_its_own_repetitions_and_a_failing_one_fails_the
 def test_a_shape_a_side_never_measured_fails_the_comparison():
     data = tiny(shapes={"burst": {"burstiness": 0.25}})
     base = load_profile("qwen3.5-122b-a10b")
-    profile = replace(base, bench=replace(base.bench, shapes=parse_profile(data, "p.yaml").bench.shapes))
-    performance = run_comparisons(profile, copy.deepcopy(SEED), RESULTS_FIXTURES / "seed")["performance"].performance
+    profile = replace(
+        base,
+        workloads={
+            **base.workloads,
+            "bench": replace(bench_spec(base), shapes=bench_spec(parse_profile(data, "p.yaml")).shapes),
+        },
+    )
+    performance = run_comparisons(profile, copy.deepcopy(SEED), RESULTS_FIXTURES / "seed")["performance"].section(
+        PERFORMANCE
+    )
     assert performance.shapes["burst"].status is Status.SKIPPED
     assert performance.status is Status.FAILED and "shape burst: " in performance.failure

@@ -14,12 +14,14 @@ import yaml
 from afd_e2e.bisect.verdicts import metric_spec
 from afd_e2e.errors import UsageError
 from afd_e2e.pipeline.bisect_steps import select_bisects
-from afd_e2e.profile import BENCH_METRICS, DEFAULT_BENCH_METRICS, LATENCIES, LATENCY_PERCENTILES, parse_profile
+from afd_e2e.profile import parse_profile
+from afd_e2e.profile.bench_spec import BENCH_METRICS, DEFAULT_BENCH_METRICS, LATENCIES, LATENCY_PERCENTILES, bench_spec
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Status, Verdict
 from afd_e2e.trend.episodes import Episode
 from afd_e2e.trend.record import BuildRef, Metric
 from afd_e2e.workloads import bench
-from afd_e2e.workloads.builtin_phases import run_comparisons
+from afd_e2e.workloads.comparisons import run_comparisons
 from repo_paths import REPO
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
@@ -45,14 +47,14 @@ def test_every_measured_percentile_of_every_latency_is_gateable_and_asked_of_vll
 
 def test_a_profile_gating_p90_tpot_judges_it_on_the_recorded_repetitions() -> None:
     profile = _profile({"p90_tpot_ms": {"on_worse": "fail", "margin_pct": 10, "require": "parity"}})
-    (gate,) = profile.bench.metrics
+    (gate,) = bench_spec(profile).metrics
     assert (gate.metric.key, gate.metric.name, gate.on_worse) == ("p90_tpot_ms", "TPOT p90", "fail")
-    comparison = run_comparisons(profile, RUN, RESULTS_FIXTURES / "tiny-cpu")["tp1-vs-tp2"].performance
+    comparison = run_comparisons(profile, RUN, RESULTS_FIXTURES / "tiny-cpu")["tp1-vs-tp2"].section(PERFORMANCE)
     assert comparison is not None
     (judged,) = comparison.metrics
     assert judged.key == "p90_tpot_ms" and judged.on_worse == "fail" and judged.margin_pct == 10
     for side, case_id in ((judged.baseline, "cpu-tp1"), (judged.candidate, "cpu-tp2")):
-        recorded = [rep.metrics["p90_tpot_ms"] for rep in RUN.cases[case_id].performance.repetitions]
+        recorded = [rep.metrics["p90_tpot_ms"] for rep in RUN.cases[case_id].section(PERFORMANCE).repetitions]
         assert side.values == recorded and len(recorded) == 2
     # TP2 on the shared CPU is slower per token (p90 2.65-2.67 ms against 1.74-1.89 ms): +47%, but two repetitions
     # a side cannot tell it from noise (95% interval -5% to +99%), so the gate's require: parity fails it
@@ -61,7 +63,7 @@ def test_a_profile_gating_p90_tpot_judges_it_on_the_recorded_repetitions() -> No
 
 
 def test_without_metrics_the_default_rows_stay_and_no_p50_or_p90_joins_them() -> None:
-    gates = _profile(None).bench.metrics
+    gates = bench_spec(_profile(None)).metrics
     assert [g.metric.key for g in gates] == [m.key for m in DEFAULT_BENCH_METRICS]
     assert not [g for g in gates if g.metric.key.startswith(("p50_", "p90_"))]
     assert len(DEFAULT_BENCH_METRICS) == 10 and len(BENCH_METRICS) == 18

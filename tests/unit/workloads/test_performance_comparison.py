@@ -8,11 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate, load_profile
-from afd_e2e.results.model import CasePerformance, PerformanceComparison, SideStats
+from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import DEFAULT_BENCH_METRICS, MetricGate
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
+from afd_e2e.results.performance_records import CasePerformance, PerformanceComparison, SideStats
 from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads.builtin_phases import run_comparisons
-from afd_e2e.workloads.performance import compare_case_performance
+from afd_e2e.workloads.comparisons import run_comparisons
+from afd_e2e.workloads.performance_comparison import compare_case_performance
 from results_docs import RESULTS_FIXTURES, load_fixture, typed
 
 SEED = typed(load_fixture("seed"))
@@ -34,7 +36,7 @@ def _printed(side: SideStats, like: str) -> str:
 
 
 def _performance(case_id: str) -> CasePerformance:
-    performance = copy.deepcopy(SEED.cases[case_id].performance)
+    performance = copy.deepcopy(SEED.cases[case_id].section(PERFORMANCE))
     assert performance is not None
     return performance
 
@@ -60,8 +62,8 @@ def _metric(result: PerformanceComparison, key: str):
 
 def test_seed_table_reproduced_from_five_repetitions_per_side():
     comparison = run_comparisons(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"]
-    assert comparison.performance is not None
-    metrics = {m.key: m for m in comparison.performance.metrics}
+    assert comparison.section(PERFORMANCE) is not None
+    metrics = {m.key: m for m in comparison.section(PERFORMANCE).metrics}
     assert set(metrics) == set(SEED_TABLE)
     for key, (native, afd, delta) in SEED_TABLE.items():
         metric = metrics[key]
@@ -73,7 +75,7 @@ def test_seed_table_reproduced_from_five_repetitions_per_side():
 
 
 def test_seed_verdicts_parity_except_ttft_which_warns():
-    comparison = run_comparisons(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"].performance
+    comparison = run_comparisons(load_profile("qwen3.5-122b-a10b"), SEED, SEED_DIR)["performance"].section(PERFORMANCE)
     assert comparison is not None
     verdicts = {m.key: m.verdict for m in comparison.metrics}
     assert verdicts.pop("mean_ttft_ms") is Verdict.WORSE

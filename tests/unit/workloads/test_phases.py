@@ -10,12 +10,13 @@ import pytest
 from afd_e2e.errors import UsageError
 from afd_e2e.phases.correctness import run_correctness
 from afd_e2e.phases.gsm8k import check_gsm8k_inputs
+from afd_e2e.phases.performance import check_performance_inputs, run_performance
 from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results import gsm8k_records, parity_records
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Status
 from afd_e2e.runner.case import new_case_results
-from afd_e2e.workloads.builtin_phases import check_performance_inputs, run_performance
 from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
 from afd_e2e.workloads.parity import read_outputs
 from repo_paths import GSM8K_DIR
@@ -86,6 +87,6 @@ def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_withou
 
 def test_performance_without_a_server_fails_with_the_reason_recorded(ctx_without_server):
     outcome = run_performance(ctx_without_server)
-    section = ctx_without_server.case_results.performance
+    section = ctx_without_server.case_results.section(PERFORMANCE)
     assert outcome == PhaseOutcome(Status.FAILED, section.failure)
     assert section.failure.startswith("GET http://127.0.0.1:") and section.repetitions == []

@@ -19,14 +19,15 @@ from typing import Any
 
 import pytest
 
-from afd_e2e.profile import DEFAULT_BENCH_METRICS, MetricGate
+from afd_e2e.profile.bench_spec import DEFAULT_BENCH_METRICS, MetricGate
 from afd_e2e.report.annotation import render_annotation
 from afd_e2e.report.capacity_report import capacity_section, case_testcase
 from afd_e2e.report.junit import write_junit
 from afd_e2e.results.model import RunResults
+from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Saturation, Status
 from afd_e2e.workloads import bench
-from afd_e2e.workloads.performance import compare_case_performance
+from afd_e2e.workloads.performance_comparison import compare_case_performance
 from repo_paths import FIXTURES
 from results_docs import load_fixture, typed
 
@@ -107,13 +108,13 @@ def _saturated_tiny_cpu() -> RunResults:
     """The real tiny-cpu run with cpu-tp2's repetitions given the load of the real CPU JSON asked at 32 req/s, and
     its comparison judged again by the product's rule."""
     results = typed(copy.deepcopy(load_fixture("tiny-cpu")))
-    side = results.cases["cpu-tp2"].performance
-    base = results.cases["cpu-tp1"].performance
+    side = results.cases["cpu-tp2"].section(PERFORMANCE)
+    base = results.cases["cpu-tp1"].section(PERFORMANCE)
     assert side is not None and base is not None
     for rep in side.repetitions:
         rep.load = bench.load_of(_real(CPU, request_rate=32.0))
     comparison = results.comparisons["tp1-vs-tp2"]
-    comparison.performance = compare_case_performance(
+    judged = compare_case_performance(
         "cpu-tp1",
         base,
         "cpu-tp2",
@@ -122,11 +123,12 @@ def _saturated_tiny_cpu() -> RunResults:
         control=False,
         metrics=tuple(MetricGate(metric, "note") for metric in DEFAULT_BENCH_METRICS),
     )
+    comparison.set_section(PERFORMANCE, judged)
     return results
 
 
 def test_a_comparison_with_a_saturated_side_says_so() -> None:
-    performance = _saturated_tiny_cpu().comparisons["tp1-vs-tp2"].performance
+    performance = _saturated_tiny_cpu().comparisons["tp1-vs-tp2"].section(PERFORMANCE)
     assert performance is not None and performance.status is Status.PASSED
     assert performance.saturated == [
         "cpu-tp2: saturated (concurrency-bound) in 2 of 2 repetitions (1, 2): achieved 7.77, 7.77 req/s of 32 asked, "
@@ -161,8 +163,8 @@ def test_results_without_the_load_record_still_load_and_render(tmp_path: Path) -
     raw = load_fixture("tiny-cpu")
     assert "load" not in raw["cases"]["cpu-tp1"]["performance"]["repetitions"][0]
     results = typed(raw)
-    assert all(rep.load is None for case in results.cases.values() for rep in case.performance.repetitions)
-    assert results.comparisons["tp1-vs-tp2"].performance.saturated == []
+    assert all(rep.load is None for case in results.cases.values() for rep in case.section(PERFORMANCE).repetitions)
+    assert results.comparisons["tp1-vs-tp2"].section(PERFORMANCE).saturated == []
     assert "saturat" not in render_annotation(results).body.lower()
     for path in write_junit(results, tmp_path / "junit"):
         assert "saturat" not in path.read_text(encoding="utf-8").lower()

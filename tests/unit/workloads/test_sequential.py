@@ -8,16 +8,16 @@ import random
 from dataclasses import replace
 
 from afd_e2e.plan.model import SeriesPlan
-from afd_e2e.profile import BENCH_METRICS, load_profile
-from afd_e2e.profile.model import MetricGate
-from afd_e2e.results.model import CasePerformance, Repetition, SequentialRecord
+from afd_e2e.profile import load_profile
+from afd_e2e.profile.bench_spec import BENCH_METRICS, MetricGate, bench_spec
+from afd_e2e.results.performance_records import CasePerformance, Repetition, SequentialRecord
 from afd_e2e.results.status import Status, Verdict
-from afd_e2e.workloads import performance, sequential
+from afd_e2e.workloads import performance_comparison, sequential
 
 TPOT = next(m for m in BENCH_METRICS if m.key == "mean_tpot_ms")
 THROUGHPUT = next(m for m in BENCH_METRICS if m.key == "output_throughput")
 SPEC = replace(
-    load_profile("tiny-cpu").bench,
+    bench_spec(load_profile("tiny-cpu")),
     repetitions=3,
     max_repetitions=8,
     parity_threshold_pct=0.0,
@@ -86,7 +86,7 @@ def test_the_final_comparison_is_the_last_look_and_judges_only_the_series_repeti
     assert found.stopped == "decided"
     sections["base"].repetitions.append(_rep(99, 500.0))  # another comparison's repetition of a shared baseline
     sections["cand"].sequential = found
-    compared = performance.compare_case_performance(
+    compared = performance_comparison.compare_case_performance(
         "base",
         sections["base"],
         "cand",

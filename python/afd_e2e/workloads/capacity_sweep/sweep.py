@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from afd_e2e.profile import LATENCY_PERCENTILES, BenchSpec, percentile_key
+from afd_e2e.profile.bench_spec import LATENCY_PERCENTILES, BenchSpec, percentile_key
 from afd_e2e.profile.capacity_spec import CapacitySpec
 from afd_e2e.results.capacity_records import CapacityLevel, CapacitySlo, CaseCapacity
-from afd_e2e.results.model import Repetition
+from afd_e2e.results.performance_records import Repetition
 from afd_e2e.results.redaction import redact_argv
 from afd_e2e.results.status import Status
 from afd_e2e.workloads import bench, stats

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from afd_e2e.errors import UsageError
 from afd_e2e.plan.model import ComparisonPlan
+from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.profile.capacity_spec import CapacitySpec
 from afd_e2e.profile.model import Profile
 from afd_e2e.results import load_results
@@ -68,8 +69,9 @@ def shared_levels(ctx: PhaseContext) -> list[float]:
 def run_capacity(ctx: PhaseContext) -> PhaseOutcome:
     """The sweep, published level by level into the case's ``capacity`` section."""
     spec = capacity_spec(ctx.profile)
-    assert ctx.profile.bench is not None  # the profile reader refuses a capacity section without workloads.bench
-    bench_spec = ctx.profile.bench.shape(spec.shape)
+    base = bench_spec(ctx.profile)
+    assert base is not None  # the profile reader refuses a capacity section without workloads.bench
+    shape = base.shape(spec.shape)
     case = ctx.case
     publish = partial(ctx.record, SECTION)
 
@@ -84,7 +86,7 @@ def run_capacity(ctx: PhaseContext) -> PhaseOutcome:
         ctx.progress(f"capacity: first the levels compared cases ran at: {', '.join(f'{lv:g}' for lv in required)}")
     section = run_sweep(
         spec,
-        bench_spec,
+        shape,
         executable=resolve_executable(ctx.profile.engine.executable),
         base_url=case.base_url,
         model=case.served_model_name,

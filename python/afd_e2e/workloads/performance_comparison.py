@@ -18,9 +18,9 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from afd_e2e.profile import MetricGate
+from afd_e2e.profile.bench_spec import MetricGate
 from afd_e2e.results.execution_records import CaseExecution
-from afd_e2e.results.model import (
+from afd_e2e.results.performance_records import (
     CasePerformance,
     MetricComparison,
     PerformanceComparison,
