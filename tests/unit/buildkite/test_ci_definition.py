@@ -25,6 +25,8 @@ def test_ci_run_is_the_readme_commands():
     lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     parts = [line.split(" ", 2) for line in lines if line.startswith(("timed ", "beside "))]  # timed PART COMMAND...
     assert parts == [
+        # lm-eval's venv (scripts/test's set-up installs it too, and then finds it ready) beside vLLM's
+        ["timed", "install-lm-eval", 'scripts/install-lm-eval >"$work/install-lm-eval.log" &'],
         ["timed", "install-cpu-vllm", "scripts/install-cpu-vllm"],
         ["beside", "run-embedded-default", "scripts/run-embedded-default --port-base 24400"],
         ["timed", "scripts/test", "scripts/test || status=$?"],
