@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# the most vLLM servers this module starts (tests/launch_counter.py): tiny_cpu_run's cpu-tp1 and cpu-tp2,
+# execution_run's compiled and forced-eager cases
+LAUNCHES = 4
+
 REPO = Path(__file__).resolve().parents[2]
 # Modules whose verdicts are speed (TPOT series, capacity at SLO, bisect on TPOT) run after the others: in CI the
 # embedded default and the unit tier run beside the engine tier for its first minutes (scripts/test, .ci/run), and

@@ -41,6 +41,10 @@ from afd_e2e.results.status import BisectWord, Verdict
 from bisect_plugin.make_history import BROKEN_AT, CORRUPT_AT, SLOW_AT, SUBJECTS, make_history
 from repo_paths import FIXTURES
 
+# the most vLLM servers this module starts (tests/launch_counter.py): 4 when each of commits 0, 6, 2, 1 decides at
+# its first run; --max-runs 3 each at most
+LAUNCHES = 12
+
 pytestmark = pytest.mark.engine
 
 PROFILE = FIXTURES / "profiles" / "bisect-cpu.yaml"

@@ -29,6 +29,10 @@ from afd_e2e.telemetry.engine_metrics import read_metrics
 from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR
 
+# the most vLLM servers this module starts (tests/launch_counter.py): one per phase cancelled: smoke, performance,
+# capacity
+LAUNCHES = 3
+
 pytestmark = pytest.mark.engine
 
 PORT_BASE = 19660  # this module's block: one case at a time on 19660

@@ -33,6 +33,10 @@ from afd_e2e.results import load_results
 from afd_e2e.results.status import Status, Verdict
 from repo_paths import REPO
 
+# the most vLLM servers this module starts (tests/launch_counter.py): cpu-tp1 and cpu-tp1-seqs1, one launch each for
+# every level
+LAUNCHES = 2
+
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),

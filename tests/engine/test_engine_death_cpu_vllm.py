@@ -30,6 +30,9 @@ from afd_e2e.telemetry.engine_metrics import read_metrics
 from repo_paths import GSM8K_DIR
 from stall_support import bench_processes, engine_core_of
 
+# the most vLLM servers this module starts (tests/launch_counter.py): one per death: mid-bench, during start-up
+LAUNCHES = 2
+
 pytestmark = pytest.mark.engine
 
 PORT_BASE = 19600  # this module's block: 19600 (after ready), 19620 (during start-up)

@@ -23,6 +23,10 @@ import pytest
 
 from afd_e2e.results.status import Proof, Status
 
+# the most vLLM servers this module starts (tests/launch_counter.py): its two cases are the session's execution_run
+# (conftest.py)
+LAUNCHES = 0
+
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),

@@ -22,6 +22,8 @@ from afd_e2e.results.status import Status
 from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.parity import parity_spec
 
+LAUNCHES = 0  # the most vLLM servers this module starts (tests/launch_counter.py): reads the session's shared run
+
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),

@@ -18,6 +18,8 @@ import pytest
 from afd_e2e import __version__
 from repo_paths import REPO
 
+LAUNCHES = 0  # the most vLLM servers this module starts (tests/launch_counter.py): installs and probes; no server
+
 pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
 
 INSTALL_AGENT = REPO / "scripts" / "install-agent"

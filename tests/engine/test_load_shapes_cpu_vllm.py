@@ -30,6 +30,8 @@ from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.workloads.bench import shape_argv
 from shared_run import PORT_BASE, PROFILE, SHAPES
 
+LAUNCHES = 0  # the most vLLM servers this module starts (tests/launch_counter.py): reads the session's shared run
+
 pytestmark = pytest.mark.engine
 
 needs_vllm = pytest.mark.skipif(shutil.which("vllm") is None, reason="no vllm on PATH (scripts/install-cpu-vllm)")

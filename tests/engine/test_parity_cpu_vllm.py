@@ -28,6 +28,10 @@ from afd_e2e.workloads.parity import compare_outputs, parity_spec
 from fixtures.parity.record_tiny_cpu import PROMPTS, record
 from results_docs import load_fixture, typed
 
+# the most vLLM servers this module starts (tests/launch_counter.py): fp32 and the shuffled head: configurations
+# nothing else serves
+LAUNCHES = 2
+
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),

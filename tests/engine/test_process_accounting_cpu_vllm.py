@@ -29,6 +29,8 @@ from afd_e2e.system.markers import RUN_ID_ENV, find_run
 from repo_paths import REPO
 from stall_support import bench_processes, engine_core_of
 
+LAUNCHES = 1  # the most vLLM servers this module starts (tests/launch_counter.py): the run killed with SIGKILL under it
+
 pytestmark = pytest.mark.engine
 
 PORT_BASE = 21300  # this module's port: 21300 (SIGKILL of the runner)

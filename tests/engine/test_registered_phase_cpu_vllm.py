@@ -15,6 +15,8 @@ import pytest
 
 from afd_e2e.profile import load_profile
 
+LAUNCHES = 0  # the most vLLM servers this module starts (tests/launch_counter.py): reads the session's shared run
+
 pytestmark = pytest.mark.engine
 
 PROFILE = load_profile("tiny-cpu")

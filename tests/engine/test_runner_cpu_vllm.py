@@ -38,6 +38,10 @@ from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR
 from shared_run import PORT_BASE as SHARED_PORT_BASE
 
+# the most vLLM servers this module starts (tests/launch_counter.py): a server that dies at start-up, a run
+# cancelled during start-up
+LAUNCHES = 2
+
 pytestmark = pytest.mark.engine
 
 PORT_BASE = 19240  # this module's block: 19240 (dying at start), 19260 (SIGTERM mid-start-up)

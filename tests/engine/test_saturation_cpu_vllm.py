@@ -22,6 +22,8 @@ from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Saturation, Status
 from shared_run import PROFILE
 
+LAUNCHES = 0  # the most vLLM servers this module starts (tests/launch_counter.py): reads the session's shared run
+
 pytestmark = pytest.mark.engine
 
 CASES = ("cpu-tp1", "cpu-tp2")

@@ -37,6 +37,10 @@ from afd_e2e.results.store import results_to_json
 from afd_e2e.runner.run import execute_run
 from repo_paths import REPO
 
+# the most vLLM servers this module starts (tests/launch_counter.py): 3 cases + a relaunch per block of each side of
+# two pairs
+LAUNCHES = 7
+
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(

@@ -28,6 +28,10 @@ from afd_e2e.runner.run import execute_run
 from afd_e2e.system.markers import find_marked
 from stall_support import VerdictClock
 
+# the most vLLM servers this module starts (tests/launch_counter.py): the leaking, slowing engine (both faults at
+# one launch)
+LAUNCHES = 1
+
 pytestmark = pytest.mark.engine
 
 PORT_BASE = 23700  # this module's block: 23700 (the faulty engine)

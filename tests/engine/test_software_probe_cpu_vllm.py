@@ -26,6 +26,9 @@ from afd_e2e.system.engine_probe import interpreter_of, probe_engine
 from repo_paths import REPO
 from unit.preflight.preflight_fixtures import QWEN35_CONFIG, write_checkpoint
 
+# the most vLLM servers this module starts (tests/launch_counter.py): probes the installed vllm's interpreter
+LAUNCHES = 0
+
 pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
 
 REAL_VLLM = shutil.which("vllm")

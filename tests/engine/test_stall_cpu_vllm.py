@@ -30,6 +30,10 @@ from afd_e2e.telemetry.sampler import read_telemetry
 from cancel_support import assert_cancelled_everywhere
 from stall_support import LastToken, VerdictClock, bench_processes, stop_engine_mid_bench
 
+# the most vLLM servers this module starts (tests/launch_counter.py): one per engine fault: hung step, SIGSTOP, slow
+# steps
+LAUNCHES = 3
+
 pytestmark = pytest.mark.engine
 
 PORT_BASE = 22400  # this module's block: 22400 (hang), 22420 (SIGSTOP), 22440 (slow steps)

@@ -42,6 +42,9 @@ from cancel_support import assert_cancelled_everywhere
 from repo_paths import GSM8K_DIR, REPO
 from two_agents_support import FOLLOWER_AGENT, LEADER_JOB, Build, finish
 
+# the most vLLM servers this module starts (tests/launch_counter.py): one follower's server per test that starts one
+LAUNCHES = 6
+
 pytestmark = pytest.mark.engine
 
 PORT_BASE = 19700  # this module's block: one case at a time on 19700

@@ -28,6 +28,8 @@ from afd_e2e.system.markers import find_marked
 from agent_pool import RECORD_CALL, AgentPool, PoolAgent
 from repo_paths import GSM8K_DIR
 
+LAUNCHES = 1  # the most vLLM servers this module starts (tests/launch_counter.py): the follower's server
+
 pytestmark = pytest.mark.engine
 
 PROFILE = "tiny-cpu-two-agents"  # its port block, 18600, is this module's

@@ -28,6 +28,9 @@ from afd_e2e.runner.admission import RunRequest, admit
 from afd_e2e.system.markers import find_marked
 from repo_paths import GSM8K_DIR, REPO
 
+# the most vLLM servers this module starts (tests/launch_counter.py): vLLM's own parser and a refused run; no server
+LAUNCHES = 0
+
 pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
 
 REAL_VLLM = shutil.which("vllm")

@@ -31,6 +31,8 @@ from afd_e2e import __version__
 from afd_e2e.commands.install_agent import PIP, conflicts, describe_python, dry_run, pip_env
 from repo_paths import FIXTURES, REPO
 
+LAUNCHES = 0  # the most vLLM servers this module starts (tests/launch_counter.py): installs only
+
 pytestmark = [pytest.mark.engine, pytest.mark.serverless]  # no server: beside the engine tier (scripts/test)
 
 WHEELHOUSE = Path(os.environ.get("AFD_E2E_WHEELHOUSE") or REPO / ".wheelhouse")

@@ -19,6 +19,8 @@ from afd_e2e.profile.bench_spec import bench_spec
 from afd_e2e.workloads.parity import parity_spec
 from shared_run import PROFILE as SHARED_PROFILE
 
+LAUNCHES = 0  # the most vLLM servers this module starts (tests/launch_counter.py): reads the session's shared run
+
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/install-cpu-vllm)"),
