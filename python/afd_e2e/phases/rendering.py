@@ -1,13 +1,14 @@
 """What the reports show of the built-in phases and case sections: their JUnit testcases, annotation parts,
-columns of the per-case table, model output and files to upload, registered with ``report.section_renderers``. Only
-the commands that render (run, report, join, trend) install these, so the cheap ones (pipeline, plan, gates,
-profiles, preflight) import no renderer, numpy or matplotlib. A phase that registers nothing here still gets a
-testcase per section it writes."""
+columns of the per-case table, model output, files to upload and plots, registered with
+``report.section_renderers``. Only the commands that render (run, report, join, trend) install these, so the cheap
+ones (pipeline, plan, gates, profiles, preflight) import no renderer, numpy or matplotlib. A phase that registers
+nothing here still gets a testcase per section it writes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from afd_e2e.phases import builtin, correctness
 from afd_e2e.report import (
@@ -49,6 +50,15 @@ def _capacity_annotation(results: RunResults, plots: Mapping[str, str]) -> list[
     return [AnnotationPart(text, "Capacity at SLO")] if text else []
 
 
+# the performance and capacity plots are drawn from results.json alone: their writers take no results folder
+def _performance_plots(results: RunResults, out_dir: Path, plots_dir: Path) -> dict[str, Path]:
+    return performance_report.write_performance_plots(results, plots_dir)
+
+
+def _capacity_plots(results: RunResults, out_dir: Path, plots_dir: Path) -> dict[str, Path]:
+    return capacity_report.write_capacity_plots(results, plots_dir)
+
+
 PHASES = (
     SectionReport(
         smoke_report.SECTION,
@@ -72,9 +82,12 @@ PHASES = (
         artifacts=profiler_report.uploaded_traces,
     ),
     SectionReport(
-        performance_report.SECTION, performance_report.performance_testcases, performance_report.performance_sections
+        performance_report.SECTION,
+        performance_report.performance_testcases,
+        performance_report.performance_sections,
+        plots=_performance_plots,
     ),
-    SectionReport("capacity", _capacity_testcases, _capacity_annotation),
+    SectionReport("capacity", _capacity_testcases, _capacity_annotation, plots=_capacity_plots),
     SectionReport(soak_report.SECTION, soak_report.soak_testcases, soak_report.soak_annotation),
 )
 MEASURES = (
@@ -86,7 +99,9 @@ MEASURES = (
 CASE_SECTIONS = (
     SectionReport("hygiene", junit.hygiene_testcases, annotation.hygiene_section),
     SectionReport("forensics", annotation=forensics_report.forensics_section),
-    SectionReport("telemetry", annotation=telemetry_report.telemetry_section),
+    SectionReport(
+        "telemetry", annotation=telemetry_report.telemetry_section, plots=telemetry_report.write_telemetry_plots
+    ),
     SectionReport(
         execution_report.SECTION,
         execution_report.execution_testcases,

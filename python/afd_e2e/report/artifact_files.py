@@ -36,7 +36,7 @@ def section_artifacts(out_dir: Path) -> list[str]:
         cases = load_results(out_dir).cases.values()
     except UsageError:
         return []
-    reports = (*section_renderers.PHASES.values(), *section_renderers.CASE_SECTIONS.values())
+    reports = section_renderers.section_reports()
     chosen = [path for case in cases for report in reports if report.artifacts for path in report.artifacts(case)]
     return [path for path in chosen if (out_dir / path).is_file()]
 

@@ -267,8 +267,7 @@ def plot_groups(results: RunResults) -> dict[str, tuple[str, list[Side]]]:
 
 
 def write_capacity_plots(results: RunResults, plots_dir: Path) -> dict[str, Path]:
-    """``plots/capacity-<comparison or case>.png`` (stale ones are the caller's to remove); ``capacity:<comparison
-    or case id>`` -> path."""
+    """``plots/capacity-<comparison or case>.png``; ``capacity:<comparison or case id>`` -> path."""
     plots_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for key, (title, sides) in plot_groups(results).items():

@@ -531,7 +531,7 @@ def plot_comparison(comparison_id: str, comparison: Comparison, *, smoke_only: b
 
 
 def write_performance_plots(results: RunResults, plots_dir: Path) -> dict[str, Path]:
-    """Write one PNG per comparison with metrics, replacing those of an earlier render; comparison id -> path."""
+    """Write one PNG per comparison with metrics; comparison id -> path."""
     figures = (
         (comparison_id, plot_comparison(comparison_id, comparison, smoke_only=results.smoke_only))
         for comparison_id, comparison in results.comparisons.items()

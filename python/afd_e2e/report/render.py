@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from afd_e2e.report import section_renderers
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES, render_annotation
 from afd_e2e.report.artifact_files import list_artifacts
-from afd_e2e.report.capacity_report import write_capacity_plots
 from afd_e2e.report.junit import write_junit
-from afd_e2e.report.performance_report import write_performance_plots
-from afd_e2e.report.telemetry_report import write_telemetry_plots
+from afd_e2e.report.plots import remove_pngs
 from afd_e2e.report.trend_attach import attach as attach_trend
 from afd_e2e.results import load_results
 from afd_e2e.results.status import Status
@@ -36,9 +35,12 @@ class ReportPaths:
 
 def render_all(out_dir: Path) -> ReportPaths:
     results = load_results(out_dir)
-    plots = write_performance_plots(results, out_dir / "plots")  # first: it clears the PNGs of an earlier render
-    plots.update(write_capacity_plots(results, out_dir / "plots"))
-    plots.update(write_telemetry_plots(results, out_dir, out_dir / "plots"))
+    plots_dir = out_dir / "plots"
+    remove_pngs(plots_dir)
+    plots: dict[str, Path] = {}
+    for report in section_renderers.section_reports():
+        if report.plots:
+            plots.update(report.plots(results, out_dir, plots_dir))
     junit = write_junit(results, out_dir / "junit")
     annotation = render_annotation(
         results,

@@ -1,11 +1,12 @@
-"""The report layer's table of renderers: each phase's and case section's JUnit testcases, annotation parts and
-columns of the per-case table, and each measure's comparison testcases. Phases register from above
-(``afd_e2e.phases``); JUnit and the annotation render through it, in the order registered."""
+"""The report layer's table of renderers: each phase's and case section's JUnit testcases, annotation parts,
+columns of the per-case table and plots, and each measure's comparison testcases. Phases register from above
+(``afd_e2e.phases``); JUnit, the annotation and the plots render through it, in the order registered."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from afd_e2e.tables import Registry
@@ -39,8 +40,11 @@ class CaseColumn:
 class SectionReport:
     """What the reports show of one phase or case section: its testcases in its case's suite, its annotation
     parts (given the plots by comparison id), its columns of the per-case table, its markdown lines in its
-    case's block of the annotation's Model output (what the model said, shown in full) and the files of the
-    results folder it names for upload beside the artifact globs (``report/artifact_files.py``), by their paths."""
+    case's block of the annotation's Model output (what the model said, shown in full), the files of the
+    results folder it names for upload beside the artifact globs (``report/artifact_files.py``), by their paths,
+    and its plots: given the results, their folder (for side files) and the plots folder, it writes its PNGs there
+    and returns them by the key its annotation looks them up by (``report/render.py`` removes the PNGs of an
+    earlier render first, so a writer only adds)."""
 
     name: str
     junit: Callable[[SuiteTestcases, CaseResults], None] | None = None
@@ -48,6 +52,7 @@ class SectionReport:
     columns: tuple[CaseColumn, ...] = ()
     model_output: Callable[[CaseResults], list[str]] | None = None
     artifacts: Callable[[CaseResults], list[str]] | None = None
+    plots: Callable[[RunResults, Path, Path], dict[str, Path]] | None = None
 
 
 PHASES: Registry[SectionReport] = Registry("phases' renderers")
@@ -56,6 +61,11 @@ CASE_SECTIONS: Registry[SectionReport] = Registry("case sections' renderers", sh
 MEASURES: Registry[Callable[[SuiteTestcases, Comparison, Any], None]] = Registry("measures' testcases")
 
 
+def section_reports() -> tuple[SectionReport, ...]:
+    """Every phase's renderers, then every case section's: the order the reports show their parts in."""
+    return (*PHASES.values(), *CASE_SECTIONS.values())
+
+
 def case_columns() -> tuple[CaseColumn, ...]:
     """The per-case table's columns: every phase's, then every case section's."""
-    return tuple(c for entry in (*PHASES.values(), *CASE_SECTIONS.values()) for c in entry.columns)
+    return tuple(c for entry in section_reports() for c in entry.columns)

@@ -17,7 +17,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from afd_e2e.report.plots import BASELINE_COLOR, CANDIDATE_COLOR, DPI, write_pngs
+from afd_e2e.report.plots import BASELINE_COLOR, CANDIDATE_COLOR, DPI, remove_pngs, write_pngs
 from afd_e2e.trend.analysis import IMPROVEMENT, REGRESSION, Call, edges
 from afd_e2e.trend.compute import ComparisonSeries, TrendReport
 from afd_e2e.trend.record import METRICS, metric
@@ -128,4 +128,5 @@ def plot_trend(report: TrendReport, comparison: ComparisonSeries) -> Figure | No
 
 def write_trend_plots(report: TrendReport, trend_dir: Path) -> dict[str, Path]:
     """comparison id -> PNG path, replacing earlier trend plots."""
+    remove_pngs(trend_dir)
     return write_pngs(((comparison.id, plot_trend(report, comparison)) for comparison in report.comparisons), trend_dir)

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from afd_e2e.report.performance_report import VERDICT_COLORS, plot_comparison, write_performance_plots
-from afd_e2e.report.plots import DPI, write_pngs
+from afd_e2e.report.plots import DPI, remove_pngs, write_pngs
 from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Verdict
 from results_docs import typed
@@ -52,13 +52,6 @@ def test_odd_labels_and_missing_values_still_plot(tiny_results: dict, tmp_path: 
         assert width >= 800 and height >= 400
 
 
-def test_rewriting_removes_plots_of_comparisons_that_are_gone(tiny_results: dict, tmp_path: Path) -> None:
-    (tmp_path / "old-comparison.png").write_bytes(PNG_SIGNATURE)
-    tiny_results["comparisons"] = {}
-    assert write_performance_plots(typed(tiny_results), tmp_path) == {}
-    assert list(tmp_path.glob("*.png")) == []
-
-
 def test_a_long_label_is_wrapped_whole_never_cut(tiny_results: dict) -> None:
     """A picture cannot link to results.json, so no text in it carries a cut marker (issue 49: the capacity plot
     printed "[4 characters cut; ...]"); an over-long case label is wrapped, every word of it kept."""
@@ -72,13 +65,14 @@ def test_a_long_label_is_wrapped_whole_never_cut(tiny_results: dict) -> None:
 
 
 def test_the_one_png_writer_skips_figures_with_nothing_to_show_and_names_files_by_id(tmp_path: Path) -> None:
-    """``write_pngs`` is what the report's plots and the trend's both write with: a None figure writes no file, an
-    id becomes a safe file name, and PNGs of an earlier render go."""
+    """``write_pngs`` is what the report's plots and the trend's both write with: a None figure writes no file and
+    an id becomes a safe file name; ``remove_pngs``, called first, takes the PNGs of an earlier render away."""
     (tmp_path / "stale.png").write_bytes(PNG_SIGNATURE)
     figure = Figure(figsize=(8, 4), dpi=DPI)
     FigureCanvasAgg(figure)
     figure.subplots().plot([0, 1], [1, 0])
 
+    remove_pngs(tmp_path)
     written = write_pngs([("a/b", figure), ("empty", None)], tmp_path)
 
     assert written == {"a/b": tmp_path / "a_b.png"}

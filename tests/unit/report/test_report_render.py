@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 
 from afd_e2e.errors import UsageError
+from afd_e2e.phases import rendering
 from afd_e2e.report import render_all
 from afd_e2e.report.annotation import FULL_REPORT_FILE, MAX_BYTES
 from afd_e2e.report.artifact_files import list_artifacts, matching_globs
+from afd_e2e.report.section_renderers import SectionReport
+from afd_e2e.results.model import RunResults
 from junit_xsd import assert_valid_junit
 
 
@@ -64,6 +67,29 @@ def test_over_size_annotation_writes_the_full_text_beside_it(tiny_results: dict,
     questions[:] = original
     again = render_all(results_dir(tiny_results))
     assert again.annotation_full is None and not (again.out_dir / FULL_REPORT_FILE).exists()
+
+
+def test_rendering_again_removes_the_plots_of_an_earlier_render_that_are_gone(seed_dir: Path) -> None:
+    plots = seed_dir / "plots"
+    plots.mkdir()
+    for gone in ("old-comparison.png", "capacity-old-comparison.png", "telemetry-old-case.png"):
+        (plots / gone).write_bytes(b"\x89PNG")
+    paths = render_all(seed_dir)
+    assert sorted(plots.glob("*.png")) == list(paths.plots) == [plots / "performance.png"]
+
+
+def test_a_registered_renderer_writes_its_plots_after_the_built_in_ones(seed_dir: Path) -> None:
+    """The plots come from the renderers' table, in the order registered, each writer given the results folder and
+    the plots folder; the annotation links them by the keys the writers return."""
+
+    def echo_plots(results: RunResults, out_dir: Path, plots_dir: Path) -> dict[str, Path]:
+        assert (out_dir / "results.json").is_file() and results.profile == "qwen3.5-122b-a10b"
+        (plots_dir / "echo.png").write_bytes(b"\x89PNG")
+        return {"echo": plots_dir / "echo.png"}
+
+    with rendering.rendered(SectionReport("echo", plots=echo_plots)):
+        paths = render_all(seed_dir)
+    assert paths.plots == (seed_dir / "plots" / "performance.png", seed_dir / "plots" / "echo.png")
 
 
 def test_missing_results_is_a_usage_error(tmp_path: Path) -> None:
