@@ -1,4 +1,4 @@
-"""A phase's ``vllm bench serve`` commands from one warm client against one process per command, on one real CPU
+"""A case's ``vllm bench serve`` commands from one warm client against one process per command, on one real CPU
 vLLM server of the tiny model, in one invocation.
 
     flock /tmp/afd-e2e-engine.lock env PYTHONPATH=python .venv/bin/python benchmarks/bench_client.py [--runs 5]

@@ -9,7 +9,9 @@ with one fault each (``tests/fixtures/soak``, ``tests/unit/workloads/test_soak.p
 One vLLM launch (both faults are set in the engine's environment at its launch; one launch per fault would cost CI
 another ~60 s for no verdict more), a one-case run of cpu-tp1 with the soak as its only phase: 58 s on 2 cores
 beside the niced unit tier (start-up, the soak's 31 s: the bench client's ~9 s import, 15 s of load and the slowed
-engine's backlog, teardown); the shared run's soak adds 24.5 s to its cpu-tp1. So ~83 s of engine tier in all.
+engine's backlog, teardown); the shared run's soak adds 24.5 s to its cpu-tp1. So ~83 s of engine tier in all, as
+measured while the soak started its own bench client after the start-up: the case's warm client now imports vLLM
+during the start-up, which should take the ~9 s import off both soaks.
 Port 23700.
 """
 

@@ -29,6 +29,7 @@ CAPACITY = Phase(
     needs=_needs_section,
     budget=Budget("capacity_s", 3600.0, per="for the whole sweep", total=sweep_phase.phase_budget_s),
     run=sweep_phase.run_capacity,
+    benches=True,
     sections=(ResultsSection(NAME, CaseCapacity),),
     measure=Measure(NAME, ResultsSection(NAME, CapacityComparison), sweep_phase.compare_cases, needs=_needs_section),
 )

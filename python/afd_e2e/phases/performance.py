@@ -70,9 +70,9 @@ def check_performance_inputs(profile: Profile, gsm8k_dir: Path | None) -> None:
 
 def run_performance(ctx: PhaseContext) -> PhaseOutcome:
     """One warmup and N formal ``vllm bench serve`` repetitions, tokenizer = the checkpoint the server loaded; then
-    each named load shape's own series (``workloads.bench.shapes``) in the same warm client, into the section's
-    ``shapes``. A shape that fails fails the phase naming it; a cancel or a timed-out repetition (a hung server)
-    ends the phase before the next shape."""
+    each named load shape's own series (``workloads.bench.shapes``), into the section's ``shapes``; all in the case's
+    warm client (``ctx.bench_client``). A shape that fails fails the phase naming it; a cancel or a timed-out
+    repetition (a hung server) ends the phase before the next shape."""
     spec = bench_spec(ctx.profile)
     assert spec is not None  # the phase's needs
     case = ctx.case
@@ -85,7 +85,11 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
         publish(section)
     else:
         target = bench.Target(
-            case.id, case.base_url, case.served_model_name, tokenizer, bench.client_env(ctx.client_env("bench"))
+            case.id,
+            case.base_url,
+            case.served_model_name,
+            tokenizer,
+            bench.client_env(ctx.client_env(bench.PROCESS_NAME)),
         )
         timed_out: list[str] = []
 
@@ -93,34 +97,30 @@ def run_performance(ctx: PhaseContext) -> PhaseOutcome:
             timed_out.append(reason)
             ctx.take_forensics("timeout", reason)
 
-        with bench.case_client(executable, target, ctx.out_dir) as client:
+        def series(spec: BenchSpec, shape: str, publish: Callable[[CasePerformance], None]) -> CasePerformance:
+            return bench.run_bench_series(
+                spec,
+                target,
+                executable=executable,
+                out_dir=ctx.out_dir,
+                publish=publish,
+                progress=ctx.progress,
+                cancelled=ctx.cancelled,
+                heartbeat_s=bench.PROGRESS_EVERY_S,
+                on_timeout=on_timeout,
+                diagnose=ctx.diagnose,
+                client=ctx.bench_client,
+                shape=shape,
+            )
 
-            def series(spec: BenchSpec, shape: str, publish: Callable[[CasePerformance], None]) -> CasePerformance:
-                return bench.run_bench_series(
-                    spec,
-                    target,
-                    executable=executable,
-                    out_dir=ctx.out_dir,
-                    publish=publish,
-                    progress=ctx.progress,
-                    cancelled=ctx.cancelled,
-                    heartbeat_s=bench.PROGRESS_EVERY_S,
-                    on_timeout=on_timeout,
-                    diagnose=ctx.diagnose,
-                    client=client,
-                    shape=shape,
-                )
-
-            section = series(spec, "", publish)
-            outcomes = [PhaseOutcome(section.status, section.failure)]
-            for name, shape_spec in spec.shapes:
-                if ctx.cancelled.is_set() or timed_out:  # a hung server would time out the next shape too
-                    break
-                shaped = series(
-                    shape_spec, name, lambda shaped, name=name: _publish_shape(publish, section, name, shaped)
-                )
-                outcomes.append(PhaseOutcome(shaped.status, shaped.failure and f"shape {name}: {shaped.failure}"))
-            return worst_outcome(outcomes)
+        section = series(spec, "", publish)
+        outcomes = [PhaseOutcome(section.status, section.failure)]
+        for name, shape_spec in spec.shapes:
+            if ctx.cancelled.is_set() or timed_out:  # a hung server would time out the next shape too
+                break
+            shaped = series(shape_spec, name, lambda shaped, name=name: _publish_shape(publish, section, name, shaped))
+            outcomes.append(PhaseOutcome(shaped.status, shaped.failure and f"shape {name}: {shaped.failure}"))
+        return worst_outcome(outcomes)
     return worst_outcome([PhaseOutcome(section.status, section.failure)])
 
 
@@ -175,6 +175,7 @@ PERFORMANCE = Phase(
     budget=Budget("bench_repetition_s", 3600.0, per="per repetition", total=_phase_budget_s),
     run=run_performance,
     check_inputs=check_performance_inputs,
+    benches=True,
     # ``| None``: results written while performance was a field of every case and comparison hold ``null`` where
     # the phase or measure never ran
     sections=(ResultsSection(SECTION, CasePerformance | None),),

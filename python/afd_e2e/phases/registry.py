@@ -69,6 +69,9 @@ class Phase:
     # the progress watchdog judges stalls while it runs (budgets.stall_s); False for a phase that may hold a request
     # open with no token moving by design (a torch profile's stop holds its request while the traces are written)
     stall_watched: bool = True
+    # it runs ``vllm bench serve`` (in ``PhaseContext.bench_client`` where there is one): a case with such a phase
+    # gets its warm bench client started with its servers, so the client's import of vLLM overlaps their start-up
+    benches: bool = False
     doc: str = ""
 
 
@@ -103,7 +106,7 @@ def _parts(entry: Phase | CaseSection) -> list[tuple[Registry[Any], str, Any]]:
             (catalogue.SECTIONS, entry.name, SectionEntry(entry.name, entry.budget, entry.doc)),
             (result_sections.CASE_SECTIONS, entry.name, entry.section),
         ]
-    run = PhaseRun(entry.name, entry.run, entry.check_inputs, entry.ends_case, entry.stall_watched)
+    run = PhaseRun(entry.name, entry.run, entry.check_inputs, entry.ends_case, entry.stall_watched, entry.benches)
     parts: list[tuple[Registry[Any], str, Any]] = [
         (catalogue.PHASES, entry.name, PhaseEntry(entry.name, entry.budget, entry.workloads, entry.needs, entry.doc)),
         (result_sections.PHASES, entry.name, entry.sections),

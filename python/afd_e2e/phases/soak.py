@@ -139,7 +139,8 @@ def run_soak(ctx: PhaseContext) -> PhaseOutcome:
         progress=ctx.progress,
         cancelled=ctx.cancelled,
         heartbeat_s=PROGRESS_EVERY_S,
-        env=bench.client_env(ctx.client_env("bench")),
+        env=bench.client_env(ctx.client_env(bench.PROCESS_NAME)),
+        client=ctx.bench_client,
     )
     rel = f"bench/{case.id}/soak"
     section.repetition = replace(rep, index=1, path=f"{rel}.json", log=f"{rel}.log", argv=redact_argv(argv))
@@ -174,5 +175,6 @@ SOAK = Phase(
     needs=_needs_section,
     budget=Budget("soak_s", 1800.0),
     run=run_soak,
+    benches=True,
     sections=(ResultsSection(NAME, CaseSoak),),
 )

@@ -33,6 +33,7 @@ from typing import ClassVar, Protocol
 from urllib.parse import urlsplit
 
 from afd_e2e.buildkite.env import agent_name
+from afd_e2e.errors import UsageError
 from afd_e2e.execution.judge import judge_case
 from afd_e2e.forensics import Trigger, capture_case
 from afd_e2e.plan.model import CasePlan, RunPlan
@@ -62,6 +63,7 @@ from afd_e2e.runner.server import CaseServers, LaunchFailed, Stalled
 from afd_e2e.runner.side import SideFailed
 from afd_e2e.runner.watch import EngineDied
 from afd_e2e.system.child_env import client_environment
+from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.markers import marker_env
 from afd_e2e.system.ports import shut_own_connections
 from afd_e2e.system.processes import ServerProcess, log_tail
@@ -212,7 +214,7 @@ def run_case(
         if while_up is not None and side is None:
             _while_up(ctx, results, servers, while_up)
 
-    _serve(ctx, case, results, body, name=case.id, side=side)
+    _serve(ctx, case, results, body, name=case.id, side=side, benches=dispatch.benches(case.phases))
     if side is None or side.runs_phases:
         _judge_execution(ctx, case, results)
     results.timings.wall_s = round(ctx.clock() - started, 3)
@@ -254,7 +256,7 @@ def run_block(
         servers.check()
         results.status = Status.PASSED
 
-    _serve(ctx, case, results, body, name=f"{case.id}/{block}", side=None)
+    _serve(ctx, case, results, body, name=f"{case.id}/{block}", side=None, benches=True)
     return results
 
 
@@ -266,11 +268,15 @@ def _serve(
     *,
     name: str,
     side: AgentSide | None,
+    benches: bool,
 ) -> None:
     """The one server lifecycle of a case (or a block of one): launch its processes, make them ready, run
     ``body``, then stop them and check hygiene, whatever happened in between; every failure is recorded in
-    ``results``, nothing escapes. ``name``: the folder of its logs, scratch and telemetry."""
+    ``results``, nothing escapes. ``name``: the folder of its logs, scratch and telemetry. ``benches``: ``body``
+    runs ``vllm bench serve`` (a phase that benches, a block): where this agent runs it (not a follower's), the
+    case's warm bench client starts with its processes and is closed in their stop, before the hygiene checks."""
     hosted = side.hosted(case) if side is not None else None
+    runs_bench = benches and (side is None or side.runs_phases)
     gpu_before = read_gpu_memory(d for p in case.processes if hosted is None or p.name in hosted for d in p.devices)
     with CaseServers(
         case,
@@ -289,6 +295,7 @@ def _serve(
             at_server=side is not None and not side.runs_phases,
         ),
         hosted=hosted,
+        bench_executable=_bench_executable(ctx) if runs_bench else None,
         clock=ctx.clock,
         sleep=ctx.sleep,
     ) as servers:
@@ -324,6 +331,15 @@ def _serve(
             traceback.print_exc(file=sys.stderr)
             _fail(results, Status.CRASHED, f"harness error while stopping: {type(exc).__name__}: {exc}")
         _summarize_telemetry(ctx, case, results, servers)
+
+
+def _bench_executable(ctx: RunContext) -> str | None:
+    """The ``vllm`` the case's bench commands run; None where it does not resolve (no warm client: the phase that
+    benches resolves it itself and fails naming it)."""
+    try:
+        return resolve_executable(ctx.profile.engine.executable)
+    except UsageError:
+        return None
 
 
 def _launched(
@@ -615,6 +631,7 @@ def _phase_context(
         take_forensics=lambda trigger, reason: take_forensics(Trigger(trigger), reason),
         diagnose=servers.diagnose,
         timeline=servers.timeline,
+        bench_client=servers.bench_client,
     )
 
 

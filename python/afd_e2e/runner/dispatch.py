@@ -4,7 +4,7 @@ Phases register from above (``afd_e2e.phases``); the case runner dispatches thro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,9 +28,16 @@ class PhaseRun:
     # the progress watchdog judges stalls while it runs (budgets.stall_s); False for a phase that may hold a request
     # open with no token moving by design (a torch profile's stop holds its request while the traces are written)
     stall_watched: bool = True
+    # it runs ``vllm bench serve``: its case's warm bench client is started with the case's servers (``CaseServers``)
+    benches: bool = False
 
 
 RUNS: Registry[PhaseRun] = Registry("phase run functions")
+
+
+def benches(phases: Iterable[str]) -> bool:
+    """Whether any of ``phases`` runs ``vllm bench serve`` (its case then gets a warm bench client)."""
+    return any(RUNS[name].benches for name in phases)
 
 
 def stall_watched_phases() -> frozenset[str]:

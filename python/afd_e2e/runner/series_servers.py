@@ -15,7 +15,6 @@ What the plan refused keeps ``min`` repetitions a side, and its record says why.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import threading
 import time
@@ -148,12 +147,19 @@ def _run_cases(
 def _target(ctx: RunContext, side: CasePlan) -> bench.Target:
     """Where a side's repetitions go, once its server is ready (its model card names the tokenizer it loaded)."""
     root = served_model_root(side.base_url, side.served_model_name, timeout_s=ctx.profile.budgets.request_s)
-    env = bench.client_env(client_environment(ctx.base_env, markers=marker_env(ctx.run_id, side.id, "bench")))
+    env = bench.client_env(
+        client_environment(ctx.base_env, markers=marker_env(ctx.run_id, side.id, bench.PROCESS_NAME))
+    )
     return bench.Target(side.id, side.base_url, side.served_model_name, root, env)
 
 
 def _repetition(
-    ctx: RunContext, target: bench.Target, client, stop: threading.Event, index: int, kind: str = "rep"
+    ctx: RunContext,
+    target: bench.Target,
+    client: bench.WarmClient | None,
+    stop: threading.Event,
+    index: int,
+    kind: str = "rep",
 ) -> Repetition:
     spec = bench_spec(ctx.profile)
     assert spec is not None
@@ -174,7 +180,12 @@ def _repetition(
 
 
 def _repetitions(
-    ctx: RunContext, target: bench.Target, client, stop: threading.Event, indices: list[int], into: list[Repetition]
+    ctx: RunContext,
+    target: bench.Target,
+    client: bench.WarmClient | None,
+    stop: threading.Event,
+    indices: list[int],
+    into: list[Repetition],
 ) -> None:
     """The formal repetitions ``indices`` into ``into`` as each ends (a block abandoned midway keeps those run), up
     to the first that did not pass: the series ends there."""
@@ -242,7 +253,7 @@ def run_held_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseRe
             w.flush()
         ctx.store.flush()
 
-    def series(scope: contextlib.ExitStack) -> SequentialRecord:
+    def work() -> SequentialRecord:
         base_section, cand_section = writes[held.case.id].section, writes[case.id].section
         assert base_section is not None and cand_section is not None
         cand_section.sequential = record
@@ -255,11 +266,7 @@ def run_held_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseRe
             return record
         for section in (base_section, cand_section):
             section.status = Status.RUNNING
-        executable = resolve_executable(ctx.profile.engine.executable)
-        clients = {
-            side_id: scope.enter_context(bench.case_client(executable, side, ctx.layout.out_dir))
-            for side_id, side in targets.items()
-        }
+        clients = {held.case.id: held.servers.bench_client, case.id: servers.bench_client}  # each side's own
 
         def step(case_id: str, indices: list[int]):
             reps: list[Repetition] = []
@@ -271,10 +278,6 @@ def run_held_series(ctx: RunContext, held: Held, case: CasePlan, results: CaseRe
         )
         ctx.progress(f"series {held.case.id} vs {case.id}: {found.stopped} after {len(found.looks)} looks")
         return found
-
-    def work() -> SequentialRecord:
-        with contextlib.ExitStack() as scope:  # the sides' warm bench clients end with the series
-            return series(scope)
 
     def baseline_alive() -> None:
         try:
@@ -362,13 +365,12 @@ def run_blocks(ctx: RunContext, planned: SeriesPlan) -> None:
 
         def work(servers: CaseServers, stopped: threading.Event) -> None:
             target = _target(ctx, cases[case_id])
-            executable = resolve_executable(ctx.profile.engine.executable)
-            with bench.case_client(executable, target, ctx.layout.out_dir) as client:
-                for warmup in range(1, spec.warmups + 1):
-                    rep = _repetition(ctx, target, client, stopped, warmup, kind=f"block{number}-warmup")
-                    if rep.status is not Status.PASSED:
-                        raise CaseFailure(f"warm-up {warmup} of block {number}: {rep.failure}")
-                _repetitions(ctx, target, client, stopped, indices, reps)
+            client = servers.bench_client  # the block's launch's own, started with its servers
+            for warmup in range(1, spec.warmups + 1):
+                rep = _repetition(ctx, target, client, stopped, warmup, kind=f"block{number}-warmup")
+                if rep.status is not Status.PASSED:
+                    raise CaseFailure(f"warm-up {warmup} of block {number}: {rep.failure}")
+            _repetitions(ctx, target, client, stopped, indices, reps)
 
         ctx.progress(f"series {planned.baseline} vs {planned.candidate}: block {number} of {case_id}")
         block = run_block(ctx, cases[case_id], f"{planned.comparison}-block-{number}", work)

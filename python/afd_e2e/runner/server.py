@@ -13,6 +13,11 @@ A case whose processes run on several agents (profile ``placement``) holds here 
 (``hosted``); ``join`` hands it the case with its addresses filled in and the other agents' processes to watch
 (``multi_agent``), so a remote role's death fails the case like a local one.
 
+With ``bench_executable`` (the runner gives it to a case whose phases run ``vllm bench serve``) the case's warm bench
+client (``workloads.bench.WarmClient``) starts as its processes are spawned, so its import of vLLM (8-15 s of a CPU
+core) overlaps their start-up instead of following it; every phase of the case measures with it (``bench_client``),
+and ``stop`` closes it before it stops the tree, so the hygiene checks after it find nothing of it left.
+
 With ``telemetry`` settings the case is also sampled about once a second from launch (``afd_e2e.telemetry``):
 ``mark(phase)`` says what it does, ``check_progress()`` raises Stalled once the watchdog has found a stall, and a
 start-up stall either raises StartupStalled from ``wait_ready`` or is handed to ``on_startup_stall``.
@@ -37,13 +42,14 @@ from afd_e2e.runner.hygiene import remove_leftover_files, shm_entries
 from afd_e2e.runner.readiness import wait_until_ready
 from afd_e2e.runner.teardown import TeardownOutcome, terminate
 from afd_e2e.runner.watch import EngineWatch, WatchedRole
-from afd_e2e.system.child_env import child_environment
+from afd_e2e.system.child_env import child_environment, client_environment
 from afd_e2e.system.executables import resolve_executable
 from afd_e2e.system.markers import MarkedProcess, find_run, marker_env, new_run_id
 from afd_e2e.system.ports import busy_ports
 from afd_e2e.system.processes import ServerProcess, launch, log_tail
 from afd_e2e.telemetry.sampler import Sampler, TelemetrySettings
 from afd_e2e.telemetry.watchdog import Stall
+from afd_e2e.workloads import bench
 
 
 class LaunchFailed(Exception):
@@ -76,11 +82,14 @@ class CaseServers:
         telemetry: TelemetrySettings | None = None,
         on_startup_stall: Callable[[Stall], None] | None = None,
         hosted: Collection[str] | None = None,
+        bench_executable: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] | None = None,
     ) -> None:
         """``clock`` is what the start-up budget and the telemetry's samples (the watchdog's stall_s) are read on, and
-        ``sleep`` how the sampler waits between samples (None: on its stop event); tests drive both."""
+        ``sleep`` how the sampler waits between samples (None: on its stop event); tests drive both.
+        ``bench_executable``: the ``vllm`` whose ``bench serve`` the case's phases run, its warm client started at
+        ``launch`` (None: no client; the phases' commands, if any, are processes of their own)."""
         self.case = case
         self.clock, self.sleep = clock, sleep
         self.hosted = tuple(p.name for p in case.processes if hosted is None or p.name in hosted)
@@ -95,6 +104,10 @@ class CaseServers:
         self.executables = dict(executables or {})
         self.on_launch = on_launch
         self.servers: list[ServerProcess] = []
+        self.bench_executable = bench_executable
+        # the case's warm bench client, from ``launch`` to ``stop``; None without ``bench_executable``, or where it
+        # is not vLLM's own CLI (``bench.warm_interpreter``)
+        self.bench_client: bench.WarmClient | None = None
         self.watch: EngineWatch | None = None
         self.telemetry = telemetry
         self.sampler: Sampler | None = None
@@ -154,6 +167,7 @@ class CaseServers:
             held = ", ".join(f"{port} held by {who}" for port, who in busy.items())
             raise LaunchFailed(f"ports in use before start: {held}")
         self.scratch.mkdir(parents=True, exist_ok=True)
+        self.bench_client = self._open_bench_client()  # beside the processes: its import overlaps their start-up
         for process in local.processes:
             if flag is not None:
                 flag.check()
@@ -190,6 +204,30 @@ class CaseServers:
             self.sampler = Sampler(
                 local, self.servers, self.telemetry, clock=self.clock, started=self.launched_at, sleep=self.sleep
             ).start()
+
+    def _open_bench_client(self) -> bench.WarmClient | None:
+        """The case's warm bench client, started now, with the run's markers (``afd-e2e cleanup`` and the hygiene
+        checks find it and the commands it forks as the case's) and its log beside the case's bench results
+        (``bench/<case>/client.log``). None without ``bench_executable``, for an executable that is not vLLM's own
+        CLI, or where its interpreter does not start: each command then runs as a process of its own (and fails on
+        its own, naming what did not start)."""
+        if self.bench_executable is None:
+            return None
+        env = bench.client_env(
+            client_environment(self.base_env, markers=marker_env(self.run_id, self.case.id, bench.PROCESS_NAME))
+        )
+        log = (
+            self.out_dir / "bench" / self.case.id / "client.log" if self.out_dir else self.log_dir / "bench-client.log"
+        )
+        try:
+            return bench.open_client(self.bench_executable, env, log, server=self.case.base_url)
+        except OSError:
+            return None
+
+    def close_bench_client(self) -> None:
+        """End the warm bench client for good (a phase abandoned meanwhile cannot start another)."""
+        if self.bench_client is not None:
+            self.bench_client.close()
 
     @property
     def launched_at(self) -> float:
@@ -238,8 +276,10 @@ class CaseServers:
         return self.sampler.watchdog.diagnose() if self.sampler is not None else ""
 
     def keep(self) -> None:
-        """Leave every process up (``--keep-on-stall``): stop sampling and watching, never stop the tree."""
+        """Leave every server process up (``--keep-on-stall``): stop sampling and watching, never stop the tree;
+        the bench client, which a debugger has no use for, is closed."""
         self.kept = True
+        self.close_bench_client()
         if self.watch is not None:
             self.watch.stop()
         if self.sampler is not None:
@@ -265,8 +305,9 @@ class CaseServers:
         return log_tail(server.log_path) if server is not None else None
 
     def stop(self, grace_s: float, cancel: threading.Event | None = None) -> TeardownOutcome:
-        """Stop watching, SIGTERM the whole marked tree, SIGKILL what outlives ``grace_s`` (shortened once
-        ``cancel`` is set); reap the leaders."""
+        """Close the bench client, stop watching, SIGTERM the whole marked tree, SIGKILL what outlives ``grace_s``
+        (shortened once ``cancel`` is set); reap the leaders."""
+        self.close_bench_client()
         if self.watch is not None:
             self.watch.stop()
         if self.sampler is not None:

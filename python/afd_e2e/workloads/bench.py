@@ -1,8 +1,9 @@
 """Where ``vllm bench serve`` is driven: its argv, one bounded repetition, and its result JSON.
 
-A repetition is a process of its own, or, where the executable is vLLM's own CLI, a child of the phase's warm
-client (``WarmClient``, ``bench_client_script.py``), which imports vLLM once for all of a phase's repetitions
-instead of once per repetition (8-15 s of a CPU core each).
+A repetition is a process of its own, or, where the executable is vLLM's own CLI, a child of the case's warm
+client (``WarmClient``, ``bench_client_script.py``), which imports vLLM once for all of a case's repetitions, every
+phase's, instead of once per repetition (8-15 s of a CPU core each). The runner starts it as it launches the case's
+servers (``runner/server.py``), so the import overlaps their start-up, and closes it at the case's teardown.
 
 ``vllm bench serve`` exits 0 even when every request failed or no server listened, so a repetition passes only
 when its result JSON is an object with consistent counts (``completed + failed == num_prompts``, ``failed == 0``,
@@ -51,6 +52,9 @@ KILL_GRACE_S = 5.0
 # A running repetition's progress line (``run_bench_series``' ``heartbeat_s``), every this many seconds: the
 # performance phase's and the runner's ranged series' alike.
 PROGRESS_EVERY_S = 10.0
+# The process name in the run's markers (``system/markers.py``) of the warm client and of every bench command,
+# whichever phase runs it: what ``afd-e2e cleanup`` names a leftover by.
+PROCESS_NAME = "bench"
 CLIENT_SCRIPT = Path(__file__).with_name("bench_client_script.py")
 VLLM_CLI = "vllm.entrypoints.cli.main"  # the console script's entry point, and what the GPU kit's wrapper runs
 
@@ -363,18 +367,37 @@ def _read_answers(stream: IO[bytes], answers: queue.Queue[int | None]) -> None:
     answers.put(None)
 
 
+class ClientClosed(RuntimeError):
+    """A command for a warm client that was already closed: its case is being torn down."""
+
+
 class WarmClient:
-    """One warm ``vllm bench serve`` interpreter (``bench_client_script.py``) for a phase's commands against one
+    """One warm ``vllm bench serve`` interpreter (``bench_client_script.py``) for a case's commands against one
     server (``server``, its base URL, named in the client's argv for ``ps``), in a process group of its own, with
-    ``env``; its own output in ``log_path``. Started at the first command, again after a command was stopped (a
-    stop ends the whole group); ``close`` ends it."""
+    ``env``; its own output appended to ``log_path``. ``start`` begins its import; a command finds it started, or
+    starts it again after a command was stopped (a stop ends the whole group). ``close`` ends it for good: a command
+    that comes later (from a phase abandoned at the teardown) raises ClientClosed instead of starting one that
+    nothing would end."""
 
     def __init__(self, python: str, env: Mapping[str, str], log_path: Path, server: str) -> None:
         self.python, self.env, self.log_path, self.server = python, dict(env), log_path, server
         self.process: subprocess.Popen[bytes] | None = None
         self.answers: queue.Queue[int | None] = queue.Queue()
+        self.closed = False
+        self.idle = True  # the running client was given no command yet (it may still be importing vLLM)
+        self._lock = threading.Lock()  # close (the runner's thread) against a submit (a phase's)
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def start(self) -> WarmClient:
+        """Start the client now (its import of vLLM begins), unless it runs already."""
+        with self._lock:
+            self._running()
+        return self
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self.closed:
+            raise ClientClosed(f"the bench client for {self.server} is closed: its case is being torn down")
+        if self.process is not None and self.process.poll() is None:
+            return self.process
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             process = subprocess.Popen(
@@ -385,28 +408,43 @@ class WarmClient:
                 env=self.env,
                 start_new_session=True,
             )
-        self.process, self.answers = process, queue.Queue()
+        self.process, self.answers, self.idle = process, queue.Queue(), True
         assert process.stdout is not None
         threading.Thread(target=_read_answers, args=(process.stdout, self.answers), daemon=True).start()
         return process
 
     def submit(self, argv: list[str], log_path: Path) -> Command:
         """Run ``argv`` (a ``vllm bench serve`` command) in a child of the client, its output in ``log_path``."""
-        process = self.process if self.process is not None and self.process.poll() is None else self._start()
+        with self._lock:
+            process = self._running()
+            answers, self.idle = self.answers, False
         assert process.stdin is not None
         with contextlib.suppress(BrokenPipeError):  # the client is gone: the command ends with its exit status
             process.stdin.write((json.dumps({"argv": argv, "log": str(log_path)}) + "\n").encode())
             process.stdin.flush()
-        return _ClientCommand(self, process, self.answers)
+        return _ClientCommand(self, process, answers)
+
+    def forget(self, process: subprocess.Popen[bytes]) -> None:
+        """``process``, this client's, was stopped with a command (its whole group): the next command starts anew."""
+        with self._lock:
+            if self.process is process:
+                self.process = None
 
     def close(self) -> None:
-        """End the client: stdin closed (it exits), stopped if it does not within the grace period."""
-        process, self.process = self.process, None
+        """End the client for good: stdin closed (it exits), stopped if it does not within the grace period; one
+        never given a command is stopped at once (it would read the end of its stdin only once its import is
+        done: a case that failed or was cancelled during its start-up would wait for that)."""
+        with self._lock:
+            self.closed = True
+            process, self.process, idle = self.process, None, self.idle
         if process is None:
             return
         with contextlib.suppress(BrokenPipeError):
             assert process.stdin is not None
             process.stdin.close()
+        if idle:
+            _stop(process)
+            return
         try:
             process.wait(timeout=KILL_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -431,23 +469,25 @@ class _ClientCommand:
 
     def stop(self) -> None:
         _stop(self.process)  # the client's whole group: the client and the command's child
-        if self.client.process is self.process:
-            self.client.process = None
+        self.client.forget(self.process)
+
+
+def open_client(executable: str, env: Mapping[str, str], log_path: Path, *, server: str) -> WarmClient | None:
+    """A warm client for commands of ``executable`` against ``server``, started now, or None where the executable
+    is not vLLM's own CLI (each command is then a process of its own). The caller closes it."""
+    python = warm_interpreter(executable)
+    return WarmClient(python, env, log_path, server).start() if python is not None else None
 
 
 @contextlib.contextmanager
 def warm_client(executable: str, env: Mapping[str, str], log_path: Path, *, server: str) -> Iterator[WarmClient | None]:
-    """A warm client for a phase's commands with ``executable`` against ``server`` (None where the executable is
-    not vLLM's own CLI: each command is then a process of its own), ended when the phase leaves the block."""
-    python = warm_interpreter(executable)
-    if python is None:
-        yield None
-        return
-    client = WarmClient(python, env, log_path, server)
+    """``open_client`` for the length of a block (a benchmark's series), closed when the block is left."""
+    client = open_client(executable, env, log_path, server=server)
     try:
         yield client
     finally:
-        client.close()
+        if client is not None:
+            client.close()
 
 
 def run_repetition(
@@ -502,14 +542,6 @@ class Target:
     model: str
     tokenizer: str
     env: Mapping[str, str]
-
-
-def case_client(executable: str, target: Target, out_dir: Path) -> contextlib.AbstractContextManager[WarmClient | None]:
-    """``warm_client`` for one case's repetitions (``run_one``): against its server, its log beside them in
-    ``out_dir/bench/<case>/client.log``."""
-    return warm_client(
-        executable, target.env, out_dir / "bench" / target.case_id / "client.log", server=target.base_url
-    )
 
 
 def run_one(
@@ -599,7 +631,7 @@ def run_bench_series(
     called with its failure, which carries the progress watchdog's ``diagnose()`` (what is in flight, since when
     no token moved, the process that explains it); other failures are recorded and the series goes on. Each
     repetition's timeout and heartbeats are read on ``clock`` (tests drive it and ``sleep``); ``client``: the warm
-    client the repetitions run in, if any (``warm_client``).
+    client the repetitions run in, if any (the case's, ``CaseServers.bench_client``).
     """
     section = CasePerformance(Status.RUNNING, env=redact_env(target.env))
     schedule = [("warmup", i, section.warmups) for i in range(1, spec.warmups + 1)]

@@ -14,6 +14,7 @@ from afd_e2e.plan.model import CasePlan
 from afd_e2e.profile import Profile
 from afd_e2e.results.model import CaseResults
 from afd_e2e.results.status import Status
+from afd_e2e.workloads.bench import WarmClient
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class PhaseContext:
     # the case's telemetry samples so far, as its telemetry file has them (``telemetry/sampler.py`` sample_json):
     # what a phase judges of its own stretch of the timeline (the soak's memory growth); [] without telemetry
     timeline: Callable[[], list[dict[str, Any]]] = lambda: []
+    # the case's warm ``vllm bench serve`` client, shared by every phase of the case that benches (started with its
+    # servers, closed at its teardown: ``CaseServers.bench_client``); None where the executable is not vLLM's own
+    # CLI, or the case has no phase that benches: each command is then a process of its own
+    bench_client: WarmClient | None = None
 
     def record(self, name: str, section: Any) -> None:
         """The case's section ``name`` set to ``section`` and results.json written now, so what the phase has

@@ -1,74 +1,21 @@
 """Unit tier: the warm ``vllm bench serve`` client (``bench.WarmClient``, ``bench_client_script.py``) with a stand-in
-of vLLM's CLI package (``vllm.entrypoints.cli.main``, a few lines that record imports and runs and write a real
+of vLLM's CLI package (``unit/vllm_cli_stand_in.py``: a few lines that record imports and runs and write a real
 result JSON), on this Python. The real vLLM's CLI runs in it in every engine-tier phase that benches."""
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
-from pathlib import Path
 
 import psutil
+import pytest
 
 from afd_e2e.system.markers import find_marked, marker_env
 from afd_e2e.workloads import bench
-from repo_paths import FIXTURES
 from unit.timing import wait_until
+from unit.vllm_cli_stand_in import record_lines, stand_in_vllm
 
 SERVER = "http://127.0.0.1:9"
-STAND_IN = """
-import json, os, signal, sys
-RECORD = os.environ["STAND_IN_RECORD"]
-with open(RECORD, "a") as handle:
-    handle.write(f"import {os.getpid()}\\n")
-
-
-def main():
-    args = sys.argv
-    if "--help" in args:
-        print("usage: vllm bench serve ...")
-        raise SystemExit(0)
-    with open(RECORD, "a") as handle:
-        handle.write(f"run {os.getpid()} {args[0]}\\n")
-    print("up", flush=True)
-    if "--ignore-term" in args:  # a command that outlives its client's SIGTERM: only the group's SIGKILL ends it
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if "--hang" in args:
-        signal.pause()  # until the test's stop ends it
-    if "--crash" in args:
-        raise RuntimeError("the stand-in crashed")
-    if "--exit" in args:
-        raise SystemExit(int(args[args.index("--exit") + 1]))
-    out = os.path.join(args[args.index("--result-dir") + 1], args[args.index("--result-filename") + 1])
-    with open(os.environ["STAND_IN_RESULT"]) as source, open(out, "w") as target:
-        target.write(source.read())
-"""
-
-
-def _stand_in(tmp_path: Path) -> tuple[str, dict[str, str], Path]:
-    """A ``vllm`` console script over the stand-in package: (executable, client env, record file)."""
-    site = tmp_path / "site"
-    package = site / "vllm" / "entrypoints" / "cli"
-    package.mkdir(parents=True)
-    for folder in (site / "vllm", site / "vllm" / "entrypoints", package):
-        (folder / "__init__.py").write_text("", encoding="utf-8")
-    (package / "main.py").write_text(STAND_IN, encoding="utf-8")
-    script = tmp_path / "bin" / "vllm"
-    script.parent.mkdir()
-    script.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom vllm.entrypoints.cli.main import main\nsys.exit(main())\n",
-        encoding="utf-8",
-    )
-    script.chmod(0o755)
-    record = tmp_path / "record"
-    env = {
-        **bench.client_env(os.environ),
-        "PYTHONPATH": str(site),
-        "STAND_IN_RECORD": str(record),
-        "STAND_IN_RESULT": str(FIXTURES / "vllm_bench" / "passed.json"),
-    }
-    return str(script), env, record
 
 
 def _repetition(client, executable, env, tmp_path, stem, *flags, cancelled=None):
@@ -97,28 +44,24 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _lines(record: Path, word: str) -> list[list[str]]:
-    return [line.split() for line in record.read_text(encoding="utf-8").splitlines() if line.startswith(word)]
-
-
-def test_a_phase_imports_vllm_once_and_runs_each_command_in_a_child_of_its_own(tmp_path):
-    executable, env, record = _stand_in(tmp_path)
+def test_a_client_imports_vllm_once_and_runs_each_command_in_a_child_of_its_own(tmp_path):
+    executable, env, record = stand_in_vllm(tmp_path)
     with bench.warm_client(executable, env, tmp_path / "client.log", server=SERVER) as client:
         assert client is not None
         reps = [_repetition(client, executable, env, tmp_path, f"rep-{i}") for i in (1, 2, 3)]
         process = client.process
     assert [(rep.status, ended) for rep, ended in reps] == [("passed", True)] * 3
-    (imported,) = _lines(record, "import")
-    runs = _lines(record, "run")
+    (imported,) = record_lines(record, "import")
+    runs = record_lines(record, "run")
     assert len(runs) == 3 and len({pid for _, pid, _ in runs}) == 3, "one child per command"
     assert imported[1] not in {pid for _, pid, _ in runs}, "the commands ran in children of the warm process"
     assert all(argv0 == "vllm" for _, _, argv0 in runs), "each child runs the CLI as `vllm ...`"
     assert all((tmp_path / f"rep-{i}.log").read_text().strip() == "up" for i in (1, 2, 3)), "its output, its log"
-    assert process is not None and process.poll() is not None, "the client ends with the phase"
+    assert process is not None and process.poll() is not None, "the client ends when closed"
 
 
 def test_a_stopped_command_ends_the_client_and_its_child_and_the_next_command_starts_a_new_one(tmp_path):
-    executable, env, record = _stand_in(tmp_path)
+    executable, env, record = stand_in_vllm(tmp_path)
     env = {**env, **marker_env("run-1", "case-1", "bench")}
     cancelled = threading.Event()
     hung = tmp_path / "hung.log"
@@ -135,18 +78,31 @@ def test_a_stopped_command_ends_the_client_and_its_child_and_the_next_command_st
         rep, ended = _repetition(
             client, executable, env, tmp_path, "hung", "--hang", "--ignore-term", cancelled=cancelled
         )
-        (_, child, _) = _lines(record, "run")[0]
+        (_, child, _) = record_lines(record, "run")[0]
         assert not ended and (rep.status, rep.failure) == ("cancelled", "cancelled")
         assert int(child) in marked and len(marked) == 2, "the client and its child carry the run's markers"
         assert client.process is None
         wait_until(lambda: not _running(int(child)), what="the stopped command's child to end with its client")
         rep, ended = _repetition(client, executable, env, tmp_path, "after")
     assert ended and rep.status == "passed"
-    assert len(_lines(record, "import")) == 2, "a new client for the command after the stop"
+    assert len(record_lines(record, "import")) == 2, "a new client for the command after the stop"
+
+
+def test_a_closed_client_starts_no_other(tmp_path):
+    """A phase abandoned at its case's teardown may still send a command once the case closed its client: it gets
+    ClientClosed, never a new client that nothing would end."""
+    executable, env, record = stand_in_vllm(tmp_path)
+    with bench.warm_client(executable, env, tmp_path / "client.log", server=SERVER) as client:
+        assert client is not None
+        rep, _ = _repetition(client, executable, env, tmp_path, "before")
+    assert rep.status == "passed" and client.closed and client.process is None
+    with pytest.raises(bench.ClientClosed, match="is closed: its case is being torn down"):
+        _repetition(client, executable, env, tmp_path, "late")
+    assert client.process is None and len(record_lines(record, "import")) == 1
 
 
 def test_an_exit_status_and_a_crash_are_the_commands_own_and_the_client_goes_on(tmp_path):
-    executable, env, record = _stand_in(tmp_path)
+    executable, env, record = stand_in_vllm(tmp_path)
     with bench.warm_client(executable, env, tmp_path / "client.log", server=SERVER) as client:
         exited, _ = _repetition(client, executable, env, tmp_path, "exited", "--exit", "3")
         crashed, _ = _repetition(client, executable, env, tmp_path, "crashed", "--crash")
@@ -154,11 +110,11 @@ def test_an_exit_status_and_a_crash_are_the_commands_own_and_the_client_goes_on(
     assert exited.failure == "no result JSON exited.json (vllm bench serve exited 3)"
     assert crashed.failure == "no result JSON crashed.json (vllm bench serve exited 1)"
     assert "RuntimeError: the stand-in crashed" in (tmp_path / "crashed.log").read_text()
-    assert passed.status == "passed" and len(_lines(record, "import")) == 1
+    assert passed.status == "passed" and len(record_lines(record, "import")) == 1
 
 
 def test_only_an_executable_that_runs_vllms_own_cli_is_warmed(tmp_path):
-    executable, _env, _record = _stand_in(tmp_path)
+    executable, _env, _record = stand_in_vllm(tmp_path)
     wrapper = tmp_path / "gpu-kit-vllm"  # the GPU kit's wrapper, as its setup.sh writes it
     wrapper.write_text(f'#!/bin/bash\nexec "{sys.executable}" -m vllm.entrypoints.cli.main "$@"\n', encoding="utf-8")
     other = tmp_path / "site-wrapper"  # a wrapper with behaviour of its own runs as itself

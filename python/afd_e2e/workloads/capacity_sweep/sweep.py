@@ -158,11 +158,13 @@ def run_sweep(
     cancelled: threading.Event,
     heartbeat_s: float,
     env: Mapping[str, str],
+    client: bench.WarmClient | None,
     levels: Sequence[float] | None = None,
 ) -> CaseCapacity:
     """Warmups, then levels until the search is done, the budget runs out or the run is cancelled; the case's
-    ``capacity`` section; ``env``: each bench's environment (``bench.client_env``). ``levels`` overrides the
-    profile's grid (the curve recorder measures every level)."""
+    ``capacity`` section; ``env``: each bench's environment (``bench.client_env``); ``client``: the warm client the
+    benches run in (the case's, which imported vLLM while its servers started), None: each a process of its own.
+    ``levels`` overrides the profile's grid (the curve recorder measures every level)."""
     started = time.monotonic()
     deadline = Deadline(budget_s)
     grid = tuple(levels) if levels is not None else spec.grid()
@@ -224,43 +226,42 @@ def run_sweep(
             rep.status, rep.failure = Status.CANCELLED, f"stopped: budgets.capacity_s ({budget_s:g} s) ran out"
         return rep, out_of_budget
 
-    with bench.warm_client(executable, env, folder / "client.log", server=base_url) as client:  # one vLLM import
-        for index in range(1, spec.warmups + 1):
-            if cancelled.is_set() or not grid:
-                break
-            progress(f"capacity warmup {index}/{spec.warmups} at {format_level(grid[0])} {spec.unit}")
-            rep, cut_short = repetition(grid[0], f"warmup-{index}", f"capacity warmup {index}")
-            section.warmups.append(replace(rep, index=index))
-            publish(section)
-            if cut_short:
-                break
+    for index in range(1, spec.warmups + 1):
+        if cancelled.is_set() or not grid:
+            break
+        progress(f"capacity warmup {index}/{spec.warmups} at {format_level(grid[0])} {spec.unit}")
+        rep, cut_short = repetition(grid[0], f"warmup-{index}", f"capacity warmup {index}")
+        section.warmups.append(replace(rep, index=index))
+        publish(section)
+        if cut_short:
+            break
 
-        observed: dict[float, Observation] = {}
-        while not cut_short and not cancelled.is_set() and (level := next_level(plan, observed)) is not None:
-            reps: list[Repetition] = []
-            for index in range(1, spec.repetitions + 1):
-                label = f"capacity {format_level(level)} {spec.unit} rep {index}/{spec.repetitions}"
-                rep, cut_short = repetition(level, f"level-{format_level(level)}-rep-{index}", label)
-                reps.append(replace(rep, index=index))
-                share = attainment(reps[-1])
-                progress(f"{label}: {_said(rep, share, spec.slo.attainment)}")
-                if rep.status is not Status.PASSED or (share is not None and share < spec.far_miss_below):
-                    break
-            stopped = reps.pop() if cut_short else None  # the repetition the budget stopped measures nothing
-            record = summarise_level(level, reps, spec.far_miss_below, spec.slo.attainment)
-            if record.far_miss and len(reps) < spec.repetitions:
-                record.note = f"missed by far (attainment below {spec.far_miss_below:.0%}): other repetitions skipped"
-            if stopped is not None:
-                record.note = f"budgets.capacity_s ran out after {len(reps)} of {spec.repetitions} repetitions"
-                if not reps:
-                    record.status = Status.SKIPPED
-            section.levels = sorted([*section.levels, record], key=lambda r: r.level)
-            if (obs := observation(record)) is not None:
-                observed[level] = obs
-            if record.status is Status.FAILED and section.failure is None:
-                section.failure = f"level {format_level(level)} {spec.unit}: {record.failure}"
-            section.estimate = estimate(plan, observed, unit=spec.unit)
-            publish(section)
+    observed: dict[float, Observation] = {}
+    while not cut_short and not cancelled.is_set() and (level := next_level(plan, observed)) is not None:
+        reps: list[Repetition] = []
+        for index in range(1, spec.repetitions + 1):
+            label = f"capacity {format_level(level)} {spec.unit} rep {index}/{spec.repetitions}"
+            rep, cut_short = repetition(level, f"level-{format_level(level)}-rep-{index}", label)
+            reps.append(replace(rep, index=index))
+            share = attainment(reps[-1])
+            progress(f"{label}: {_said(rep, share, spec.slo.attainment)}")
+            if rep.status is not Status.PASSED or (share is not None and share < spec.far_miss_below):
+                break
+        stopped = reps.pop() if cut_short else None  # the repetition the budget stopped measures nothing
+        record = summarise_level(level, reps, spec.far_miss_below, spec.slo.attainment)
+        if record.far_miss and len(reps) < spec.repetitions:
+            record.note = f"missed by far (attainment below {spec.far_miss_below:.0%}): other repetitions skipped"
+        if stopped is not None:
+            record.note = f"budgets.capacity_s ran out after {len(reps)} of {spec.repetitions} repetitions"
+            if not reps:
+                record.status = Status.SKIPPED
+        section.levels = sorted([*section.levels, record], key=lambda r: r.level)
+        if (obs := observation(record)) is not None:
+            observed[level] = obs
+        if record.status is Status.FAILED and section.failure is None:
+            section.failure = f"level {format_level(level)} {spec.unit}: {record.failure}"
+        section.estimate = estimate(plan, observed, unit=spec.unit)
+        publish(section)
     section.estimate = estimate(plan, observed, unit=spec.unit, cut_short=cut_short)
     if cancelled.is_set():
         section.status, section.failure = Status.CANCELLED, section.failure or "cancelled"

@@ -100,7 +100,8 @@ def run_capacity(ctx: PhaseContext) -> PhaseOutcome:
         progress=ctx.progress,
         cancelled=ctx.cancelled,
         heartbeat_s=PROGRESS_EVERY_S,
-        env=bench.client_env(ctx.client_env("capacity bench")),
+        env=bench.client_env(ctx.client_env(bench.PROCESS_NAME)),
+        client=ctx.bench_client,
     )
     return PhaseOutcome(section.status, f"capacity: {section.failure}" if section.failure else None)
 
