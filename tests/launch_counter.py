@@ -60,7 +60,8 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.seen: dict[tuple[int, float], ModuleType | None] = {}
         self.owners: list[ModuleType | None] = []  # the test's module, then each fixture's being set up inside it
-        self.over: list[str] = []
+        self.launched: dict[str, int] = {}  # by module, once the session has finished
+        self.declared: dict[str, int | None] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, name="vllm-launch-counter", daemon=True)
 
@@ -110,14 +111,13 @@ class LaunchCounter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.stop.set()
         self.thread.join(timeout=2 * LAUNCH_POLL_S)
-        self.over = over_declared(*self._by_module(session.config.rootpath))
-        if self.over:
+        self.launched, self.declared = self._by_module(session.config.rootpath)
+        if over_declared(self.launched, self.declared):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
-        launched, declared = self._by_module(config.rootpath)
         terminalreporter.write_line(f"vLLM launches: {len(self.seen)}")
-        for name, count in sorted(launched.items()):
-            terminalreporter.write_line(f"  {count:3d} {name} (declares at most {declared[name]})")
-        for line in self.over:
+        for name, count in sorted(self.launched.items()):
+            terminalreporter.write_line(f"  {count:3d} {name} (declares at most {self.declared[name]})")
+        for line in over_declared(self.launched, self.declared):
             terminalreporter.write_line(f"FAILED launch count: {line}", red=True)

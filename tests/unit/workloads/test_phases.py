@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 from afd_e2e.errors import UsageError
 from afd_e2e.phases.correctness import run_correctness
 from afd_e2e.phases.gsm8k import check_gsm8k_inputs
 from afd_e2e.phases.performance import check_performance_inputs, run_performance
-from afd_e2e.plan import build_plan
 from afd_e2e.profile import load_profile
 from afd_e2e.results import gsm8k_records, parity_records
 from afd_e2e.results.performance_records import SECTION as PERFORMANCE
 from afd_e2e.results.status import Status
-from afd_e2e.runner.case import new_case_results
-from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+from afd_e2e.workloads.context import PhaseOutcome
 from afd_e2e.workloads.parity import read_outputs
 from repo_paths import GSM8K_DIR
+from unit.workloads.serverless_context import serverless_context
 
 TINY = load_profile("tiny-cpu")
 
@@ -52,22 +48,7 @@ def flushes() -> list[int]:
 @pytest.fixture
 def ctx_without_server(tmp_path, monkeypatch, vllm_on_path, flushes):
     monkeypatch.delenv("AFD_E2E_GSM8K_DIR", raising=False)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    case = build_plan(TINY, model_path="/m", port_base=port).cases[0]
-    return PhaseContext(
-        profile=TINY,
-        case=case,
-        case_results=new_case_results(case),
-        out_dir=tmp_path,
-        progress=lambda _: None,
-        cancelled=threading.Event(),
-        flush=lambda: flushes.append(1),
-        gsm8k_dir=GSM8K_DIR,
-        client_env=lambda _: {},
-        take_forensics=lambda _trigger, _reason: None,
-    )
+    return serverless_context(TINY, tmp_path, flushes, GSM8K_DIR)
 
 
 def test_correctness_without_a_server_fails_with_the_reasons_recorded(ctx_without_server, flushes):

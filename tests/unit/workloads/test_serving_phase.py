@@ -5,22 +5,18 @@ without it, and its four checks each recorded, failed for a real cause (no serve
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 import yaml
 
 from afd_e2e.errors import UsageError
 from afd_e2e.phases.serving import ServingSpec, run_serving
 from afd_e2e.phases.smoke import smoke_spec
-from afd_e2e.plan import build_plan
 from afd_e2e.profile import catalogue, parse_profile
 from afd_e2e.results.serving_records import SECTION
 from afd_e2e.results.status import Status
-from afd_e2e.runner.case import new_case_results
-from afd_e2e.workloads.context import PhaseContext, PhaseOutcome
+from afd_e2e.workloads.context import PhaseOutcome
 from repo_paths import REPO
+from unit.workloads.serverless_context import serverless_context
 
 TINY = (REPO / "python/afd_e2e/profiles/tiny-cpu.yaml").read_text()
 
@@ -50,24 +46,8 @@ def test_a_case_that_lists_it_without_workloads_serving_is_refused():
 
 
 def test_without_a_server_every_check_is_recorded_failed(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    profile = parse_profile(tiny_with({"concurrency": 2}), "x.yaml")
-    case = build_plan(profile, model_path="/m", port_base=port).cases[0]
     flushes: list[int] = []
-    ctx = PhaseContext(
-        profile=profile,
-        case=case,
-        case_results=new_case_results(case),
-        out_dir=tmp_path,
-        progress=lambda _: None,
-        cancelled=threading.Event(),
-        flush=lambda: flushes.append(1),
-        gsm8k_dir=None,
-        client_env=lambda _: {},
-        take_forensics=lambda _trigger, _reason: None,
-    )
+    ctx = serverless_context(parse_profile(tiny_with({"concurrency": 2}), "x.yaml"), tmp_path, flushes, None)
     outcome = run_serving(ctx)
     section = ctx.case_results.section(SECTION)
     assert [(c.check, c.status) for c in section.checks] == [
